@@ -1,0 +1,250 @@
+// pnmem/admission.hpp - may this request or model load start? admit, cap or reject, and why.
+//
+// The seed's pn_admission.c. Every result names its reason and, where a die
+// decided it, the die; `need_bytes` / `limit_bytes` give the numbers behind it.
+//
+// admit_request decides in the seed's order:
+//   1. PSI-full stall guard: full avg10 >= psi_full_reject          -> REJECT psi_stall
+//   2. GPU-resident fast path (host cost is 0):
+//        host avail inside the reserve                              -> REJECT host_reserve
+//        n_prompt > max_window                                      -> CAP    window (fit = max_window)
+//        otherwise                                                  -> ADMIT  fits
+//   3. Host path: cost(n) = kv x n + activation_peak(n) must fit in
+//      host avail - reserve, and in the die's free VRAM when a die is named.
+//        avail inside the reserve                                   -> REJECT host_reserve
+//        the whole prompt (or the window, if smaller) fits          -> ADMIT fits / CAP window
+//        some shorter prefix fits (binary search for the largest)   -> CAP    host_budget | die_vram
+//        nothing fits                                               -> REJECT host_budget | die_vram
+//
+// A CAP's fit_tokens is the largest window that fits: one more token would not.
+// max_window <= 0 means no window limit. A host total of 0 means the host was
+// not sampled: byte checks on the host are skipped (fail open, as the seed's
+// engine wrapper does when no watcher runs), never read as "0 bytes free".
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "pnmem/cost_model.hpp"
+#include "pnmem/detail/saturating.hpp"
+#include "pnmem/level.hpp"
+#include "pnmem/mem_state.hpp"
+#include "pnmem/policy.hpp"
+
+namespace pnmem {
+
+enum class verdict : std::uint8_t { admit, cap, reject };
+
+enum class admit_reason : std::uint8_t {
+  fits,          // everything asked for fits
+  window,        // capped to the window (max_window), not by memory
+  psi_stall,     // PSI full avg10 at or above the reject threshold
+  host_reserve,  // host available memory already inside the reserve
+  host_budget,   // host bytes above the reserve are too few
+  die_vram,      // the die's free VRAM is too small (see `die`)
+  bad_request,   // negative prompt, die out of range, no die to load onto
+};
+
+constexpr std::string_view to_string(verdict v) noexcept {
+  switch (v) {
+    case verdict::admit: return "admit";
+    case verdict::cap: return "cap";
+    case verdict::reject: return "reject";
+  }
+  return "invalid";
+}
+
+constexpr std::string_view to_string(admit_reason r) noexcept {
+  switch (r) {
+    case admit_reason::fits: return "fits";
+    case admit_reason::window: return "window";
+    case admit_reason::psi_stall: return "psi_stall";
+    case admit_reason::host_reserve: return "host_reserve";
+    case admit_reason::host_budget: return "host_budget";
+    case admit_reason::die_vram: return "die_vram";
+    case admit_reason::bad_request: return "bad_request";
+  }
+  return "invalid";
+}
+
+struct admit_result {
+  pnmem::verdict verdict = verdict::reject;
+  int fit_tokens = 0;                   // tokens that may start (ADMIT: all; CAP: the largest that fits)
+  admit_reason reason = admit_reason::bad_request;
+  int die = no_die;                     // the die that decided, or no_die
+  std::uint64_t need_bytes = 0;         // cost of what was asked (capped to the window)
+  std::uint64_t limit_bytes = 0;        // the binding budget it was checked against
+
+  friend constexpr bool operator==(const admit_result&, const admit_result&) = default;
+};
+
+// What the engine asks about one request.
+struct request_spec {
+  int n_prompt = 0;                // prompt tokens
+  kv_format kv = kv_format::q4;    // KV cache format of the model's state
+  bool gpu_resident = false;       // model and KV live on the die(s)
+  int die = no_die;                // die whose free VRAM also bounds the host path; no_die = none
+  int max_window = 0;              // context window limit; <= 0 = none
+};
+
+namespace detail {
+
+constexpr admit_result make_result(verdict v, int fit, admit_reason r, int die, std::uint64_t need,
+                                   std::uint64_t limit) noexcept {
+  admit_result out;
+  out.verdict = v;
+  out.fit_tokens = fit;
+  out.reason = r;
+  out.die = die;
+  out.need_bytes = need;
+  out.limit_bytes = limit;
+  return out;
+}
+
+constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_bytes != 0; }
+
+constexpr bool inside_host_reserve(const mem_state& s, const policy& p) noexcept {
+  return host_known(s) && s.host_avail_bytes <= host_reserve_bytes(s.host_total_bytes, p);
+}
+
+}  // namespace detail
+
+constexpr admit_result admit_request(const request_spec& rq, const mem_state& s,
+                                     const policy& p = default_policy) noexcept {
+  using detail::make_result;
+  if (rq.n_prompt < 0 || (rq.die != no_die && !valid_die(s, rq.die))) {
+    return make_result(verdict::reject, 0, admit_reason::bad_request, rq.die, 0, 0);
+  }
+
+  // 1. A whole-box stall: starting anything now only deepens it.
+  if (psi_at_least(s.host_psi_full_avg10, p.psi_full_reject_bp)) {
+    return make_result(verdict::reject, 0, admit_reason::psi_stall, no_die, 0, 0);
+  }
+
+  const std::uint64_t reserve = host_reserve_bytes(s.host_total_bytes, p);
+  const bool windowed = rq.max_window > 0 && rq.n_prompt > rq.max_window;
+  const int n = windowed ? rq.max_window : rq.n_prompt;
+
+  // 2. GPU-resident: the host pays nothing per token, so only the reserve line matters.
+  if (rq.gpu_resident) {
+    if (detail::inside_host_reserve(s, p)) {
+      return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, 0, s.host_avail_bytes);
+    }
+    return windowed ? make_result(verdict::cap, n, admit_reason::window, no_die, 0, 0)
+                    : make_result(verdict::admit, n, admit_reason::fits, no_die, 0, 0);
+  }
+
+  // 3. Host path. The budget is the smaller of host bytes above the reserve and the
+  //    die's free VRAM; whichever is smaller is what binds, and is named.
+  if (detail::inside_host_reserve(s, p)) {
+    return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, host_cost_bytes(n, rq.kv),
+                       s.host_avail_bytes);
+  }
+  std::uint64_t limit = detail::host_known(s) ? s.host_avail_bytes - reserve : detail::u64_max;
+  admit_reason binding = admit_reason::host_budget;
+  int binding_die = no_die;
+  if (rq.die != no_die) {
+    const auto idx = static_cast<std::size_t>(rq.die);
+    if (s.per_die_budget[idx] != 0 && s.per_die_free[idx] < limit) {
+      limit = s.per_die_free[idx];
+      binding = admit_reason::die_vram;
+      binding_die = rq.die;
+    }
+  }
+
+  const std::uint64_t need = host_cost_bytes(n, rq.kv);
+  if (need <= limit) {
+    return windowed ? make_result(verdict::cap, n, admit_reason::window, no_die, need, limit)
+                    : make_result(verdict::admit, n, admit_reason::fits, no_die, need, limit);
+  }
+  if (host_cost_bytes(0, rq.kv) > limit) {
+    return make_result(verdict::reject, 0, binding, binding_die, need, limit);
+  }
+  // cost() is non-decreasing in n: find the largest lo with cost(lo) <= limit < cost(lo + 1).
+  int lo = 0;  // fits
+  int hi = n;  // does not fit
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    if (host_cost_bytes(mid, rq.kv) <= limit) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  if (lo == 0) return make_result(verdict::reject, 0, binding, binding_die, need, limit);
+  return make_result(verdict::cap, lo, binding, binding_die, need, limit);
+}
+
+// A model about to be uploaded whole onto one die.
+struct model_load_spec {
+  std::uint64_t weights_bytes = 0;
+  std::uint64_t kv_max_ctx_bytes = 0;  // KV cache at the maximum context
+};
+
+// The die with the most free VRAM among the measured ones (budget > 0), or no_die.
+constexpr int roomiest_die(const mem_state& s) noexcept {
+  int best = no_die;
+  for (int i = 0; i < die_count(s); ++i) {
+    const auto idx = static_cast<std::size_t>(i);
+    if (s.per_die_budget[idx] == 0) continue;
+    if (best == no_die || s.per_die_free[idx] > s.per_die_free[static_cast<std::size_t>(best)]) best = i;
+  }
+  return best;
+}
+
+// The die with the least free VRAM among the measured ones: the seed's default
+// die for admission ("worst free VRAM"), or no_die.
+constexpr int tightest_die(const mem_state& s) noexcept {
+  int worst = no_die;
+  for (int i = 0; i < die_count(s); ++i) {
+    const auto idx = static_cast<std::size_t>(i);
+    if (s.per_die_budget[idx] == 0) continue;
+    if (worst == no_die || s.per_die_free[idx] < s.per_die_free[static_cast<std::size_t>(worst)]) worst = i;
+  }
+  return worst;
+}
+
+// Seed pn_admit_model_load: weights + KV at max context + activation scratch must
+// fit in the die's free VRAM minus the die reserve. die = no_die picks the roomiest die.
+constexpr admit_result admit_model_load(const model_load_spec& m, const mem_state& s, int die = no_die,
+                                        const policy& p = default_policy) noexcept {
+  using detail::sat_add;
+  if (die == no_die) die = roomiest_die(s);
+  const std::uint64_t need = sat_add(sat_add(m.weights_bytes, m.kv_max_ctx_bytes), p.die_scratch_bytes);
+  if (!valid_die(s, die)) return detail::make_result(verdict::reject, 0, admit_reason::bad_request, die, need, 0);
+  const std::uint64_t limit = detail::sat_sub(s.per_die_free[static_cast<std::size_t>(die)], p.die_reserve_bytes);
+  return need <= limit ? detail::make_result(verdict::admit, 0, admit_reason::fits, die, need, limit)
+                       : detail::make_result(verdict::reject, 0, admit_reason::die_vram, die, need, limit);
+}
+
+// Seed pn_admit_model_load_die: one die's slice of a multi-die split. The slice
+// plus the die scratch must fit in that die's free VRAM (no host term: the GPU
+// path's scratch is bounded).
+constexpr admit_result admit_model_load_die(std::uint64_t weights_slice_bytes, std::uint64_t kv_slice_bytes,
+                                            const mem_state& s, int die,
+                                            const policy& p = default_policy) noexcept {
+  using detail::sat_add;
+  const std::uint64_t need = sat_add(sat_add(weights_slice_bytes, kv_slice_bytes), p.die_scratch_bytes);
+  if (!valid_die(s, die)) return detail::make_result(verdict::reject, 0, admit_reason::bad_request, die, need, 0);
+  const std::uint64_t limit = s.per_die_free[static_cast<std::size_t>(die)];
+  return need <= limit ? detail::make_result(verdict::admit, 0, admit_reason::fits, die, need, limit)
+                       : detail::make_result(verdict::reject, 0, admit_reason::die_vram, die, need, limit);
+}
+
+// Seed pn_admit_load_spike: the host dequant/staging burst of a weight upload must
+// fit in host memory above the reserve before a multi-minute upload starts.
+constexpr admit_result admit_load_spike(const mem_state& s, const policy& p = default_policy) noexcept {
+  const std::uint64_t need = p.load_spike_bytes;
+  if (!detail::host_known(s)) {
+    return detail::make_result(verdict::admit, 0, admit_reason::fits, no_die, need, detail::u64_max);
+  }
+  const std::uint64_t reserve = host_reserve_bytes(s.host_total_bytes, p);
+  if (s.host_avail_bytes <= reserve) {
+    return detail::make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, need, s.host_avail_bytes);
+  }
+  const std::uint64_t limit = s.host_avail_bytes - reserve;
+  return need <= limit ? detail::make_result(verdict::admit, 0, admit_reason::fits, no_die, need, limit)
+                       : detail::make_result(verdict::reject, 0, admit_reason::host_budget, no_die, need, limit);
+}
+
+}  // namespace pnmem

@@ -1,0 +1,35 @@
+// pnmem/detail/saturating.hpp - unsigned arithmetic that clamps instead of wrapping.
+//
+// Garbage inputs (a die reporting 2^64-1 free bytes, a prompt of INT_MAX tokens)
+// must give a conservative answer, never a wrapped one that admits everything.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+namespace pnmem::detail {
+
+inline constexpr std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
+
+constexpr std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) noexcept {
+  return a > u64_max - b ? u64_max : a + b;
+}
+
+constexpr std::uint64_t sat_sub(std::uint64_t a, std::uint64_t b) noexcept {
+  return a > b ? a - b : 0;
+}
+
+constexpr std::uint64_t sat_mul(std::uint64_t a, std::uint64_t b) noexcept {
+  if (a == 0 || b == 0) return 0;
+  return a > u64_max / b ? u64_max : a * b;
+}
+
+// floor(a * num / den) without intermediate overflow (den > 0, num <= den assumed
+// by callers for fractions, but exact for any num as long as the result fits).
+constexpr std::uint64_t mul_div(std::uint64_t a, std::uint64_t num, std::uint64_t den) noexcept {
+  const std::uint64_t whole = sat_mul(a / den, num);
+  const std::uint64_t part = sat_mul(a % den, num) / den;
+  return sat_add(whole, part);
+}
+
+}  // namespace pnmem::detail

@@ -1,0 +1,109 @@
+// pnmem/ladder.hpp - the reactive degradation ladder: a level in, absolute limits out.
+//
+// The seed's pn_ladder_plan_for. Pure and stateless: no I/O, no allocation.
+//
+//   rung  name                   engages at  action
+//   4a    force Q4 KV            WATCH       force_kv_q4 = true (for caches allocated from now on)
+//   2     shrink concurrency     TIGHT       max_slots = cfg/2; CRITICAL -> 1
+//   3     clamp prefill window   TIGHT       prefill_window = cfg/2; CRITICAL -> cfg/4
+//   4b    KV eviction            TIGHT       kv_evict = true (a policy flag)
+//
+// Guarantees (each is a test): at OK the plan is the operator config; every rung
+// only reduces; a higher level never relaxes what a lower one engaged;
+// max_slots >= 1; a configured window of 0 means "no clamp" and stays 0, and a
+// clamped window never rounds down to 0 (which would read as "no clamp");
+// with ladder_disabled the values are those of the OK plan at every level.
+#pragma once
+
+#include "pnmem/mem_level.hpp"
+#include "pnmem/mem_state.hpp"
+#include "pnmem/policy.hpp"
+
+namespace pnmem {
+
+// What the operator configured: the plan at OK.
+struct ladder_config {
+  int max_slots = 1;       // decode slots; values below 1 are treated as 1
+  int prefill_window = 0;  // max prefill tokens; 0 = no clamp (negative is treated as 0)
+  bool kv_q4 = false;      // KV caches already configured as Q4
+};
+
+struct ladder_plan {
+  mem_level level = mem_level::ok;  // the level this plan answers (the real one, even when disabled)
+  int max_slots = 1;                // rung 2: concurrency ceiling, >= 1
+  bool force_kv_q4 = false;         // rung 4a: new KV caches are Q4
+  bool kv_evict = false;            // rung 4b: low-attention KV eviction allowed
+  int prefill_window = 0;           // rung 3: max prefill tokens, 0 = no clamp
+  bool degraded = false;            // some rung changed the operator config
+  const char* note = "";            // one line for logs; a static string
+
+  // Notes come from one inline table, so equal plans have the same pointer.
+  friend constexpr bool operator==(const ladder_plan&, const ladder_plan&) = default;
+};
+
+namespace detail {
+inline constexpr const char* ladder_notes[] = {
+    "ok: operator config",
+    "watch: rung 4a: new KV caches use Q4",
+    "tight: rungs 4a 2 3 4b: Q4 KV, slots/2, prefill window/2, KV eviction",
+    "critical: rungs 4a 2 3 4b: Q4 KV, 1 slot, prefill window/4, KV eviction",
+    "ladder disabled (PN_LADDER_DISABLE): operator config",
+};
+
+// cfg/div, but a positive configured value never becomes 0 (= no clamp) or below 1.
+constexpr int reduce_positive(int cfg, int div) noexcept {
+  if (cfg <= 0) return cfg;
+  const int v = cfg / div;
+  return v < 1 ? 1 : v;
+}
+}  // namespace detail
+
+constexpr ladder_plan ladder_plan_for(mem_level level, const ladder_config& cfg,
+                                      const policy& p = default_policy) noexcept {
+  const int slots = cfg.max_slots < 1 ? 1 : cfg.max_slots;
+  const int window = cfg.prefill_window < 0 ? 0 : cfg.prefill_window;
+
+  ladder_plan plan;
+  plan.level = level;
+  plan.max_slots = slots;
+  plan.force_kv_q4 = cfg.kv_q4;
+  plan.kv_evict = false;
+  plan.prefill_window = window;
+
+  if (p.ladder_disabled) {
+    plan.note = detail::ladder_notes[4];
+    return plan;
+  }
+  switch (level) {
+    case mem_level::ok:
+      break;
+    case mem_level::watch:
+      plan.force_kv_q4 = true;
+      break;
+    case mem_level::tight:
+      plan.force_kv_q4 = true;
+      plan.max_slots = detail::reduce_positive(slots, 2);
+      plan.prefill_window = detail::reduce_positive(window, 2);
+      plan.kv_evict = true;
+      break;
+    case mem_level::critical:
+      plan.force_kv_q4 = true;
+      plan.max_slots = 1;
+      plan.prefill_window = detail::reduce_positive(window, 4);
+      plan.kv_evict = true;
+      break;
+  }
+  const int idx = static_cast<int>(level);
+  plan.note = detail::ladder_notes[idx >= 0 && idx < mem_level_count ? idx : 0];
+  plan.degraded = plan.max_slots != slots || plan.prefill_window != window ||
+                  plan.force_kv_q4 != cfg.kv_q4 || plan.kv_evict;
+  return plan;
+}
+
+// The seed's pn_ladder_plan_from_state: the plan for a snapshot's level.
+constexpr ladder_plan ladder_plan_from_state(const mem_state& s, const ladder_config& cfg,
+                                             const policy& p = default_policy) noexcept {
+  return ladder_plan_for(s.level, cfg, p);
+}
+
+}  // namespace pnmem

@@ -1,0 +1,114 @@
+// pnmem/level.hpp - from a snapshot's numbers to one pressure level.
+//
+// The seed's tables (pn_memwatch.c derive_level), exactly:
+//
+//   host:  avail <= reserve            CRITICAL      die (budget 0 is skipped):
+//          slack < reserve/4           TIGHT           free == 0          CRITICAL
+//          slack < reserve             WATCH           free < budget/16   TIGHT
+//          otherwise                   OK              free < budget/8    WATCH
+//   PSI:   full >= 15 %                CRITICAL        otherwise          OK
+//          full > 0                    >= TIGHT
+//          some >= 10 %                >= TIGHT      level = worst of host, PSI, dies
+//          some > 0                    >= WATCH
+//
+// where slack = avail - reserve. A host total of 0 means the host was not sampled
+// (like a die with budget 0): its byte bands are skipped rather than read as
+// "0 bytes available", so a missing sample never produces a false CRITICAL.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "pnmem/mem_level.hpp"
+#include "pnmem/mem_state.hpp"
+#include "pnmem/policy.hpp"
+
+namespace pnmem {
+
+constexpr mem_level host_level(std::uint64_t host_total_bytes, std::uint64_t host_avail_bytes,
+                               const policy& p = default_policy) noexcept {
+  if (host_total_bytes == 0) return mem_level::ok;
+  const std::uint64_t reserve = host_reserve_bytes(host_total_bytes, p);
+  if (host_avail_bytes <= reserve) return mem_level::critical;
+  const std::uint64_t slack = host_avail_bytes - reserve;
+  if (slack < reserve / 4) return mem_level::tight;
+  if (slack < reserve) return mem_level::watch;
+  return mem_level::ok;
+}
+
+constexpr mem_level psi_level(double some_avg10_pct, double full_avg10_pct,
+                              const policy& p = default_policy) noexcept {
+  if (psi_at_least(full_avg10_pct, p.psi_full_reject_bp)) return mem_level::critical;
+  // Any full stall at all, even a decaying blip after a model load, is TIGHT.
+  if (full_avg10_pct > 0.0) return mem_level::tight;
+  if (psi_at_least(some_avg10_pct, p.psi_some_tight_bp)) return mem_level::tight;
+  if (some_avg10_pct > 0.0) return mem_level::watch;
+  return mem_level::ok;
+}
+
+constexpr mem_level die_level(std::uint64_t free_bytes, std::uint64_t budget_bytes,
+                              const policy& p = default_policy) noexcept {
+  if (budget_bytes == 0) return mem_level::ok;  // not measured: skipped
+  if (free_bytes == 0) return mem_level::critical;
+  // A zero divisor in a hand-built policy disables that band instead of dividing by zero.
+  if (p.die_tight_divisor != 0 && free_bytes < budget_bytes / p.die_tight_divisor) {
+    return mem_level::tight;
+  }
+  if (p.die_watch_divisor != 0 && free_bytes < budget_bytes / p.die_watch_divisor) {
+    return mem_level::watch;
+  }
+  return mem_level::ok;
+}
+
+inline constexpr int no_die = -1;
+
+// Every input of the level and the part each played: what `pnmem level` prints
+// and what an operator reads to see *why* the box is where it is.
+struct level_report {
+  mem_level level = mem_level::ok;       // worst of the three below
+  mem_level host_level = mem_level::ok;  // byte bands of host memory
+  mem_level psi_level = mem_level::ok;   // PSI escalation
+  mem_level worst_die_level = mem_level::ok;
+  int worst_die = no_die;                // die with the worst level (lowest index on ties); no_die if none counted
+  int n_dies = 0;                        // dies considered (n_dies clamped to max_dies)
+  std::array<mem_level, max_dies> die_levels{};
+  std::uint64_t host_reserve_bytes = 0;
+};
+
+constexpr level_report explain_level(const mem_state& s, const policy& p = default_policy) noexcept {
+  level_report r;
+  r.host_reserve_bytes = host_reserve_bytes(s.host_total_bytes, p);
+  r.host_level = host_level(s.host_total_bytes, s.host_avail_bytes, p);
+  r.psi_level = psi_level(s.host_psi_some_avg10, s.host_psi_full_avg10, p);
+  r.n_dies = die_count(s);
+  for (int i = 0; i < r.n_dies; ++i) {
+    const auto idx = static_cast<std::size_t>(i);
+    r.die_levels[idx] = die_level(s.per_die_free[idx], s.per_die_budget[idx], p);
+    if (s.per_die_budget[idx] != 0 && (r.worst_die == no_die || r.die_levels[idx] > r.worst_die_level)) {
+      r.worst_die = i;
+      r.worst_die_level = r.die_levels[idx];
+    }
+  }
+  r.level = worst_of(worst_of(r.host_level, r.psi_level), r.worst_die_level);
+  return r;
+}
+
+// The seed's derive_level: max(host level, PSI, every die).
+constexpr mem_level derive_level(const mem_state& s, const policy& p = default_policy) noexcept {
+  mem_level l = worst_of(host_level(s.host_total_bytes, s.host_avail_bytes, p),
+                         psi_level(s.host_psi_some_avg10, s.host_psi_full_avg10, p));
+  const int n = die_count(s);
+  for (int i = 0; i < n && l != mem_level::critical; ++i) {
+    const auto idx = static_cast<std::size_t>(i);
+    l = worst_of(l, die_level(s.per_die_free[idx], s.per_die_budget[idx], p));
+  }
+  return l;
+}
+
+// The snapshot with its level field re-derived: what a publisher stores.
+constexpr mem_state with_derived_level(mem_state s, const policy& p = default_policy) noexcept {
+  s.level = derive_level(s, p);
+  return s;
+}
+
+}  // namespace pnmem

@@ -1,0 +1,48 @@
+// pnmem/mem_state.hpp - one immutable snapshot of host and per-die memory.
+//
+// The seed's pn_mem_state, field for field, plus the time the sample was taken.
+// A plain value: trivially copyable so the watcher can publish it through a
+// seqlock, and usable in constant expressions so engines can static_assert
+// decisions over hand-written states.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <type_traits>
+
+#include "pnmem/mem_level.hpp"
+
+namespace pnmem {
+
+inline constexpr int max_dies = 16;
+
+struct mem_state {
+  std::uint64_t host_total_bytes = 0;      // MemTotal (or the container's limit); 0 = host not sampled
+  std::uint64_t host_avail_bytes = 0;      // MemAvailable: allocatable without swapping
+  double host_psi_some_avg10 = 0.0;        // /proc/pressure/memory "some avg10", percent
+  double host_psi_full_avg10 = 0.0;        // "full avg10", percent: whole-box stall
+  std::uint64_t cgroup_current_bytes = 0;  // memory.current (0 if not in a cgroup)
+  std::uint64_t cgroup_high_bytes = 0;     // memory.high (0 = "max"/unset)
+  std::uint64_t cgroup_max_bytes = 0;      // memory.max  (0 = "max"/unset)
+  int n_dies = 0;                          // dies [0, n_dies) are meaningful
+  std::array<std::uint64_t, max_dies> per_die_free{};    // cudaMemGetInfo free per die
+  std::array<std::uint64_t, max_dies> per_die_budget{};  // total - die reserve; 0 = die skipped
+  std::array<std::uint64_t, max_dies> per_die_used{};    // the engine's own allocation tally
+  mem_level level = mem_level::ok;         // derived: worst of host, PSI and every die
+  std::uint64_t seq = 0;                   // monotonic snapshot counter
+  std::int64_t sample_time_ns = 0;         // steady (monotonic) clock when sampled, ns
+};
+
+static_assert(std::is_trivially_copyable_v<mem_state>);
+
+// Number of dies a state really describes: n_dies clamped to [0, max_dies], so a
+// corrupt count can never index past the arrays.
+constexpr int die_count(const mem_state& s) noexcept {
+  return s.n_dies < 0 ? 0 : (s.n_dies > max_dies ? max_dies : s.n_dies);
+}
+
+constexpr bool valid_die(const mem_state& s, int die) noexcept {
+  return die >= 0 && die < die_count(s);
+}
+
+}  // namespace pnmem

@@ -1,0 +1,20 @@
+// pnmem/pnmem.hpp - the whole policy library.
+//
+// Header-only, standard library only. The decision headers (level, ladder,
+// cost_model, admission, parse) have no heap, no locks and no exceptions, and
+// every decision is usable in a constant expression. config.hpp and format.hpp
+// allocate and are meant for start-up and logging.
+#pragma once
+
+#include "pnmem/admission.hpp"
+#include "pnmem/config.hpp"
+#include "pnmem/cost_model.hpp"
+#include "pnmem/format.hpp"
+#include "pnmem/ladder.hpp"
+#include "pnmem/level.hpp"
+#include "pnmem/mem_level.hpp"
+#include "pnmem/mem_state.hpp"
+#include "pnmem/parse.hpp"
+#include "pnmem/policy.hpp"
+#include "pnmem/units.hpp"
+#include "pnmem/version.hpp"
