@@ -104,7 +104,7 @@ constexpr decimal scan_decimal(std::string_view s, int max_frac_digits) noexcept
   }
   if (i < s.size() && s[i] == '.') {
     ++i;
-    bool frac_any = false;
+    bool frac_any = false;  // "1." and "." are malformed; ".5" is a half
     for (; i < s.size() && is_digit(s[i]); ++i) {
       frac_any = true;
       if (d.frac_digits == max_frac_digits) {
@@ -114,7 +114,7 @@ constexpr decimal scan_decimal(std::string_view s, int max_frac_digits) noexcept
       d.frac = d.frac * 10 + static_cast<std::uint64_t>(s[i] - '0');
       ++d.frac_digits;
     }
-    if (!frac_any) any = false;  // "1." and "." are malformed
+    any = frac_any;
   }
   if (!any) d.error = parse_errc::not_a_number;
   d.length = i;

@@ -1,0 +1,146 @@
+// The seed's environment variables: good values apply, bad ones are named and ignored.
+#include "pnmem/config.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+
+using namespace pnmem;
+
+namespace {
+struct fake_env {
+  std::map<std::string, std::string> vars;
+  const char* operator()(const char* name) const {
+    const auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  }
+};
+
+env_config load(std::map<std::string, std::string> vars) { return policy_from_env(fake_env{std::move(vars)}); }
+}  // namespace
+
+TEST_CASE("no variables: the seed's defaults, no errors") {
+  const env_config c = load({});
+  CHECK(c.ok());
+  CHECK(c.value == default_policy);
+  CHECK(c.value.host_reserve_min_bytes == 1 * GiB);
+  CHECK(c.value.host_reserve_bp == 1500);
+  CHECK(c.value.psi_full_reject_bp == 1500);
+  CHECK(c.value.psi_some_tight_bp == 1000);
+  CHECK(c.value.die_reserve_bytes == 1 * GiB);
+  CHECK(c.value.die_tight_divisor == 16);
+  CHECK(c.value.die_watch_divisor == 8);
+  CHECK(c.value.load_spike_bytes == 2576980377);
+  CHECK_FALSE(c.value.ladder_disabled);
+}
+
+TEST_CASE("every variable applies") {
+  const env_config c = load({{"PN_HOST_RESERVE_BYTES", "2GiB"},
+                             {"PN_PSI_FULL_REJECT", "20.5"},
+                             {"PN_DIE_RESERVE_BYTES", "512MiB"},
+                             {"PN_LADDER_DISABLE", "1"},
+                             {"PN_LOAD_SPIKE_BYTES", "3221225472"}});
+  CHECK(c.ok());
+  CHECK(c.value.host_reserve_min_bytes == 2 * GiB);
+  CHECK(c.value.host_reserve_bp == 0);
+  CHECK(host_reserve_bytes(100 * GiB, c.value) == 2 * GiB);  // exactly the value, not max(.., 15 %)
+  CHECK(c.value.psi_full_reject_bp == 2050);
+  CHECK(c.value.die_reserve_bytes == 512 * MiB);
+  CHECK(c.value.ladder_disabled);
+  CHECK(c.value.load_spike_bytes == 3 * GiB);
+}
+
+TEST_CASE("a bad value names the variable and the value, keeps the default, spares the rest") {
+  struct bad_case {
+    const char* var;
+    const char* value;
+    const char* says;
+  };
+  const bad_case cases[] = {
+      {"PN_HOST_RESERVE_BYTES", "12x", "unknown unit"},
+      {"PN_HOST_RESERVE_BYTES", "-1", "negative"},
+      {"PN_HOST_RESERVE_BYTES", "99999999999999999999", "out of range"},
+      {"PN_HOST_RESERVE_BYTES", "", "empty"},
+      {"PN_HOST_RESERVE_BYTES", "4GB", "ambiguous"},
+      {"PN_PSI_FULL_REJECT", "abc", "not a number"},
+      {"PN_PSI_FULL_REJECT", "-3", "negative"},
+      {"PN_PSI_FULL_REJECT", "150", "out of range"},
+      {"PN_PSI_FULL_REJECT", "0", "above 0"},
+      {"PN_PSI_FULL_REJECT", "12.345", "decimals"},
+      {"PN_DIE_RESERVE_BYTES", "1.5", "fraction"},
+      {"PN_DIE_RESERVE_BYTES", "18446744073709551616", "out of range"},
+      {"PN_LADDER_DISABLE", "maybe", "not a switch"},
+      {"PN_LADDER_DISABLE", "", "empty"},
+      {"PN_LOAD_SPIKE_BYTES", "two gigs", "not a number"},
+  };
+  for (const auto& bc : cases) {
+    CAPTURE(bc.var);
+    CAPTURE(bc.value);
+    // The bad variable beside one good one: the good one still applies.
+    const std::string other = std::string(bc.var) == "PN_DIE_RESERVE_BYTES" ? "PN_LOAD_SPIKE_BYTES" : "PN_DIE_RESERVE_BYTES";
+    const env_config c = load({{bc.var, bc.value}, {other, "3GiB"}});
+    REQUIRE(c.errors.size() == 1);
+    const config_error& e = c.errors[0];
+    CHECK(e.variable == bc.var);
+    CHECK(e.value == bc.value);
+    const std::string line = e.to_string();
+    CHECK(line.find(bc.var) != std::string::npos);
+    CHECK(line.find(std::string("\"") + bc.value + "\"") != std::string::npos);
+    CHECK(line.find(bc.says) != std::string::npos);
+    CHECK(line.find("keeping") != std::string::npos);
+    // the default stays for the bad one...
+    policy expect = default_policy;
+    if (other == "PN_DIE_RESERVE_BYTES") {
+      expect.die_reserve_bytes = 3 * GiB;
+    } else {
+      expect.load_spike_bytes = 3 * GiB;
+    }
+    CHECK(c.value == expect);  // ...and the good one applied
+  }
+}
+
+TEST_CASE("error lines say what stays in force") {
+  CHECK(load({{"PN_PSI_FULL_REJECT", "abc"}}).errors[0].to_string() ==
+        "PN_PSI_FULL_REJECT=\"abc\": not a number; keeping 15.00 %");
+  CHECK(load({{"PN_HOST_RESERVE_BYTES", "x"}}).errors[0].kept == "max(1.00 GiB, 15.00 % of MemTotal)");
+  CHECK(load({{"PN_DIE_RESERVE_BYTES", "x"}}).errors[0].kept == "1.00 GiB");
+  CHECK(load({{"PN_LOAD_SPIKE_BYTES", "x"}}).errors[0].kept == "2.40 GiB");
+  CHECK(load({{"PN_LADDER_DISABLE", "x"}}).errors[0].kept == "off");
+}
+
+TEST_CASE("several bad variables: one error each") {
+  const env_config c = load({{"PN_HOST_RESERVE_BYTES", "x"}, {"PN_PSI_FULL_REJECT", "y"}, {"PN_LADDER_DISABLE", "z"}});
+  CHECK(c.errors.size() == 3);
+  CHECK(c.value == default_policy);
+}
+
+TEST_CASE("settings start from a caller's base policy") {
+  policy base;
+  base.die_reserve_bytes = 2 * GiB;
+  const env_config c = policy_from_env(fake_env{{{"PN_DIE_RESERVE_BYTES", "bad"}}}, base);
+  CHECK(c.value.die_reserve_bytes == 2 * GiB);
+  CHECK(c.errors[0].kept == "2.00 GiB");
+}
+
+TEST_CASE("the process environment is read by the default overload") {
+  ::setenv("PN_LOAD_SPIKE_BYTES", "1GiB", 1);
+  ::setenv("PN_PSI_FULL_REJECT", "oops", 1);
+  const env_config c = policy_from_env();
+  ::unsetenv("PN_LOAD_SPIKE_BYTES");
+  ::unsetenv("PN_PSI_FULL_REJECT");
+  CHECK(c.value.load_spike_bytes == 1 * GiB);
+  REQUIRE(c.errors.size() == 1);
+  CHECK(c.errors[0].variable == "PN_PSI_FULL_REJECT");
+}
+
+TEST_CASE("formatting used by the messages") {
+  CHECK(format_bytes(0) == "0 B");
+  CHECK(format_bytes(1023) == "1023 B");
+  CHECK(format_bytes(1024) == "1.00 KiB");
+  CHECK(format_bytes(3 * GiB / 2) == "1.50 GiB");
+  CHECK(format_bytes(2 * TiB) == "2.00 TiB");
+  CHECK(format_percent_bp(1500) == "15.00 %");
+  CHECK(format_percent_bp(25) == "0.25 %");
+}

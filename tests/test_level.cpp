@@ -1,0 +1,233 @@
+// The seed's host, PSI and die tables, row by row, with both sides of every line.
+#include "pnmem/level.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "test_support.hpp"
+
+using namespace pnmem;
+using pnmem::test::add_die;
+using pnmem::test::host_state;
+
+TEST_CASE("host reserve is max(1 GiB, 15 % of MemTotal)") {
+  CHECK(host_reserve_bytes(0) == 1 * GiB);
+  CHECK(host_reserve_bytes(4 * GiB) == 1 * GiB);        // 15 % = 0.6 GiB
+  CHECK(host_reserve_bytes(8 * GiB) == 1288490188);     // 15 % of 8 GiB, floored (the seed's ~1.2 GiB)
+  CHECK(host_reserve_bytes(100 * GiB) == 15 * GiB);
+  // The crossover: 15 % of MemTotal reaches 1 GiB at MemTotal = 1 GiB / 0.15.
+  CHECK(host_reserve_bytes(7158278826) == 1 * GiB);     // 15 % = 1073741823.9 -> floor < 1 GiB
+  CHECK(host_reserve_bytes(7158278834) == 1073741825);  // first totals above: the share wins
+  // No overflow at the top of the range.
+  CHECK(host_reserve_bytes(std::numeric_limits<std::uint64_t>::max()) ==
+        std::numeric_limits<std::uint64_t>::max() / 10000 * 1500 + (std::numeric_limits<std::uint64_t>::max() % 10000) * 1500 / 10000);
+}
+
+TEST_CASE("PN_HOST_RESERVE_BYTES-style override: the reserve is exactly the value") {
+  policy p;
+  p.host_reserve_min_bytes = 3 * GiB;
+  p.host_reserve_bp = 0;
+  CHECK(host_reserve_bytes(8 * GiB, p) == 3 * GiB);
+  CHECK(host_reserve_bytes(100 * GiB, p) == 3 * GiB);
+  p.host_reserve_min_bytes = 0;
+  CHECK(host_reserve_bytes(8 * GiB, p) == 0);
+  CHECK(host_level(8 * GiB, 0, p) == mem_level::critical);  // avail 0 <= reserve 0
+  CHECK(host_level(8 * GiB, 1, p) == mem_level::ok);
+}
+
+TEST_CASE("host table: every row, both sides of every line") {
+  const std::uint64_t total = 8 * GiB;
+  const std::uint64_t r = host_reserve_bytes(total);
+  REQUIRE(r == 1288490188);
+
+  SUBCASE("avail <= reserve is CRITICAL, equality included") {
+    CHECK(host_level(total, 0) == mem_level::critical);
+    CHECK(host_level(total, r - 1) == mem_level::critical);
+    CHECK(host_level(total, r) == mem_level::critical);
+    CHECK(host_level(total, r + 1) == mem_level::tight);
+  }
+  SUBCASE("slack < reserve/4 is TIGHT") {
+    CHECK(host_level(total, r + r / 4 - 1) == mem_level::tight);
+    CHECK(host_level(total, r + r / 4) == mem_level::watch);
+  }
+  SUBCASE("slack < reserve is WATCH") {
+    CHECK(host_level(total, r + r - 1) == mem_level::watch);
+    CHECK(host_level(total, r + r) == mem_level::ok);
+  }
+  SUBCASE("otherwise OK") {
+    CHECK(host_level(total, total) == mem_level::ok);
+    CHECK(host_level(total, 5 * GiB) == mem_level::ok);
+  }
+  SUBCASE("the seed's mini: 8 GiB box with ~1.1 GiB used sits in a pressure band") {
+    // 8 GiB - OS and model ~= 2.3 GiB available: slack 1.0 GiB < reserve 1.2 GiB -> WATCH;
+    // closer to the line it is TIGHT, which the seed calls normal on that box.
+    CHECK(host_level(total, 2300 * MiB) == mem_level::watch);
+    CHECK(host_level(total, 1500 * MiB) == mem_level::tight);
+  }
+}
+
+TEST_CASE("a host that was not sampled (MemTotal 0) is skipped, never a false CRITICAL") {
+  CHECK(host_level(0, 0) == mem_level::ok);
+  CHECK(derive_level(host_state(0, 0)) == mem_level::ok);
+  CHECK(derive_level(host_state(0, 0, 0.0, 20.0)) == mem_level::critical);  // PSI still counts
+}
+
+TEST_CASE("PSI escalation: every rule, both sides") {
+  SUBCASE("full >= 15 % is CRITICAL") {
+    CHECK(psi_level(0.0, 15.0) == mem_level::critical);
+    CHECK(psi_level(0.0, 15.01) == mem_level::critical);
+    CHECK(psi_level(0.0, 100.0) == mem_level::critical);
+    CHECK(psi_level(0.0, 14.99) == mem_level::tight);
+  }
+  SUBCASE("full > 0 is at least TIGHT (a decaying blip after a model load)") {
+    CHECK(psi_level(0.0, 0.01) == mem_level::tight);
+    CHECK(psi_level(0.0, 0.0) == mem_level::ok);
+  }
+  SUBCASE("some >= 10 % is at least TIGHT") {
+    CHECK(psi_level(10.0, 0.0) == mem_level::tight);
+    CHECK(psi_level(55.0, 0.0) == mem_level::tight);
+    CHECK(psi_level(9.99, 0.0) == mem_level::watch);
+  }
+  SUBCASE("some > 0 is at least WATCH") {
+    CHECK(psi_level(0.01, 0.0) == mem_level::watch);
+    CHECK(psi_level(0.0, 0.0) == mem_level::ok);
+  }
+  SUBCASE("rules compose: the worst one wins") {
+    CHECK(psi_level(50.0, 20.0) == mem_level::critical);
+    CHECK(psi_level(0.5, 0.5) == mem_level::tight);
+  }
+  SUBCASE("garbage is not pressure") {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    CHECK(psi_level(nan, nan) == mem_level::ok);
+    CHECK(psi_level(-3.0, -1.0) == mem_level::ok);
+  }
+  SUBCASE("the reject threshold is policy (PN_PSI_FULL_REJECT)") {
+    policy p;
+    p.psi_full_reject_bp = 525;  // 5.25 %
+    CHECK(psi_level(0.0, 5.25, p) == mem_level::critical);
+    CHECK(psi_level(0.0, 5.24, p) == mem_level::tight);
+    p.psi_some_tight_bp = 2000;
+    CHECK(psi_level(19.99, 0.0, p) == mem_level::watch);
+    CHECK(psi_level(20.0, 0.0, p) == mem_level::tight);
+  }
+  SUBCASE("PSI in the snapshot escalates the host level") {
+    CHECK(derive_level(host_state(64 * GiB, 60 * GiB, 0.0, 15.0)) == mem_level::critical);
+    CHECK(derive_level(host_state(64 * GiB, 60 * GiB, 0.0, 0.3)) == mem_level::tight);
+    CHECK(derive_level(host_state(64 * GiB, 60 * GiB, 12.0, 0.0)) == mem_level::tight);
+    CHECK(derive_level(host_state(64 * GiB, 60 * GiB, 2.0, 0.0)) == mem_level::watch);
+    CHECK(derive_level(host_state(64 * GiB, 60 * GiB, 0.0, 0.0)) == mem_level::ok);
+  }
+}
+
+TEST_CASE("die table: every row, both sides") {
+  const std::uint64_t budget = 16 * GiB;  // budget/16 = 1 GiB, budget/8 = 2 GiB
+  SUBCASE("free 0 is CRITICAL") {
+    CHECK(die_level(0, budget) == mem_level::critical);
+    CHECK(die_level(1, budget) == mem_level::tight);
+  }
+  SUBCASE("free < budget/16 is TIGHT") {
+    CHECK(die_level(1 * GiB - 1, budget) == mem_level::tight);
+    CHECK(die_level(1 * GiB, budget) == mem_level::watch);
+  }
+  SUBCASE("free < budget/8 is WATCH") {
+    CHECK(die_level(2 * GiB - 1, budget) == mem_level::watch);
+    CHECK(die_level(2 * GiB, budget) == mem_level::ok);
+  }
+  SUBCASE("otherwise OK, including free above the budget") {
+    CHECK(die_level(budget, budget) == mem_level::ok);
+    CHECK(die_level(budget + 1 * GiB, budget) == mem_level::ok);
+  }
+  SUBCASE("a die with budget 0 is skipped, even with free 0") {
+    CHECK(die_level(0, 0) == mem_level::ok);
+    CHECK(derive_level(add_die(host_state(64 * GiB, 60 * GiB), 0, 0)) == mem_level::ok);
+  }
+  SUBCASE("bands are policy") {
+    policy p;
+    p.die_tight_divisor = 4;
+    p.die_watch_divisor = 2;
+    CHECK(die_level(4 * GiB - 1, budget, p) == mem_level::tight);
+    CHECK(die_level(8 * GiB - 1, budget, p) == mem_level::watch);
+    CHECK(die_level(8 * GiB, budget, p) == mem_level::ok);
+    p.die_tight_divisor = 0;  // a zero divisor disables the band instead of dividing by zero
+    p.die_watch_divisor = 0;
+    CHECK(die_level(1, budget, p) == mem_level::ok);
+    CHECK(die_level(0, budget, p) == mem_level::critical);
+  }
+}
+
+TEST_CASE("level = worst of host, PSI and every die") {
+  const mem_state calm = host_state(64 * GiB, 60 * GiB);
+  CHECK(derive_level(calm) == mem_level::ok);
+  CHECK(derive_level(add_die(calm, 1 * GiB - 1, 16 * GiB)) == mem_level::tight);
+  CHECK(derive_level(add_die(add_die(add_die(calm, 8 * GiB, 16 * GiB), 0, 16 * GiB), 3 * GiB, 16 * GiB)) ==
+        mem_level::critical);
+  // A host at WATCH with dies at OK stays WATCH; a die at WATCH with a host at TIGHT is TIGHT.
+  const std::uint64_t r = host_reserve_bytes(8 * GiB);
+  CHECK(derive_level(add_die(host_state(8 * GiB, 2 * r - 1), 8 * GiB, 16 * GiB)) == mem_level::watch);
+  CHECK(derive_level(add_die(host_state(8 * GiB, r + 1), 2 * GiB - 1, 16 * GiB)) == mem_level::tight);
+  CHECK(derive_level(add_die(host_state(8 * GiB, r + 1, 0.0, 16.0), 8 * GiB, 16 * GiB)) == mem_level::critical);
+}
+
+TEST_CASE("a corrupt die count never indexes past the arrays") {
+  mem_state s = host_state(64 * GiB, 60 * GiB);
+  for (std::size_t i = 0; i < max_dies; ++i) {
+    s.per_die_free[i] = 8 * GiB;
+    s.per_die_budget[i] = 16 * GiB;
+  }
+  s.per_die_free[max_dies - 1] = 0;
+  s.n_dies = 1000;
+  CHECK(die_count(s) == max_dies);
+  CHECK(derive_level(s) == mem_level::critical);
+  s.n_dies = -5;
+  CHECK(die_count(s) == 0);
+  CHECK(derive_level(s) == mem_level::ok);
+  CHECK_FALSE(valid_die(s, 0));
+}
+
+TEST_CASE("explain_level reports every part and agrees with derive_level") {
+  const std::uint64_t r = host_reserve_bytes(8 * GiB);
+  mem_state s = host_state(8 * GiB, 2 * r - 1, 0.5, 0.0);           // host WATCH, PSI WATCH
+  s = add_die(add_die(add_die(s, 8 * GiB, 16 * GiB), 1 * GiB - 1, 16 * GiB), 0, 0);  // OK, TIGHT, skipped
+  const level_report rep = explain_level(s);
+  CHECK(rep.level == mem_level::tight);
+  CHECK(rep.host_level == mem_level::watch);
+  CHECK(rep.psi_level == mem_level::watch);
+  CHECK(rep.worst_die == 1);
+  CHECK(rep.worst_die_level == mem_level::tight);
+  CHECK(rep.n_dies == 3);
+  CHECK(rep.die_levels[0] == mem_level::ok);
+  CHECK(rep.die_levels[1] == mem_level::tight);
+  CHECK(rep.die_levels[2] == mem_level::ok);
+  CHECK(rep.host_reserve_bytes == r);
+
+  CHECK(explain_level(host_state(8 * GiB, 4 * GiB)).worst_die == no_die);
+
+  pnmem::test::rng g{42};
+  for (int i = 0; i < 20000; ++i) {
+    mem_state t = host_state(g.below(64 * GiB), 0);
+    t.host_avail_bytes = g.below(t.host_total_bytes + 1);
+    t.host_psi_some_avg10 = static_cast<double>(g.below(2000)) / 100.0;
+    t.host_psi_full_avg10 = g.below(4) == 0 ? static_cast<double>(g.below(2000)) / 100.0 : 0.0;
+    const int dies = static_cast<int>(g.below(max_dies + 1));
+    for (int d = 0; d < dies; ++d) {
+      const std::uint64_t budget = g.below(5) == 0 ? 0 : g.below(80 * GiB);
+      t = add_die(t, g.below(budget + 1), budget);
+    }
+    const level_report e = explain_level(t);
+    CHECK(e.level == derive_level(t));
+    CHECK(e.level >= e.host_level);
+    CHECK(e.level >= e.psi_level);
+    for (int d = 0; d < e.n_dies; ++d) CHECK(e.level >= e.die_levels[static_cast<std::size_t>(d)]);
+  }
+}
+
+TEST_CASE("with_derived_level stores the derived level and nothing else") {
+  mem_state s = add_die(host_state(8 * GiB, 4 * GiB), 0, 16 * GiB);
+  s.seq = 77;
+  const mem_state d = with_derived_level(s);
+  CHECK(d.level == mem_level::critical);
+  CHECK(d.seq == 77);
+  CHECK(d.host_avail_bytes == s.host_avail_bytes);
+}

@@ -1,0 +1,44 @@
+// tests/test_support.hpp - small builders shared by the policy tests.
+#pragma once
+
+#include <cstdint>
+
+#include "pnmem/mem_state.hpp"
+
+namespace pnmem::test {
+
+// A host-only snapshot.
+constexpr mem_state host_state(std::uint64_t total, std::uint64_t avail, double psi_some = 0.0,
+                               double psi_full = 0.0) {
+  mem_state s;
+  s.host_total_bytes = total;
+  s.host_avail_bytes = avail;
+  s.host_psi_some_avg10 = psi_some;
+  s.host_psi_full_avg10 = psi_full;
+  return s;
+}
+
+// Appends a die (free, budget, used) to a snapshot.
+constexpr mem_state add_die(mem_state s, std::uint64_t free_bytes, std::uint64_t budget_bytes,
+                            std::uint64_t used_bytes = 0) {
+  const auto i = static_cast<std::size_t>(s.n_dies);
+  s.per_die_free[i] = free_bytes;
+  s.per_die_budget[i] = budget_bytes;
+  s.per_die_used[i] = used_bytes;
+  ++s.n_dies;
+  return s;
+}
+
+// Deterministic pseudo-random numbers for sweeps (splitmix64), so failures reproduce.
+struct rng {
+  std::uint64_t state;
+  constexpr std::uint64_t next() {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  constexpr std::uint64_t below(std::uint64_t n) { return n == 0 ? 0 : next() % n; }
+};
+
+}  // namespace pnmem::test
