@@ -362,3 +362,11 @@ TEST_CASE("names of verdicts and reasons") {
   CHECK(to_string(admit_reason::die_vram) == "die_vram");
   CHECK(to_string(admit_reason::bad_request) == "bad_request");
 }
+
+TEST_CASE("the stall guard also sees a fresh stall rate before avg10 does") {
+  mem_state s = host_state(64 * GiB, 60 * GiB);
+  s.host_psi_full_rate = 15.0;
+  CHECK(admit_request({.n_prompt = 10, .gpu_resident = true}, s).reason == admit_reason::psi_stall);
+  s.host_psi_full_rate = 14.99;
+  CHECK(admit_request({.n_prompt = 10, .gpu_resident = true}, s).verdict == verdict::admit);
+}

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "test_support.hpp"
 
@@ -230,4 +231,57 @@ TEST_CASE("with_derived_level stores the derived level and nothing else") {
   CHECK(d.level == mem_level::critical);
   CHECK(d.seq == 77);
   CHECK(d.host_avail_bytes == s.host_avail_bytes);
+}
+
+TEST_CASE("PSI is the worse of avg10 and the last interval's stall rate") {
+  mem_state s = host_state(64 * GiB, 60 * GiB);
+  CHECK(derive_level(s) == mem_level::ok);
+  s.host_psi_full_rate = 20.0;  // a stall right now, before avg10 catches up
+  CHECK(derive_level(s) == mem_level::critical);
+  CHECK(explain_level(s).psi_level == mem_level::critical);
+  s.host_psi_full_rate = 0.0;
+  s.host_psi_full_avg10 = 0.4;  // avg10 still decaying after the stall ended: TIGHT, as the seed keeps it
+  CHECK(derive_level(s) == mem_level::tight);
+  s = host_state(64 * GiB, 60 * GiB);
+  s.host_psi_some_rate = 11.0;
+  CHECK(derive_level(s) == mem_level::tight);
+  s.host_psi_some_rate = std::numeric_limits<double>::quiet_NaN();
+  CHECK(derive_level(s) == mem_level::ok);
+  s.host_psi_some_avg10 = 3.0;
+  CHECK(psi_some_pct(s) == 3.0);  // a NaN rate never hides a real average
+  CHECK(derive_level(s) == mem_level::watch);
+}
+
+TEST_CASE("the OS's own pressure verdict joins the worst-of") {
+  mem_state s = host_state(64 * GiB, 60 * GiB);
+  s.host_os_level = mem_level::tight;
+  CHECK(derive_level(s) == mem_level::tight);
+  CHECK(explain_level(s).os_level == mem_level::tight);
+  CHECK(explain_level(s).level == mem_level::tight);
+  s.host_os_level = mem_level::critical;
+  CHECK(derive_level(s) == mem_level::critical);
+}
+
+TEST_CASE("provenance: sources, modes and a bounded cgroup path") {
+  sample_provenance p;
+  CHECK_FALSE(p.read(host_source::meminfo));
+  p.mark_read(host_source::meminfo);
+  p.mark_failed(host_source::psi);
+  CHECK(p.read(host_source::meminfo));
+  CHECK(p.failed(host_source::psi));
+  CHECK_FALSE(p.read(host_source::psi));
+  CHECK(p.limit_cgroup_path().empty());
+  p.set_limit_cgroup_path("/system.slice/engine.service");
+  CHECK(p.limit_cgroup_path() == "/system.slice/engine.service");
+  const std::string long_path(1000, 'x');
+  p.set_limit_cgroup_path(long_path);
+  CHECK(p.limit_cgroup_path().size() == cgroup_path_capacity - 1);
+  p.set_limit_cgroup_path("/a");
+  CHECK(p.limit_cgroup_path() == "/a");
+  CHECK(to_string(cgroup_mode::v1) == "v1");
+  CHECK(to_string(cgroup_mode::v2) == "v2");
+  CHECK(to_string(cgroup_mode::none) == "none");
+  CHECK(to_string(psi_mode::trigger) == "trigger");
+  CHECK(to_string(psi_mode::poll) == "poll");
+  CHECK(to_string(psi_mode::none) == "none");
 }

@@ -4,7 +4,8 @@
 // decided it, the die; `need_bytes` / `limit_bytes` give the numbers behind it.
 //
 // admit_request decides in the seed's order:
-//   1. PSI-full stall guard: full avg10 >= psi_full_reject          -> REJECT psi_stall
+//   1. PSI-full stall guard: full >= psi_full_reject                -> REJECT psi_stall
+//      (full = the worse of avg10 and the last interval's stall rate)
 //   2. GPU-resident fast path (host cost is 0):
 //        host avail inside the reserve                              -> REJECT host_reserve
 //        n_prompt > max_window                                      -> CAP    window (fit = max_window)
@@ -117,7 +118,7 @@ constexpr admit_result admit_request(const request_spec& rq, const mem_state& s,
   }
 
   // 1. A whole-box stall: starting anything now only deepens it.
-  if (psi_at_least(s.host_psi_full_avg10, p.psi_full_reject_bp)) {
+  if (psi_at_least(psi_full_pct(s), p.psi_full_reject_bp)) {
     return make_result(verdict::reject, 0, admit_reason::psi_stall, no_die, 0, 0);
   }
 

@@ -11,7 +11,10 @@
 //          some >= 10 %                >= TIGHT      level = worst of host, PSI, dies
 //          some > 0                    >= WATCH
 //
-// where slack = avail - reserve. A host total of 0 means the host was not sampled
+// where slack = avail - reserve. PSI is read as the worse of avg10 and the stall
+// rate of the last sample interval (DESIGN.md: avg10 lags by seconds; the rate
+// sees a stall within one poll, and the avg10 decay the seed relies on stays).
+// The OS's own verdict (macOS memorystatus) joins the worst-of. A host total of 0 means the host was not sampled
 // (like a die with budget 0): its byte bands are skipped rather than read as
 // "0 bytes available", so a missing sample never produces a false CRITICAL.
 #pragma once
@@ -62,12 +65,29 @@ constexpr mem_level die_level(std::uint64_t free_bytes, std::uint64_t budget_byt
 
 inline constexpr int no_die = -1;
 
+namespace detail {
+// The larger of two percentages, where a NaN never wins over a number.
+constexpr double worse_pct(double a, double b) noexcept {
+  if (!(a >= b)) return b == b ? b : a;
+  return a;
+}
+}  // namespace detail
+
+// The PSI percentages a snapshot's level and admission go by.
+constexpr double psi_some_pct(const mem_state& s) noexcept {
+  return detail::worse_pct(s.host_psi_some_avg10, s.host_psi_some_rate);
+}
+constexpr double psi_full_pct(const mem_state& s) noexcept {
+  return detail::worse_pct(s.host_psi_full_avg10, s.host_psi_full_rate);
+}
+
 // Every input of the level and the part each played: what `pnmem level` prints
 // and what an operator reads to see *why* the box is where it is.
 struct level_report {
-  mem_level level = mem_level::ok;       // worst of the three below
+  mem_level level = mem_level::ok;       // worst of the parts below
   mem_level host_level = mem_level::ok;  // byte bands of host memory
   mem_level psi_level = mem_level::ok;   // PSI escalation
+  mem_level os_level = mem_level::ok;    // the OS's own verdict (macOS)
   mem_level worst_die_level = mem_level::ok;
   int worst_die = no_die;                // die with the worst level (lowest index on ties); no_die if none counted
   int n_dies = 0;                        // dies considered (n_dies clamped to max_dies)
@@ -79,7 +99,8 @@ constexpr level_report explain_level(const mem_state& s, const policy& p = defau
   level_report r;
   r.host_reserve_bytes = host_reserve_bytes(s.host_total_bytes, p);
   r.host_level = host_level(s.host_total_bytes, s.host_avail_bytes, p);
-  r.psi_level = psi_level(s.host_psi_some_avg10, s.host_psi_full_avg10, p);
+  r.psi_level = psi_level(psi_some_pct(s), psi_full_pct(s), p);
+  r.os_level = s.host_os_level;
   r.n_dies = die_count(s);
   for (int i = 0; i < r.n_dies; ++i) {
     const auto idx = static_cast<std::size_t>(i);
@@ -89,14 +110,15 @@ constexpr level_report explain_level(const mem_state& s, const policy& p = defau
       r.worst_die_level = r.die_levels[idx];
     }
   }
-  r.level = worst_of(worst_of(r.host_level, r.psi_level), r.worst_die_level);
+  r.level = worst_of(worst_of(worst_of(r.host_level, r.psi_level), r.os_level), r.worst_die_level);
   return r;
 }
 
-// The seed's derive_level: max(host level, PSI, every die).
+// The seed's derive_level: max(host level, PSI, every die), and the OS's verdict.
 constexpr mem_level derive_level(const mem_state& s, const policy& p = default_policy) noexcept {
-  mem_level l = worst_of(host_level(s.host_total_bytes, s.host_avail_bytes, p),
-                         psi_level(s.host_psi_some_avg10, s.host_psi_full_avg10, p));
+  mem_level l = worst_of(worst_of(host_level(s.host_total_bytes, s.host_avail_bytes, p),
+                                  psi_level(psi_some_pct(s), psi_full_pct(s), p)),
+                         s.host_os_level);
   const int n = die_count(s);
   for (int i = 0; i < n && l != mem_level::critical; ++i) {
     const auto idx = static_cast<std::size_t>(i);
@@ -105,9 +127,11 @@ constexpr mem_level derive_level(const mem_state& s, const policy& p = default_p
   return l;
 }
 
-// The snapshot with its level field re-derived: what a publisher stores.
+// The snapshot with its level re-derived (no hysteresis): what a publisher without
+// a watcher stores.
 constexpr mem_state with_derived_level(mem_state s, const policy& p = default_policy) noexcept {
   s.level = derive_level(s, p);
+  s.raw_level = s.level;
   return s;
 }
 

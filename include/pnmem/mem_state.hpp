@@ -1,6 +1,9 @@
 // pnmem/mem_state.hpp - one immutable snapshot of host and per-die memory.
 //
-// The seed's pn_mem_state, field for field, plus the time the sample was taken.
+// The seed's pn_mem_state, field for field, plus what DESIGN.md says the seed is
+// blind to: when the sample was taken, the PSI stall rate of the last interval
+// (avg10 lags by seconds), the OS's own pressure verdict (macOS), the level
+// before hysteresis, and where the numbers came from.
 // A plain value: trivially copyable so the watcher can publish it through a
 // seqlock, and usable in constant expressions so engines can static_assert
 // decisions over hand-written states.
@@ -11,6 +14,7 @@
 #include <type_traits>
 
 #include "pnmem/mem_level.hpp"
+#include "pnmem/provenance.hpp"
 
 namespace pnmem {
 
@@ -28,9 +32,16 @@ struct mem_state {
   std::array<std::uint64_t, max_dies> per_die_free{};    // cudaMemGetInfo free per die
   std::array<std::uint64_t, max_dies> per_die_budget{};  // total - die reserve; 0 = die skipped
   std::array<std::uint64_t, max_dies> per_die_used{};    // the engine's own allocation tally
-  mem_level level = mem_level::ok;         // derived: worst of host, PSI and every die
+  mem_level level = mem_level::ok;         // derived: worst of host, PSI and every die (after hysteresis)
   std::uint64_t seq = 0;                   // monotonic snapshot counter
   std::int64_t sample_time_ns = 0;         // steady (monotonic) clock when sampled, ns
+
+  // Beyond the seed. Zero values reproduce the seed's behaviour exactly.
+  double host_psi_some_rate = 0.0;         // % of the last sample interval stalled ("some"), from total= deltas
+  double host_psi_full_rate = 0.0;         // same for "full"
+  mem_level host_os_level = mem_level::ok; // the OS's own pressure verdict (macOS memorystatus); ok elsewhere
+  mem_level raw_level = mem_level::ok;     // derived level before hysteresis
+  sample_provenance provenance{};
 };
 
 static_assert(std::is_trivially_copyable_v<mem_state>);

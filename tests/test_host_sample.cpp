@@ -1,0 +1,64 @@
+#include "pnmem/host_sample.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace pnmem;
+
+namespace {
+struct plain_sampler {
+  host_sample sample() { return {}; }
+};
+struct waiting_sampler {
+  host_sample sample() { return {}; }
+  wake wait_for(std::chrono::nanoseconds) { return wake::timeout; }
+  void interrupt() {}
+};
+struct not_a_sampler {
+  int sample() { return 0; }
+};
+}  // namespace
+
+static_assert(host_sampler<plain_sampler>);
+static_assert(!event_sampler<plain_sampler>);
+static_assert(event_sampler<waiting_sampler>);
+static_assert(!host_sampler<not_a_sampler>);
+
+TEST_CASE("assign_host copies the host half and leaves dies, level and seq alone") {
+  mem_state s;
+  s.n_dies = 2;
+  s.per_die_free[1] = 5;
+  s.per_die_budget[1] = 9;
+  s.level = mem_level::tight;
+  s.seq = 41;
+  host_sample h;
+  h.total_bytes = 100;
+  h.avail_bytes = 60;
+  h.psi_some_avg10 = 1.5;
+  h.psi_full_avg10 = 0.5;
+  h.psi_some_rate = 2.5;
+  h.psi_full_rate = 0.75;
+  h.cgroup_current_bytes = 7;
+  h.cgroup_high_bytes = 8;
+  h.cgroup_max_bytes = 9;
+  h.os_level = mem_level::watch;
+  h.provenance.cgroup = cgroup_mode::v1;
+  h.provenance.set_limit_cgroup_path("/engine");
+  assign_host(s, h);
+  CHECK(s.host_total_bytes == 100);
+  CHECK(s.host_avail_bytes == 60);
+  CHECK(s.host_psi_some_avg10 == 1.5);
+  CHECK(s.host_psi_full_avg10 == 0.5);
+  CHECK(s.host_psi_some_rate == 2.5);
+  CHECK(s.host_psi_full_rate == 0.75);
+  CHECK(s.cgroup_current_bytes == 7);
+  CHECK(s.cgroup_high_bytes == 8);
+  CHECK(s.cgroup_max_bytes == 9);
+  CHECK(s.host_os_level == mem_level::watch);
+  CHECK(s.provenance.cgroup == cgroup_mode::v1);
+  CHECK(s.provenance.limit_cgroup_path() == "/engine");
+  CHECK(s.n_dies == 2);
+  CHECK(s.per_die_free[1] == 5);
+  CHECK(s.per_die_budget[1] == 9);
+  CHECK(s.level == mem_level::tight);
+  CHECK(s.seq == 41);
+}
