@@ -1,0 +1,92 @@
+// tools/pnmem/arg_parsers.cpp - option text to values.
+#include "arg_parsers.hpp"
+
+#include <charconv>
+#include <limits>
+#include <system_error>
+
+#include "pnmem/parse.hpp"
+#include "usage_error.hpp"
+
+namespace pnmem_cli {
+
+namespace {
+
+std::string_view trim_spaces(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    char c = a[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != b[i]) return false;
+  }
+  return true;
+}
+
+[[noreturn]] void fail(std::string_view flag, std::string_view text, std::string_view problem) {
+  throw usage_error(describe_bad_value(flag, text, problem));
+}
+
+}  // namespace
+
+std::string describe_bad_value(std::string_view flag, std::string_view text, std::string_view problem) {
+  std::string out(flag);
+  out += ": \"";
+  out += text;
+  out += "\": ";
+  out += problem;
+  return out;
+}
+
+std::uint64_t parse_bytes_arg(std::string_view flag, std::string_view text) {
+  const auto r = pnmem::parse_bytes(text);
+  if (!r) fail(flag, text, pnmem::to_string(r.error));
+  return r.value;
+}
+
+pnmem::basis_points parse_percent_arg(std::string_view flag, std::string_view text) {
+  const auto r = pnmem::parse_percent_bp(text);
+  if (!r) fail(flag, text, pnmem::to_string(r.error));
+  return r.value;
+}
+
+double parse_psi_arg(std::string_view flag, std::string_view text) {
+  // bp / 100 is the double nearest the decimal the kernel printed, and the same
+  // arithmetic psi_at_least applies to the thresholds, so 15 meets a 15 % threshold.
+  return static_cast<double>(parse_percent_arg(flag, text)) / static_cast<double>(pnmem::bp_per_percent);
+}
+
+int parse_int_arg(std::string_view flag, std::string_view text, int min_value) {
+  const std::string_view s = trim_spaces(text);
+  if (s.empty()) fail(flag, text, pnmem::to_string(pnmem::parse_errc::empty));
+  if (s.front() == '-') fail(flag, text, pnmem::to_string(pnmem::parse_errc::negative));
+  long long v = 0;
+  const char* const first = s.data();
+  const char* const last = s.data() + s.size();
+  const auto [ptr, ec] = std::from_chars(first, last, v);
+  if (ec == std::errc::result_out_of_range) fail(flag, text, pnmem::to_string(pnmem::parse_errc::out_of_range));
+  if (ec != std::errc() || ptr != last) fail(flag, text, pnmem::to_string(pnmem::parse_errc::not_a_number));
+  if (v > std::numeric_limits<int>::max()) fail(flag, text, pnmem::to_string(pnmem::parse_errc::out_of_range));
+  if (v < min_value) fail(flag, text, "must be at least " + std::to_string(min_value));
+  return static_cast<int>(v);
+}
+
+pnmem::mem_level parse_level_arg(std::string_view flag, std::string_view text) {
+  const auto l = pnmem::parse_mem_level(trim_spaces(text));
+  if (!l) fail(flag, text, "not a level (use ok, watch, tight or critical)");
+  return *l;
+}
+
+pnmem::kv_format parse_kv_arg(std::string_view flag, std::string_view text) {
+  const std::string_view s = trim_spaces(text);
+  if (iequals(s, "q4")) return pnmem::kv_format::q4;
+  if (iequals(s, "fp32")) return pnmem::kv_format::fp32;
+  fail(flag, text, "not a KV format (use q4 or fp32)");
+}
+
+}  // namespace pnmem_cli

@@ -1,0 +1,39 @@
+// tools/pnmem/arg_parsers.hpp - option text to values, or a usage_error naming the flag.
+//
+// Bytes and percents go through the library's parsers (pnmem/parse.hpp), so
+// `--host-avail 2GiB` means what `PN_HOST_RESERVE_BYTES=2GiB` means. Every
+// failure reads `<flag>: "<text>": <what is wrong>`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "pnmem/cost_model.hpp"
+#include "pnmem/mem_level.hpp"
+#include "pnmem/policy.hpp"
+
+namespace pnmem_cli {
+
+// `<flag>: "<text>": <problem>`: the shape of every argument diagnostic.
+std::string describe_bad_value(std::string_view flag, std::string_view text, std::string_view problem);
+
+// A byte size: "1073741824", "512KiB", "1.5GiB".
+std::uint64_t parse_bytes_arg(std::string_view flag, std::string_view text);
+
+// A percentage 0..100 with at most two decimals ("3.25", "15%"), in basis points.
+pnmem::basis_points parse_percent_arg(std::string_view flag, std::string_view text);
+
+// A PSI avg10 percentage as the kernel prints it ("3.25"), as a double for mem_state.
+double parse_psi_arg(std::string_view flag, std::string_view text);
+
+// A plain unsigned decimal integer in [min_value, INT_MAX] (min_value >= 0).
+int parse_int_arg(std::string_view flag, std::string_view text, int min_value);
+
+// ok / watch / tight / critical, any case.
+pnmem::mem_level parse_level_arg(std::string_view flag, std::string_view text);
+
+// q4 / fp32, any case.
+pnmem::kv_format parse_kv_arg(std::string_view flag, std::string_view text);
+
+}  // namespace pnmem_cli

@@ -1,0 +1,56 @@
+// tools/pnmem/host_options.cpp - the host-memory flags.
+#include "host_options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "arg_parsers.hpp"
+#include "usage_error.hpp"
+
+namespace pnmem_cli {
+
+void host_options::add_to(CLI::App& app, bool required, bool with_psi) {
+  app.add_option_function<std::string>(
+         "--host-total", [this](const std::string& v) { total_ = v; },
+         "Host memory total (MemTotal or the container limit), e.g. 8GiB; 0 = not sampled")
+      ->type_name("BYTES")
+      ->required(required);
+  app.add_option_function<std::string>(
+         "--host-avail", [this](const std::string& v) { avail_ = v; },
+         "Host memory available (MemAvailable), at most --host-total")
+      ->type_name("BYTES")
+      ->required(required);
+  if (with_psi) {
+    app.add_option_function<std::string>(
+           "--psi-some", [this](const std::string& v) { psi_some_ = v; },
+           "PSI memory 'some' avg10, percent 0..100 (default 0)")
+        ->type_name("PCT");
+    app.add_option_function<std::string>(
+           "--psi-full", [this](const std::string& v) { psi_full_ = v; },
+           "PSI memory 'full' avg10, percent 0..100 (default 0)")
+        ->type_name("PCT");
+  }
+}
+
+bool host_options::given() const {
+  if (total_.has_value() != avail_.has_value()) {
+    throw usage_error("--host-total and --host-avail go together: give both or neither");
+  }
+  return total_.has_value();
+}
+
+void host_options::put(pnmem::mem_state& state) const {
+  if (given()) {
+    const std::uint64_t total = parse_bytes_arg("--host-total", *total_);
+    const std::uint64_t avail = parse_bytes_arg("--host-avail", *avail_);
+    if (avail > total) {
+      throw usage_error(describe_bad_value("--host-avail", *avail_,
+                                           "more than --host-total (" + std::to_string(total) + " bytes)"));
+    }
+    state.host_total_bytes = total;
+    state.host_avail_bytes = avail;
+  }
+  if (psi_some_) state.host_psi_some_avg10 = parse_psi_arg("--psi-some", *psi_some_);
+  if (psi_full_) state.host_psi_full_avg10 = parse_psi_arg("--psi-full", *psi_full_);
+}
+
+}  // namespace pnmem_cli

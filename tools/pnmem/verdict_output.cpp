@@ -1,0 +1,42 @@
+// tools/pnmem/verdict_output.cpp - rendering admission verdicts.
+#include "verdict_output.hpp"
+
+#include <limits>
+
+#include "pnmem/format.hpp"
+
+namespace pnmem_cli {
+
+nlohmann::ordered_json die_json(int die) {
+  if (die == pnmem::no_die) return nullptr;
+  return die;
+}
+
+nlohmann::ordered_json verdict_json(const pnmem::admit_result& r) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  j["verdict"] = std::string(pnmem::to_string(r.verdict));
+  j["reason"] = std::string(pnmem::to_string(r.reason));
+  j["die"] = die_json(r.die);
+  j["need_bytes"] = r.need_bytes;
+  j["limit_bytes"] = r.limit_bytes;
+  return j;
+}
+
+std::string bytes_text(std::uint64_t bytes) {
+  if (bytes == std::numeric_limits<std::uint64_t>::max()) return "no limit";
+  return pnmem::format_bytes(bytes);
+}
+
+std::string verdict_line(std::string_view label, const pnmem::admit_result& r) {
+  std::string out(label);
+  out += ": ";
+  out += pnmem::to_string(r.verdict);
+  out += " (";
+  out += pnmem::to_string(r.reason);
+  out += ")";
+  if (r.die != pnmem::no_die) out += " on die " + std::to_string(r.die);
+  out += ": need " + bytes_text(r.need_bytes) + ", limit " + bytes_text(r.limit_bytes);
+  return out;
+}
+
+}  // namespace pnmem_cli
