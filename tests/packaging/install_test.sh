@@ -93,10 +93,13 @@ rm -rf "$tmp/build"  # nothing may refer back to the build directory either
 (cd "$prefix" && find . -type f | sed 's|^\./||' | LC_ALL=C sort) >"$tmp/installed.txt"
 cat "$tmp/installed.txt"
 
-# The headers: exactly the source tree's include/pnmem.
-diff <(cd "$srcdir/include" && find pnmem -type f | LC_ALL=C sort) \
+# The headers: exactly the source tree's include/pnmem, plus this platform's
+# adapter headers (adapters/<os>/include/pnmem/<os>/).
+adapter_includes=()
+[ "$(uname -s)" = Linux ] && adapter_includes+=("$srcdir/adapters/linux/include")
+diff <(for d in "$srcdir/include" "${adapter_includes[@]}"; do (cd "$d" && find pnmem -type f); done | LC_ALL=C sort) \
      <(cd "$prefix/include" && find pnmem -type f | LC_ALL=C sort) \
-  || fail "installed headers differ from include/pnmem (diff above: < source, > installed)"
+  || fail "installed headers differ from the source trees (diff above: < source, > installed)"
 
 pcfile=$(grep '/pkgconfig/pnmem\.pc$' "$tmp/installed.txt" | head -n 1) || true
 cmakedir=$(grep '/cmake/pnmem/pnmemConfig\.cmake$' "$tmp/installed.txt" | head -n 1) || true
@@ -106,9 +109,10 @@ cmakedir=${cmakedir%/*}
 for f in pnmemConfig.cmake pnmemConfigVersion.cmake; do
   [ -f "$prefix/$cmakedir/$f" ] || fail "$cmakedir/$f not installed"
 done
-# Nothing but headers, the .pc file and the CMake package (no programs, no libraries).
+# Nothing but headers, the .pc file, the CMake package and the platform adapter's
+# static library (no programs).
 if grep -v -e '^include/pnmem/' -e "^${pcfile}\$" -e "^${cmakedir}/pnmemConfig\(Version\)\?\.cmake\$" \
-     "$tmp/installed.txt"; then
+     -e '^lib[^/]*\(/[^/]*\)\?/libpnmem_[a-z]*\.a$' "$tmp/installed.txt"; then
   fail "unexpected files installed (above)"
 fi
 if grep -rnF -e "$tmp/stage" "$prefix/${pcfile%/*}" "$prefix/$cmakedir"; then

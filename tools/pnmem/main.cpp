@@ -1,6 +1,6 @@
 // tools/pnmem/main.cpp - the `pnmem` command-line tool: what-if questions to the policy.
 //
-//   pnmem [--json] level|plan|admit|load [options]     (pnmem --help, pnmem <cmd> --help)
+//   pnmem [--json] level|plan|admit|load|sample|watch [options]   (pnmem --help, pnmem <cmd> --help)
 //
 // Exit status: 0 answered (whatever the verdict), 2 bad argument (one line on
 // stderr, nothing on stdout), 1 anything else. PN_* variables set the policy;
@@ -27,6 +27,9 @@
 #include "level_command.hpp"
 #include "load_command.hpp"
 #include "plan_command.hpp"
+#if PNMEM_TOOL_SAMPLER
+#include "sample_command.hpp"
+#endif
 #include "pnmem/config.hpp"
 #include "pnmem/version.hpp"
 #include "usage_error.hpp"
@@ -68,7 +71,13 @@ int run(int argc, char** argv) {
   pnmem_cli::plan_command plan;
   pnmem_cli::admit_command admit;
   pnmem_cli::load_command load;
+#if PNMEM_TOOL_SAMPLER
+  pnmem_cli::sample_command sample;
+  pnmem_cli::watch_command watch;
+  const std::array<pnmem_cli::subcommand*, 6> commands{&level, &plan, &admit, &load, &sample, &watch};
+#else
   const std::array<pnmem_cli::subcommand*, 4> commands{&level, &plan, &admit, &load};
+#endif
   for (auto* c : commands) c->add_to(app);
 
   try {
@@ -92,11 +101,20 @@ int run(int argc, char** argv) {
     if (c->selected()) chosen = c;
   }
   if (chosen == nullptr) {
-    print_error("no subcommand given (use level, plan, admit or load; see pnmem --help)");
+    print_error("no subcommand given (use level, plan, admit, load, sample or watch; see pnmem --help)");
     return pnmem_cli::exit_usage;
   }
 
   const pnmem::env_config env = pnmem::policy_from_env();
+  if (chosen->streaming()) {
+    for (const auto& e : env.errors) std::cerr << "pnmem: warning: " << one_line(e.to_string()) << '\n';
+    try {
+      return chosen->stream(env.value, json);
+    } catch (const pnmem_cli::usage_error& e) {
+      print_error(e.what());
+      return pnmem_cli::exit_usage;
+    }
+  }
   pnmem_cli::command_output out;
   try {
     out = chosen->run(env.value);

@@ -36,6 +36,11 @@ class subcommand {
   // Validates the option text (throwing usage_error) and answers. `env_policy`
   // is the policy from the PN_* variables; the subcommand's flags override it.
   virtual command_output run(const pnmem::policy& env_policy) const = 0;
+
+  // A streaming subcommand (`pnmem watch`) prints as it goes instead of returning
+  // one answer: main calls stream() instead of run() and exits with its status.
+  virtual bool streaming() const { return false; }
+  virtual int stream(const pnmem::policy& /*env_policy*/, bool /*json*/) const { return 0; }
 };
 
 }  // namespace pnmem_cli

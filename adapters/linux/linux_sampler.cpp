@@ -1,0 +1,393 @@
+// Host memory from /proc and the process's memory cgroup. The formula and the
+// rules for missing sources are in pnmem/linux/linux_sampler.hpp.
+#include "pnmem/linux/linux_sampler.hpp"
+
+#include <chrono>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "pnmem/detail/saturating.hpp"
+#include "pnmem/linux/procfs.hpp"
+#include "source_file.hpp"
+
+namespace pnmem {
+namespace {
+
+using detail::source_file;
+using detail::source_read;
+using detail::source_status;
+
+// Large enough for meminfo (~1.5 KiB), memory.stat (~2 KiB on v1 with its
+// total_* lines) and a /proc/self/cgroup of long container paths, with room to spare.
+constexpr std::size_t read_buffer_bytes = 16 * 1024;
+
+// One cgroup on the way from the process's cgroup up to the mount root.
+struct cgroup_level {
+  std::string path;   // as /proc/self/cgroup names it (the limit_cgroup provenance)
+  source_file usage;  // memory.current | memory.usage_in_bytes
+  source_file limit;  // memory.max | memory.limit_in_bytes
+  source_file high;   // memory.high (v2 only; pathless in v1)
+  source_file stat;   // memory.stat
+};
+
+std::int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Percent of the wall interval that the counter says was stalled.
+double stall_rate_pct(std::uint64_t before_us, std::uint64_t after_us, std::int64_t interval_ns) {
+  if (after_us < before_us || interval_ns <= 0) return 0.0;
+  const double rate = 100.0 * static_cast<double>(after_us - before_us) / (static_cast<double>(interval_ns) / 1000.0);
+  return rate > 100.0 ? 100.0 : rate;
+}
+
+// What the cgroup files said in one sample.
+struct cgroup_reading {
+  std::optional<std::uint64_t> limit_bytes;  // effective limit; empty = no limit anywhere
+  std::size_t limiting = 0;                  // index of the level holding it
+  std::uint64_t max_bytes = 0;               // min memory.max / limit_in_bytes; 0 = unset
+  std::uint64_t high_bytes = 0;              // min memory.high; 0 = unset
+  std::optional<std::uint64_t> usage_bytes;  // of the limiting level (or the process's)
+  std::uint64_t working_set_bytes = 0;
+};
+
+std::uint64_t min_set(std::uint64_t current, std::uint64_t candidate) {
+  return current == 0 || candidate < current ? candidate : current;
+}
+
+}  // namespace
+
+struct linux_sampler::impl {
+  explicit impl(linux_sampler_options options)
+      : root_prefix(std::move(options.root)),
+        clock(options.monotonic_ns ? std::move(options.monotonic_ns) : std::function<std::int64_t()>(steady_now_ns)),
+        buffer(read_buffer_bytes) {
+    while (!root_prefix.empty() && root_prefix.back() == '/') root_prefix.pop_back();
+    self_cgroup = source_file(root_prefix + "/proc/self/cgroup");
+    meminfo = source_file(root_prefix + "/proc/meminfo");
+    psi = source_file(root_prefix + "/proc/pressure/memory");
+  }
+
+  host_sample sample();
+  source_read read(source_file& f) {
+    last_reads.push_back(&f);
+    return f.read(std::span<char>(buffer));
+  }
+  void refresh_cgroup();
+  void locate(std::string_view self_cgroup_text);
+  bool build_levels(cgroup_mode hierarchy, const procfs::cgroup_mount& mount, std::string_view cgroup_path);
+  std::optional<procfs::meminfo> read_meminfo(host_sample& h);
+  void read_psi(host_sample& h);
+  cgroup_reading read_cgroup(sample_provenance& p);
+
+  std::string root_prefix;  // options.root without a trailing '/': "" for "/"
+  std::function<std::int64_t()> clock;
+  std::vector<char> buffer;
+  source_file self_cgroup;
+  source_file meminfo;
+  source_file psi;
+
+  // Where the memory cgroup is, as located from located_from (/proc/self/cgroup's bytes).
+  std::string located_from;
+  bool located = false;
+  bool location_failed = false;  // /proc/self/cgroup or the mount table was garbage
+  cgroup_mode mode = cgroup_mode::none;
+  std::vector<cgroup_level> levels;  // [0] = the process's cgroup, back() = the mount root
+  std::size_t usage_level = 0;       // the nearest level with a usage file: the process's memory cgroup
+
+  // The previous PSI reading, for the stall rate.
+  bool have_psi_reference = false;
+  bool reference_has_full = false;
+  std::uint64_t reference_some_us = 0;
+  std::uint64_t reference_full_us = 0;
+  std::int64_t reference_ns = 0;
+
+  bool trigger_armed = false;
+  std::vector<source_file*> last_reads;  // what the last sample read: the benchmark's floor
+};
+
+void linux_sampler::impl::refresh_cgroup() {
+  const source_read r = read(self_cgroup);
+  if (r.status != source_status::ok) {
+    levels.clear();
+    mode = cgroup_mode::none;
+    located = false;
+    located_from.clear();
+    location_failed = r.status == source_status::failed;
+    return;
+  }
+  // The common case: same cgroup as last time, keep the open files.
+  if (located && !location_failed && r.text == located_from) return;
+  located_from.assign(r.text);  // copy: the read buffer is reused by the next read
+  locate(located_from);
+  located = true;
+}
+
+void linux_sampler::impl::locate(std::string_view self_cgroup_text) {
+  levels.clear();
+  usage_level = 0;
+  mode = cgroup_mode::none;
+  location_failed = false;
+  const procfs::result<procfs::self_cgroup> where = procfs::parse_self_cgroup(self_cgroup_text);
+  if (!where.ok()) {
+    location_failed = true;
+    return;
+  }
+  if (where.value.v2_path.empty() && where.value.v1_memory_path.empty()) return;
+
+  std::string mountinfo;
+  const source_status st = detail::read_whole_file(root_prefix + "/proc/self/mountinfo", mountinfo);
+  if (st != source_status::ok) {
+    location_failed = st == source_status::failed;
+    return;
+  }
+  const std::pair<cgroup_mode, std::string_view> candidates[] = {
+      {cgroup_mode::v2, where.value.v2_path},
+      {cgroup_mode::v1, where.value.v1_memory_path},
+  };
+  for (const auto& [hierarchy, cgroup_path] : candidates) {
+    if (cgroup_path.empty()) continue;
+    const procfs::result<procfs::cgroup_mount_match> match =
+        procfs::find_cgroup_mount(mountinfo, hierarchy, cgroup_path);
+    if (!match.ok()) {
+      location_failed = true;
+      return;
+    }
+    if (match.value.lookup != procfs::mount_lookup::found) continue;
+    if (build_levels(hierarchy, match.value.mount, cgroup_path)) {
+      mode = hierarchy;
+      return;
+    }
+    levels.clear();
+  }
+}
+
+bool linux_sampler::impl::build_levels(cgroup_mode hierarchy, const procfs::cgroup_mount& mount,
+                                       std::string_view cgroup_path) {
+  const bool v2 = hierarchy == cgroup_mode::v2;
+  const std::string_view mount_root = mount.root.view();
+  std::string dir_prefix = root_prefix;
+  if (mount.mount_point.view() != "/") dir_prefix += mount.mount_point.view();
+  const std::string_view root_path = mount_root == "/" ? std::string_view{} : mount_root;
+
+  std::string_view below = procfs::path_below_root(cgroup_path, mount_root);
+  for (;;) {
+    cgroup_level level;
+    level.path.assign(root_path).append(below);
+    if (level.path.empty()) level.path.push_back('/');  // not = "/": GCC 12 -O3 warns falsely (-Wrestrict)
+    const std::string dir = dir_prefix + std::string(below) + "/";
+    level.usage = source_file(dir + (v2 ? "memory.current" : "memory.usage_in_bytes"));
+    level.limit = source_file(dir + (v2 ? "memory.max" : "memory.limit_in_bytes"));
+    level.high = source_file(v2 ? dir + "memory.high" : std::string());
+    level.stat = source_file(dir + "memory.stat");
+    levels.push_back(std::move(level));
+    if (below.empty()) break;
+    below = below.substr(0, below.rfind('/'));
+  }
+  // The hierarchy is ours only where the memory controller is: a v2 cgroup
+  // without it (and the root cgroup) has no memory.current, and its memory is
+  // charged to the nearest ancestor that has one. That cgroup's usage stands for
+  // the process's when nothing is limited.
+  for (std::size_t i = 0; i < levels.size(); ++i) {
+    if (levels[i].usage.open()) {
+      usage_level = i;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::optional<procfs::meminfo> linux_sampler::impl::read_meminfo(host_sample& h) {
+  sample_provenance& p = h.provenance;
+  const source_read r = read(meminfo);
+  if (r.status != source_status::ok) {
+    if (r.status == source_status::failed) p.mark_failed(host_source::meminfo);
+    return std::nullopt;
+  }
+  const procfs::result<procfs::meminfo> m = procfs::parse_meminfo(r.text);
+  if (!m.ok()) {
+    p.mark_failed(host_source::meminfo);
+    return std::nullopt;
+  }
+  p.mark_read(host_source::meminfo);
+  p.meminfo_total_bytes = m.value.total_bytes;
+  p.meminfo_avail_bytes = m.value.avail_bytes;
+  return m.value;
+}
+
+void linux_sampler::impl::read_psi(host_sample& h) {
+  sample_provenance& p = h.provenance;
+  const source_read r = read(psi);
+  const std::int64_t now_ns = clock();  // right after the read: the counters' time
+  const procfs::result<procfs::psi> v =
+      r.status == source_status::ok ? procfs::parse_psi(r.text) : procfs::result<procfs::psi>{{}, procfs::errc::empty};
+  if (r.status != source_status::ok || !v.ok()) {
+    if (r.status != source_status::missing) p.mark_failed(host_source::psi);
+    have_psi_reference = false;  // the next rate starts over rather than spanning the gap
+    return;
+  }
+  p.mark_read(host_source::psi);
+  p.psi = trigger_armed ? psi_mode::trigger : psi_mode::poll;
+  h.psi_some_avg10 = v.value.some.avg10_pct;
+  h.psi_full_avg10 = v.value.has_full ? v.value.full.avg10_pct : 0.0;
+  if (have_psi_reference) {
+    const std::int64_t interval_ns = now_ns - reference_ns;
+    h.psi_some_rate = stall_rate_pct(reference_some_us, v.value.some.total_us, interval_ns);
+    if (v.value.has_full && reference_has_full) {
+      h.psi_full_rate = stall_rate_pct(reference_full_us, v.value.full.total_us, interval_ns);
+    }
+  }
+  have_psi_reference = true;
+  reference_has_full = v.value.has_full;
+  reference_some_us = v.value.some.total_us;
+  reference_full_us = v.value.full.total_us;
+  reference_ns = now_ns;
+}
+
+cgroup_reading linux_sampler::impl::read_cgroup(sample_provenance& p) {
+  cgroup_reading c;
+  if (mode == cgroup_mode::none || levels.empty()) return c;
+  const bool v2 = mode == cgroup_mode::v2;
+  bool limit_read = false;
+  bool limit_failed = false;
+
+  // One limit file: its value when set, and which bits it earns.
+  const auto read_limit = [&](source_file& f) -> std::optional<std::uint64_t> {
+    const source_read r = read(f);
+    if (r.status == source_status::missing) return std::nullopt;  // e.g. the root cgroup's memory.max
+    if (r.status == source_status::failed) {
+      limit_failed = true;
+      return std::nullopt;
+    }
+    const procfs::result<procfs::cgroup_limit> l =
+        v2 ? procfs::parse_cgroup_v2_limit(r.text) : procfs::parse_cgroup_v1_limit(r.text);
+    if (!l.ok()) {
+      limit_failed = true;
+      return std::nullopt;
+    }
+    limit_read = true;
+    return l.value.set ? std::optional<std::uint64_t>(l.value.bytes) : std::nullopt;
+  };
+
+  for (std::size_t i = 0; i < levels.size(); ++i) {
+    std::optional<std::uint64_t> level_limit = read_limit(levels[i].limit);
+    if (level_limit) c.max_bytes = min_set(c.max_bytes, *level_limit);
+    if (v2) {
+      // Reclaim throttling starts at memory.high: it bounds what the engine can use as surely as max.
+      if (const std::optional<std::uint64_t> high = read_limit(levels[i].high)) {
+        c.high_bytes = min_set(c.high_bytes, *high);
+        if (!level_limit || *high < *level_limit) level_limit = high;
+      }
+    }
+    // `<=`: a tie goes to the ancestor (levels run upward).
+    if (level_limit && (!c.limit_bytes || *level_limit <= *c.limit_bytes)) {
+      c.limit_bytes = level_limit;
+      c.limiting = i;
+    }
+  }
+  if (limit_read) p.mark_read(host_source::cgroup_limit);
+  if (limit_failed) p.mark_failed(host_source::cgroup_limit);
+
+  cgroup_level& measured = levels[c.limit_bytes ? c.limiting : usage_level];
+  const source_read u = read(measured.usage);
+  if (u.status == source_status::ok) {
+    const procfs::result<std::uint64_t> usage = procfs::parse_cgroup_bytes(u.text);
+    if (usage.ok()) {
+      c.usage_bytes = usage.value;
+      p.mark_read(host_source::cgroup_usage);
+    } else {
+      p.mark_failed(host_source::cgroup_usage);
+    }
+  } else if (u.status == source_status::failed) {
+    p.mark_failed(host_source::cgroup_usage);
+  }
+
+  // The working set only matters against a limit; without one memory.stat is not read.
+  if (!c.limit_bytes) return c;
+  std::uint64_t inactive_file_bytes = 0;  // unknown counts as 0: the larger, safer working set
+  const source_read s = read(measured.stat);
+  if (s.status == source_status::ok) {
+    const procfs::result<std::uint64_t> inactive = procfs::parse_memory_stat_inactive_file(s.text, mode);
+    if (inactive.ok()) {
+      inactive_file_bytes = inactive.value;
+      p.mark_read(host_source::cgroup_stat);
+    } else {
+      p.mark_failed(host_source::cgroup_stat);
+    }
+  } else if (s.status == source_status::failed) {
+    p.mark_failed(host_source::cgroup_stat);
+  }
+  if (c.usage_bytes) c.working_set_bytes = detail::sat_sub(*c.usage_bytes, inactive_file_bytes);
+  return c;
+}
+
+host_sample linux_sampler::impl::sample() {
+  host_sample h;
+  sample_provenance& p = h.provenance;
+  last_reads.clear();
+
+  refresh_cgroup();
+  if (location_failed) {
+    p.mark_failed(host_source::cgroup_limit);
+    p.mark_failed(host_source::cgroup_usage);
+  }
+  p.cgroup = mode;
+
+  const std::optional<procfs::meminfo> mem = read_meminfo(h);
+  read_psi(h);
+  const cgroup_reading c = read_cgroup(p);
+
+  h.cgroup_max_bytes = c.max_bytes;
+  h.cgroup_high_bytes = c.high_bytes;
+  h.cgroup_current_bytes = c.usage_bytes.value_or(0);
+  if (c.limit_bytes) {
+    p.cgroup_limit_bytes = *c.limit_bytes;
+    p.cgroup_working_set_bytes = c.working_set_bytes;
+    p.set_limit_cgroup_path(levels[c.limiting].path);
+  }
+  if (mem) {
+    h.total_bytes = mem->total_bytes;
+    h.avail_bytes = mem->avail_bytes < mem->total_bytes ? mem->avail_bytes : mem->total_bytes;
+    if (c.limit_bytes) {
+      const std::uint64_t headroom_bytes = detail::sat_sub(*c.limit_bytes, c.working_set_bytes);
+      if (*c.limit_bytes < h.total_bytes) h.total_bytes = *c.limit_bytes;
+      if (headroom_bytes < h.avail_bytes) h.avail_bytes = headroom_bytes;
+      // A limit of 0 is a cgroup that can hold nothing: that is CRITICAL, and a
+      // total of 0 would read as "not sampled" instead.
+      if (h.total_bytes == 0) h.total_bytes = 1;
+    }
+  }
+  return h;
+}
+
+linux_sampler::linux_sampler() : linux_sampler(linux_sampler_options{}) {}
+linux_sampler::linux_sampler(linux_sampler_options options) {
+  psi_trigger_config tc;
+  tc.root = options.root;
+  tc.triggers = options.psi_triggers;
+  impl_ = std::make_unique<impl>(std::move(options));
+  trigger_ = std::make_unique<psi_trigger>(std::move(tc));
+}
+linux_sampler::~linux_sampler() = default;
+linux_sampler::linux_sampler(linux_sampler&&) noexcept = default;
+linux_sampler& linux_sampler::operator=(linux_sampler&&) noexcept = default;
+
+host_sample linux_sampler::sample() {
+  impl_->trigger_armed = trigger_->mode() == psi_mode::trigger;
+  return impl_->sample();
+}
+
+wake linux_sampler::wait_for(std::chrono::nanoseconds timeout) { return trigger_->wait_for(timeout); }
+void linux_sampler::interrupt() noexcept { trigger_->interrupt(); }
+
+std::size_t linux_sampler::read_all_for_benchmark() {
+  std::size_t bytes = 0;
+  for (source_file* f : impl_->last_reads) bytes += f->read(std::span<char>(impl_->buffer)).text.size();
+  return bytes;
+}
+
+}  // namespace pnmem

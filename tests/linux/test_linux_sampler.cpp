@@ -1,0 +1,771 @@
+// The Linux sampler over fixture trees (every field of each expected snapshot),
+// over copies of them changed between samples (PSI rate, vanishing files, a
+// process moved between cgroups), and over this machine's real /proc and cgroups.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pnmem/host_sample.hpp"
+#include "pnmem/level.hpp"
+#include "pnmem/linux/linux_sampler.hpp"
+#include "pnmem/linux/procfs.hpp"
+#include "pnmem/units.hpp"
+#include "source_file.hpp"
+
+namespace fs = std::filesystem;
+using namespace pnmem::literals;
+using pnmem::cgroup_mode;
+using pnmem::host_sample;
+using pnmem::host_source;
+using pnmem::linux_sampler;
+using pnmem::linux_sampler_options;
+using pnmem::psi_mode;
+
+namespace {
+
+fs::path fixtures_dir() {
+  const char* dir = std::getenv("PNMEM_LINUX_FIXTURES");
+  REQUIRE_MESSAGE(dir != nullptr, "PNMEM_LINUX_FIXTURES is not set (run through meson test)");
+  return fs::path(dir);
+}
+
+// A clock the test moves by hand.
+struct fake_clock {
+  std::int64_t now_ns = 1'000'000'000;
+};
+
+linux_sampler fixture_sampler(const fs::path& root, fake_clock* clock = nullptr) {
+  linux_sampler_options o;
+  o.root = root.string();
+  if (clock != nullptr) {
+    o.monotonic_ns = [clock] { return clock->now_ns; };
+  } else {
+    o.monotonic_ns = [] { return std::int64_t{0}; };
+  }
+  return linux_sampler(std::move(o));
+}
+
+host_sample sample_fixture(std::string_view name) {
+  linux_sampler s = fixture_sampler(fixtures_dir() / name);
+  return s.sample();
+}
+
+std::uint32_t bits(std::initializer_list<host_source> sources) {
+  std::uint32_t b = 0;
+  for (const host_source s : sources) b |= static_cast<std::uint32_t>(s);
+  return b;
+}
+
+// Every host_sample and provenance field.
+void check_sample(const host_sample& got, const host_sample& want) {
+  CHECK(got.total_bytes == want.total_bytes);
+  CHECK(got.avail_bytes == want.avail_bytes);
+  CHECK(got.psi_some_avg10 == doctest::Approx(want.psi_some_avg10));
+  CHECK(got.psi_full_avg10 == doctest::Approx(want.psi_full_avg10));
+  CHECK(got.psi_some_rate == doctest::Approx(want.psi_some_rate));
+  CHECK(got.psi_full_rate == doctest::Approx(want.psi_full_rate));
+  CHECK(got.cgroup_current_bytes == want.cgroup_current_bytes);
+  CHECK(got.cgroup_high_bytes == want.cgroup_high_bytes);
+  CHECK(got.cgroup_max_bytes == want.cgroup_max_bytes);
+  CHECK(got.os_level == want.os_level);
+  const auto& g = got.provenance;
+  const auto& w = want.provenance;
+  CHECK(g.sources_read == w.sources_read);
+  CHECK(g.sources_failed == w.sources_failed);
+  CHECK(pnmem::to_string(g.cgroup) == pnmem::to_string(w.cgroup));
+  CHECK(pnmem::to_string(g.psi) == pnmem::to_string(w.psi));
+  CHECK(g.meminfo_total_bytes == w.meminfo_total_bytes);
+  CHECK(g.meminfo_avail_bytes == w.meminfo_avail_bytes);
+  CHECK(g.cgroup_limit_bytes == w.cgroup_limit_bytes);
+  CHECK(g.cgroup_working_set_bytes == w.cgroup_working_set_bytes);
+  CHECK(g.limit_cgroup_path() == w.limit_cgroup_path());
+}
+
+// The level a snapshot with these host numbers gets, with the default policy.
+pnmem::mem_level level_of(const host_sample& h) {
+  pnmem::mem_state s;
+  pnmem::assign_host(s, h);
+  return pnmem::derive_level(s);
+}
+
+// A private copy of a fixture tree; the checked-in fixtures are never modified.
+struct fixture_copy {
+  fs::path root;
+  explicit fixture_copy(std::string_view name) {
+    std::string tmpl = (fs::temp_directory_path() / "pnmem-fixture-XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    root = tmpl;
+    fs::copy(fixtures_dir() / name, root, fs::copy_options::recursive);
+  }
+  ~fixture_copy() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  fixture_copy(const fixture_copy&) = delete;
+  fixture_copy& operator=(const fixture_copy&) = delete;
+  fs::path operator/(std::string_view rel) const { return root / rel; }
+};
+
+void write_file(const fs::path& p, std::string_view text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  REQUIRE(out.good());
+  out << text;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string psi_text(std::uint64_t some_total_us, std::uint64_t full_total_us) {
+  return "some avg10=0.00 avg60=0.00 avg300=0.00 total=" + std::to_string(some_total_us) +
+         "\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=" + std::to_string(full_total_us) + "\n";
+}
+
+}  // namespace
+
+TEST_CASE("fixture v1_limit: a v1 container's limit on a hybrid host") {
+  // The v2 mount has no memory controller (the process's v2 cgroup "/" has no
+  // memory.current), so the v1 memory hierarchy is used. The limit is the
+  // container's own (2 GiB; its ancestors are unlimited); the working set uses
+  // the hierarchical total_inactive_file, not the local inactive_file.
+  host_sample want;
+  want.total_bytes = 2_GiB;
+  want.avail_bytes = 1_GiB;  // 2 GiB - (1.5 GiB usage - 512 MiB total_inactive_file)
+  want.psi_some_avg10 = 2.5;
+  want.psi_full_avg10 = 0.5;
+  want.cgroup_current_bytes = 1536_MiB;
+  want.cgroup_max_bytes = 2_GiB;
+  auto& p = want.provenance;
+  p.sources_read = bits({host_source::meminfo, host_source::psi, host_source::cgroup_usage,
+                         host_source::cgroup_limit, host_source::cgroup_stat});
+  p.cgroup = cgroup_mode::v1;
+  p.psi = psi_mode::poll;
+  p.meminfo_total_bytes = 16_GiB;
+  p.meminfo_avail_bytes = 10_GiB;
+  p.cgroup_limit_bytes = 2_GiB;
+  p.cgroup_working_set_bytes = 1_GiB;
+  p.set_limit_cgroup_path("/docker/abc");
+  check_sample(sample_fixture("v1_limit"), want);
+}
+
+TEST_CASE("fixture v2_nested: a tighter ancestor, and memory.high below memory.max") {
+  // ctr.scope (max 6 GiB) < pod1.slice (max 4 GiB, high 3 GiB) < kubepods.slice
+  // (max 12 GiB) < the root cgroup (no limit files). The pod's memory.high is the
+  // effective limit, so the pod is the limiting cgroup: its usage and memory.stat
+  // give the working set, not the container's.
+  host_sample want;
+  want.total_bytes = 3_GiB;
+  want.avail_bytes = 1_GiB;  // 3 GiB - (2.5 GiB - 512 MiB)
+  want.psi_some_avg10 = 0.4;
+  want.cgroup_current_bytes = 2560_MiB;
+  want.cgroup_high_bytes = 3_GiB;
+  want.cgroup_max_bytes = 4_GiB;
+  auto& p = want.provenance;
+  p.sources_read = bits({host_source::meminfo, host_source::psi, host_source::cgroup_usage,
+                         host_source::cgroup_limit, host_source::cgroup_stat});
+  p.cgroup = cgroup_mode::v2;
+  p.psi = psi_mode::poll;
+  p.meminfo_total_bytes = 32_GiB;
+  p.meminfo_avail_bytes = 20_GiB;
+  p.cgroup_limit_bytes = 3_GiB;
+  p.cgroup_working_set_bytes = 2_GiB;
+  p.set_limit_cgroup_path("/kubepods.slice/pod1.slice");
+  check_sample(sample_fixture("v2_nested"), want);
+}
+
+TEST_CASE("fixture v2_unlimited: host numbers, the process's own usage, no limit path") {
+  host_sample want;
+  want.total_bytes = 8_GiB;
+  want.avail_bytes = 6_GiB;
+  want.cgroup_current_bytes = 700_MiB;  // the process's cgroup: nothing limits
+  auto& p = want.provenance;
+  // memory.stat is only read against a limit.
+  p.sources_read = bits({host_source::meminfo, host_source::psi, host_source::cgroup_usage,
+                         host_source::cgroup_limit});
+  p.cgroup = cgroup_mode::v2;
+  p.psi = psi_mode::poll;
+  p.meminfo_total_bytes = 8_GiB;
+  p.meminfo_avail_bytes = 6_GiB;
+  check_sample(sample_fixture("v2_unlimited"), want);
+}
+
+TEST_CASE("fixture no_cgroup: no /proc/self/cgroup, nothing mounted, PSI without a full line") {
+  host_sample want;
+  want.total_bytes = 4_GiB;
+  want.avail_bytes = 3_GiB;
+  want.psi_some_avg10 = 12.0;
+  want.psi_full_avg10 = 0.0;  // unknown on this kernel: not a stall
+  auto& p = want.provenance;
+  p.sources_read = bits({host_source::meminfo, host_source::psi});
+  p.cgroup = cgroup_mode::none;
+  p.psi = psi_mode::poll;
+  p.meminfo_total_bytes = 4_GiB;
+  p.meminfo_avail_bytes = 3_GiB;
+  check_sample(sample_fixture("no_cgroup"), want);
+}
+
+TEST_CASE("fixture no_psi: no /proc/pressure; the v2 root cgroup has no numbers of its own") {
+  host_sample want;
+  want.total_bytes = 64_GiB;
+  want.avail_bytes = 48_GiB;
+  auto& p = want.provenance;
+  p.sources_read = bits({host_source::meminfo});
+  p.cgroup = cgroup_mode::none;  // "0::/" has no memory.current: no container limit to find
+  p.psi = psi_mode::none;        // absent, not failed
+  p.meminfo_total_bytes = 64_GiB;
+  p.meminfo_avail_bytes = 48_GiB;
+  check_sample(sample_fixture("no_psi"), want);
+}
+
+TEST_CASE("fixture truncated: files cut mid-line are failures, never short numbers") {
+  // meminfo ends in "MemAvailable: 62", PSI in "total=12", the process's
+  // memory.max in "107" (of 1073741824), the limiting cgroup's memory.stat
+  // mid-key. The parent's 4 GiB limit still counts; its working set is its whole
+  // usage (inactive_file unknown). No meminfo: total 0, skipped by the level rules.
+  const host_sample got = sample_fixture("truncated");
+  host_sample want;
+  want.cgroup_current_bytes = 1_GiB;
+  want.cgroup_max_bytes = 4_GiB;
+  auto& p = want.provenance;
+  p.sources_read = bits({host_source::cgroup_usage, host_source::cgroup_limit});
+  p.sources_failed =
+      bits({host_source::meminfo, host_source::psi, host_source::cgroup_limit, host_source::cgroup_stat});
+  p.cgroup = cgroup_mode::v2;
+  p.psi = psi_mode::none;
+  p.cgroup_limit_bytes = 4_GiB;
+  p.cgroup_working_set_bytes = 1_GiB;
+  p.set_limit_cgroup_path("/lim");
+  check_sample(got, want);
+  CHECK(level_of(got) == pnmem::mem_level::ok);
+}
+
+TEST_CASE("fixture garbage: junk values are failures, never numbers") {
+  const host_sample got = sample_fixture("garbage");
+  host_sample want;
+  auto& p = want.provenance;
+  p.sources_failed =
+      bits({host_source::meminfo, host_source::psi, host_source::cgroup_usage, host_source::cgroup_limit});
+  p.cgroup = cgroup_mode::v2;
+  p.psi = psi_mode::none;
+  check_sample(got, want);
+  CHECK(level_of(got) == pnmem::mem_level::ok);
+}
+
+TEST_CASE("fixture garbage_self_cgroup: an unreadable cgroup membership marks the cgroup sources failed") {
+  host_sample want;
+  want.total_bytes = 8_GiB;
+  want.avail_bytes = 6_GiB;
+  auto& p = want.provenance;
+  p.sources_read = bits({host_source::meminfo, host_source::psi});
+  p.sources_failed = bits({host_source::cgroup_usage, host_source::cgroup_limit});
+  p.cgroup = cgroup_mode::none;
+  p.psi = psi_mode::poll;
+  p.meminfo_total_bytes = 8_GiB;
+  p.meminfo_avail_bytes = 6_GiB;
+  check_sample(sample_fixture("garbage_self_cgroup"), want);
+}
+
+TEST_CASE("fixture container_v2_subtree: the container's cgroup is the mount's root") {
+  // /proc/self/cgroup says /system.slice/docker-abc.scope/app; the mount shows
+  // /system.slice/docker-abc.scope at /sys/fs/cgroup, so the process's directory
+  // is /sys/fs/cgroup/app and the walk stops at /sys/fs/cgroup (the container's
+  // 1 GiB limit). The fixture has no sys/fs/cgroup/system.slice: joining the
+  // full path would find nothing.
+  host_sample want;
+  want.total_bytes = 1_GiB;
+  want.avail_bytes = 524_MiB;  // 1 GiB - (600 MiB - 100 MiB)
+  want.psi_some_avg10 = 5.0;
+  want.psi_full_avg10 = 1.0;
+  want.cgroup_current_bytes = 600_MiB;
+  want.cgroup_max_bytes = 1_GiB;
+  auto& p = want.provenance;
+  p.sources_read = bits({host_source::meminfo, host_source::psi, host_source::cgroup_usage,
+                         host_source::cgroup_limit, host_source::cgroup_stat});
+  p.cgroup = cgroup_mode::v2;
+  p.psi = psi_mode::poll;
+  p.meminfo_total_bytes = 64_GiB;
+  p.meminfo_avail_bytes = 40_GiB;
+  p.cgroup_limit_bytes = 1_GiB;
+  p.cgroup_working_set_bytes = 500_MiB;
+  p.set_limit_cgroup_path("/system.slice/docker-abc.scope");
+  check_sample(sample_fixture("container_v2_subtree"), want);
+}
+
+TEST_CASE("fixture container_v1_subtree: an escaped mount root, cpu and memory mounted together") {
+  host_sample want;
+  want.total_bytes = 512_MiB;
+  want.avail_bytes = 256_MiB;  // 512 MiB - (300 MiB - 44 MiB)
+  want.cgroup_current_bytes = 300_MiB;
+  want.cgroup_max_bytes = 512_MiB;
+  auto& p = want.provenance;
+  p.sources_read = bits({host_source::meminfo, host_source::psi, host_source::cgroup_usage,
+                         host_source::cgroup_limit, host_source::cgroup_stat});
+  p.cgroup = cgroup_mode::v1;
+  p.psi = psi_mode::poll;
+  p.meminfo_total_bytes = 16_GiB;
+  p.meminfo_avail_bytes = 12_GiB;
+  p.cgroup_limit_bytes = 512_MiB;
+  p.cgroup_working_set_bytes = 256_MiB;
+  p.set_limit_cgroup_path("/docker/abc def");
+  check_sample(sample_fixture("container_v1_subtree"), want);
+}
+
+TEST_CASE("a missing root directory: nothing read, nothing failed, total unknown") {
+  const host_sample got = sample_fixture("does-not-exist");
+  host_sample want;
+  check_sample(got, want);
+  CHECK(level_of(got) == pnmem::mem_level::ok);
+}
+
+TEST_CASE("PSI stall rate from total= deltas over the injected clock") {
+  fixture_copy tree("v2_unlimited");
+  const fs::path psi_file = tree / "proc/pressure/memory";
+  fake_clock clock;
+  linux_sampler s = fixture_sampler(tree.root, &clock);
+
+  write_file(psi_file, psi_text(1'000'000, 100'000));
+  host_sample h = s.sample();
+  CHECK(h.psi_some_rate == 0.0);  // first sample: no interval yet
+  CHECK(h.psi_full_rate == 0.0);
+
+  // 0.5 s of "some" and 0.1 s of "full" stall over 1 s of wall time.
+  clock.now_ns += 1'000'000'000;
+  write_file(psi_file, psi_text(1'500'000, 200'000));
+  h = s.sample();
+  CHECK(h.psi_some_rate == doctest::Approx(50.0));
+  CHECK(h.psi_full_rate == doctest::Approx(10.0));
+
+  // 250 ms later, 25 ms more "some": 10 %.
+  clock.now_ns += 250'000'000;
+  write_file(psi_file, psi_text(1'525'000, 200'000));
+  h = s.sample();
+  CHECK(h.psi_some_rate == doctest::Approx(10.0));
+  CHECK(h.psi_full_rate == 0.0);
+
+  // A counter that went backwards (a different kernel? a reset?) is no stall.
+  clock.now_ns += 1'000'000'000;
+  write_file(psi_file, psi_text(10, 300'000));
+  h = s.sample();
+  CHECK(h.psi_some_rate == 0.0);
+  CHECK(h.psi_full_rate == doctest::Approx(10.0));
+
+  // More stall than wall time (clock jitter, per-CPU accounting) is clamped to 100 %.
+  clock.now_ns += 1'000'000'000;
+  write_file(psi_file, psi_text(3'000'010, 300'000));
+  h = s.sample();
+  CHECK(h.psi_some_rate == 100.0);
+
+  // A clock that did not move gives no rate rather than a division by zero.
+  write_file(psi_file, psi_text(3'500'000, 400'000));
+  h = s.sample();
+  CHECK(h.psi_some_rate == 0.0);
+  CHECK(h.psi_full_rate == 0.0);
+
+  // PSI gone: no rate, psi none; when it returns, the rate starts over.
+  fs::remove(psi_file);
+  clock.now_ns += 1'000'000'000;
+  h = s.sample();
+  CHECK_FALSE(h.provenance.read(host_source::psi));
+  CHECK_FALSE(h.provenance.failed(host_source::psi));
+  CHECK(h.provenance.psi == psi_mode::none);
+  CHECK(h.psi_some_rate == 0.0);
+  clock.now_ns += 1'000'000'000;
+  write_file(psi_file, psi_text(9'000'000, 900'000));
+  h = s.sample();
+  CHECK(h.provenance.read(host_source::psi));
+  CHECK(h.psi_some_rate == 0.0);  // first sample again
+  clock.now_ns += 1'000'000'000;
+  write_file(psi_file, psi_text(9'200'000, 900'000));
+  h = s.sample();
+  CHECK(h.psi_some_rate == doctest::Approx(20.0));
+}
+
+TEST_CASE("an old kernel's PSI without full: no full rate even with a reference") {
+  fixture_copy tree("no_cgroup");
+  const fs::path psi_file = tree / "proc/pressure/memory";
+  fake_clock clock;
+  linux_sampler s = fixture_sampler(tree.root, &clock);
+  (void)s.sample();
+  clock.now_ns += 1'000'000'000;
+  write_file(psi_file, "some avg10=12.00 avg60=6.00 avg300=1.50 total=4300000\n");
+  const host_sample h = s.sample();
+  CHECK(h.psi_some_rate == doctest::Approx(10.0));
+  CHECK(h.psi_full_rate == 0.0);
+}
+
+TEST_CASE("sources that vanish and come back") {
+  fixture_copy tree("v1_limit");
+  linux_sampler s = fixture_sampler(tree.root);
+  const fs::path meminfo = tree / "proc/meminfo";
+  const fs::path stat = tree / "sys/fs/cgroup/memory/docker/abc/memory.stat";
+  const std::string meminfo_text = read_file(meminfo);
+  const std::string stat_text = read_file(stat);
+
+  host_sample h = s.sample();
+  REQUIRE(h.total_bytes == 2_GiB);
+
+  // meminfo gone: total unknown (0), not failed; the cgroup is still read.
+  fs::remove(meminfo);
+  h = s.sample();
+  CHECK(h.total_bytes == 0);
+  CHECK(h.avail_bytes == 0);
+  CHECK_FALSE(h.provenance.read(host_source::meminfo));
+  CHECK_FALSE(h.provenance.failed(host_source::meminfo));
+  CHECK(h.provenance.meminfo_total_bytes == 0);
+  CHECK(h.provenance.cgroup_limit_bytes == 2_GiB);
+  CHECK(pnmem::host_level(h.total_bytes, h.avail_bytes) == pnmem::mem_level::ok);  // skipped, not CRITICAL
+
+  write_file(meminfo, meminfo_text);
+  h = s.sample();
+  CHECK(h.provenance.read(host_source::meminfo));
+  CHECK(h.total_bytes == 2_GiB);
+  CHECK(h.avail_bytes == 1_GiB);
+
+  // memory.stat gone: the working set is the whole usage (the safe side).
+  fs::remove(stat);
+  h = s.sample();
+  CHECK_FALSE(h.provenance.read(host_source::cgroup_stat));
+  CHECK_FALSE(h.provenance.failed(host_source::cgroup_stat));
+  CHECK(h.provenance.cgroup_working_set_bytes == 1536_MiB);
+  CHECK(h.avail_bytes == 512_MiB);
+
+  write_file(stat, stat_text);
+  h = s.sample();
+  CHECK(h.provenance.read(host_source::cgroup_stat));
+  CHECK(h.avail_bytes == 1_GiB);
+
+  // Something that is not a readable file where meminfo belongs: failed.
+  fs::remove(meminfo);
+  fs::create_directory(meminfo);
+  h = s.sample();
+  CHECK(h.provenance.failed(host_source::meminfo));
+  CHECK(h.total_bytes == 0);
+  fs::remove(meminfo);
+  write_file(meminfo, meminfo_text);
+  h = s.sample();
+  CHECK(h.provenance.read(host_source::meminfo));
+  CHECK_FALSE(h.provenance.failed(host_source::meminfo));
+
+  // The limit file rewritten in place: the kept descriptor reads the new value.
+  write_file(tree / "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "1610612736\n");
+  h = s.sample();
+  CHECK(h.total_bytes == 1536_MiB);
+  CHECK(h.avail_bytes == 512_MiB);
+}
+
+TEST_CASE("a process moved to another cgroup: the cgroup files are reopened") {
+  fixture_copy tree("v2_nested");
+  const fs::path self_cgroup = tree / "proc/self/cgroup";
+  linux_sampler s = fixture_sampler(tree.root);
+  host_sample h = s.sample();
+  CHECK(h.provenance.limit_cgroup_path() == "/kubepods.slice/pod1.slice");
+
+  write_file(self_cgroup, "0::/kubepods.slice\n");
+  h = s.sample();
+  CHECK(h.provenance.cgroup == cgroup_mode::v2);
+  CHECK(h.provenance.limit_cgroup_path() == "/kubepods.slice");
+  CHECK(h.provenance.cgroup_limit_bytes == 12_GiB);
+  CHECK(h.total_bytes == 12_GiB);
+  CHECK(h.cgroup_current_bytes == 6_GiB);
+  CHECK(h.cgroup_high_bytes == 0);
+
+  // To the root cgroup: no memory.current, no cgroup numbers.
+  write_file(self_cgroup, "0::/\n");
+  h = s.sample();
+  CHECK(h.provenance.cgroup == cgroup_mode::none);
+  CHECK(h.total_bytes == 32_GiB);
+  CHECK(h.provenance.limit_cgroup_path().empty());
+
+  write_file(self_cgroup, "0::/kubepods.slice/pod1.slice/ctr.scope\n");
+  h = s.sample();
+  CHECK(h.provenance.limit_cgroup_path() == "/kubepods.slice/pod1.slice");
+  CHECK(h.total_bytes == 3_GiB);
+
+  // A garbage membership file, then a good one again.
+  write_file(self_cgroup, "garbage\n");
+  h = s.sample();
+  CHECK(h.provenance.cgroup == cgroup_mode::none);
+  CHECK(h.provenance.failed(host_source::cgroup_limit));
+  write_file(self_cgroup, "0::/kubepods.slice/pod1.slice/ctr.scope\n");
+  h = s.sample();
+  CHECK(h.provenance.cgroup == cgroup_mode::v2);
+  CHECK_FALSE(h.provenance.failed(host_source::cgroup_limit));
+  CHECK(h.total_bytes == 3_GiB);
+}
+
+TEST_CASE("a v2 cgroup without the memory controller is charged to its nearest ancestor with it") {
+  fixture_copy tree("v2_nested");
+  const fs::path ctr = tree / "sys/fs/cgroup/kubepods.slice/pod1.slice/ctr.scope";
+  for (const char* f : {"memory.current", "memory.max", "memory.high", "memory.stat"}) fs::remove(ctr / f);
+  linux_sampler s = fixture_sampler(tree.root);
+  host_sample h = s.sample();
+  CHECK(h.provenance.cgroup == cgroup_mode::v2);
+  CHECK(h.provenance.limit_cgroup_path() == "/kubepods.slice/pod1.slice");
+  CHECK(h.total_bytes == 3_GiB);
+  CHECK(h.provenance.sources_failed == 0);
+
+  // Unlimited everywhere: the usage shown is the pod's, the nearest with a memory.current.
+  for (const char* dir : {"kubepods.slice", "kubepods.slice/pod1.slice"}) {
+    write_file(tree / "sys/fs/cgroup" / dir / "memory.max", "max\n");
+    write_file(tree / "sys/fs/cgroup" / dir / "memory.high", "max\n");
+  }
+  h = s.sample();
+  CHECK(h.provenance.cgroup_limit_bytes == 0);
+  CHECK(h.total_bytes == 32_GiB);
+  CHECK(h.cgroup_current_bytes == 2560_MiB);
+}
+
+TEST_CASE("ties between levels go to the ancestor; a zero limit is CRITICAL, not unknown") {
+  fixture_copy tree("v2_nested");
+  const fs::path ctr = tree / "sys/fs/cgroup/kubepods.slice/pod1.slice/ctr.scope";
+  write_file(ctr / "memory.high", "3221225472\n");  // the pod's memory.high, exactly
+  linux_sampler s = fixture_sampler(tree.root);
+  host_sample h = s.sample();
+  CHECK(h.provenance.limit_cgroup_path() == "/kubepods.slice/pod1.slice");
+
+  write_file(ctr / "memory.max", "0\n");
+  h = s.sample();
+  CHECK(h.provenance.limit_cgroup_path() == "/kubepods.slice/pod1.slice/ctr.scope");
+  CHECK(h.total_bytes == 1);
+  CHECK(h.avail_bytes == 0);
+  CHECK(level_of(h) == pnmem::mem_level::critical);
+}
+
+TEST_CASE("the provenance's PSI mode follows the sampler's PSI triggers") {
+  // A fixture tree is not procfs: psi_trigger refuses to write trigger text into
+  // a regular file, so the triggers are not armed and PSI is polled.
+  linux_sampler s = fixture_sampler(fixtures_dir() / "v1_limit");
+  CHECK(s.trigger().mode() == psi_mode::poll);
+  CHECK_FALSE(s.trigger().reason().empty());
+  CHECK(s.sample().provenance.psi == psi_mode::poll);
+
+  // No PSI file at all: none.
+  linux_sampler no_psi = fixture_sampler(fixtures_dir() / "no_psi");
+  CHECK(no_psi.sample().provenance.psi == psi_mode::none);
+
+  // The real kernel: whatever it allows, the provenance says the same as the trigger.
+  linux_sampler real;
+  const host_sample h = real.sample();
+  if (h.provenance.read(host_source::psi)) {
+    CHECK(h.provenance.psi == real.trigger().mode());
+  }
+
+  // No triggers asked for: PSI polled, waits still interruptible.
+  pnmem::linux_sampler_options o;
+  o.psi_triggers.clear();
+  linux_sampler plain{o};
+  if (plain.sample().provenance.read(host_source::psi)) CHECK(plain.sample().provenance.psi == psi_mode::poll);
+}
+
+TEST_CASE("wait_for: an interrupt before the wait returns at once") {
+  linux_sampler s = fixture_sampler(fixtures_dir() / "v1_limit");
+  s.interrupt();
+  CHECK(s.wait_for(std::chrono::hours(1)) == pnmem::wake::interrupted);
+  CHECK(s.wait_for(std::chrono::milliseconds(1)) == pnmem::wake::timeout);
+}
+
+TEST_CASE("read_all_for_benchmark re-reads exactly the files the last sample read") {
+  const fs::path root = fixtures_dir() / "v1_limit";
+  linux_sampler s = fixture_sampler(root);
+  CHECK(s.read_all_for_benchmark() == 0);  // nothing sampled yet
+  (void)s.sample();
+  const std::string files[] = {
+      "proc/self/cgroup",
+      "proc/meminfo",
+      "proc/pressure/memory",
+      "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes",
+      "sys/fs/cgroup/memory/docker/memory.limit_in_bytes",
+      "sys/fs/cgroup/memory/memory.limit_in_bytes",
+      "sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes",
+      "sys/fs/cgroup/memory/docker/abc/memory.stat",
+  };
+  std::size_t expected = 0;
+  for (const auto& f : files) expected += fs::file_size(root / f);
+  CHECK(s.read_all_for_benchmark() == expected);
+}
+
+TEST_CASE("a sampler can be moved") {
+  linux_sampler a = fixture_sampler(fixtures_dir() / "v2_nested");
+  linux_sampler b = std::move(a);
+  CHECK(b.sample().total_bytes == 3_GiB);
+  a = std::move(b);
+  CHECK(a.sample().total_bytes == 3_GiB);
+}
+
+// ---- the real machine ---------------------------------------------------------
+
+namespace {
+
+// Where this process's cgroup of `hierarchy` is, from the real /proc, or "" when
+// it cannot be located.
+std::string real_cgroup_dir(cgroup_mode hierarchy, std::string* cgroup_path = nullptr) {
+  const std::string self = read_file("/proc/self/cgroup");
+  const std::string mountinfo = read_file("/proc/self/mountinfo");
+  const auto where = pnmem::procfs::parse_self_cgroup(self);
+  if (!where.ok()) return {};
+  const std::string_view path = hierarchy == cgroup_mode::v2 ? where.value.v2_path : where.value.v1_memory_path;
+  if (path.empty()) return {};
+  const auto m = pnmem::procfs::find_cgroup_mount(mountinfo, hierarchy, path);
+  if (!m.ok() || m.value.lookup != pnmem::procfs::mount_lookup::found) return {};
+  if (cgroup_path != nullptr) *cgroup_path = std::string(path);
+  return std::string(m.value.mount.mount_point.view()) +
+         std::string(pnmem::procfs::path_below_root(path, m.value.mount.root.view()));
+}
+
+}  // namespace
+
+TEST_CASE("the real machine: sane and self-consistent numbers") {
+  linux_sampler s;
+  const host_sample h = s.sample();
+  const auto& p = h.provenance;
+  MESSAGE("cgroup " << pnmem::to_string(p.cgroup) << ", psi " << pnmem::to_string(p.psi) << ", total "
+                    << h.total_bytes << ", avail " << h.avail_bytes << ", limit " << p.cgroup_limit_bytes << " at '"
+                    << p.limit_cgroup_path() << "', sources read " << p.sources_read << ", failed "
+                    << p.sources_failed);
+  CHECK(p.sources_failed == 0);
+  REQUIRE(p.read(host_source::meminfo));
+  CHECK(h.total_bytes > 0);
+  CHECK(h.avail_bytes <= h.total_bytes);
+  CHECK(h.total_bytes <= p.meminfo_total_bytes);
+  CHECK(h.avail_bytes <= p.meminfo_avail_bytes);
+  CHECK(p.meminfo_avail_bytes <= p.meminfo_total_bytes);
+
+  if (fs::exists("/proc/pressure/memory")) {
+    CHECK(p.read(host_source::psi));
+    CHECK(p.psi != psi_mode::none);  // trigger where the kernel allows it, else poll
+  } else {
+    CHECK(p.psi == psi_mode::none);
+  }
+  CHECK(h.psi_some_avg10 >= 0.0);
+  CHECK(h.psi_some_avg10 <= 100.0);
+  CHECK(h.psi_full_avg10 <= h.psi_some_avg10 + 1e-9);
+
+  switch (p.cgroup) {
+    case cgroup_mode::v2: {
+      const std::string dir = real_cgroup_dir(cgroup_mode::v2);
+      REQUIRE_FALSE(dir.empty());
+      CHECK(fs::exists(dir + "/memory.current"));
+      break;
+    }
+    case cgroup_mode::v1: {
+      // v1 is used only when v2 has no memory controller for this process.
+      const std::string v2 = real_cgroup_dir(cgroup_mode::v2);
+      CHECK((v2.empty() || !fs::exists(v2 + "/memory.current")));
+      const std::string dir = real_cgroup_dir(cgroup_mode::v1);
+      REQUIRE_FALSE(dir.empty());
+      CHECK(fs::exists(dir + "/memory.usage_in_bytes"));
+      CHECK(p.read(host_source::cgroup_usage));
+      CHECK(p.read(host_source::cgroup_limit));
+      CHECK(h.cgroup_high_bytes == 0);  // v1 has no memory.high
+      break;
+    }
+    case cgroup_mode::none:
+      CHECK(p.cgroup_limit_bytes == 0);
+      break;
+  }
+  if (p.cgroup_limit_bytes != 0) {
+    CHECK(!p.limit_cgroup_path().empty());
+    CHECK(h.total_bytes <= p.cgroup_limit_bytes);
+    CHECK(p.cgroup_working_set_bytes <= h.cgroup_current_bytes);
+  } else {
+    CHECK(p.limit_cgroup_path().empty());
+    CHECK(h.total_bytes == p.meminfo_total_bytes);
+  }
+
+  // A second sample of the same machine agrees on where it is.
+  const host_sample again = s.sample();
+  CHECK(again.provenance.cgroup == p.cgroup);
+  CHECK(again.provenance.limit_cgroup_path() == p.limit_cgroup_path());
+  CHECK(again.total_bytes == h.total_bytes);
+}
+
+TEST_CASE("the real machine: moved into a limited v1 child cgroup and back") {
+  linux_sampler s;
+  const host_sample before = s.sample();
+  std::string parent_path;
+  const std::string parent_dir = real_cgroup_dir(cgroup_mode::v1, &parent_path);
+  if (before.provenance.cgroup != cgroup_mode::v1 || geteuid() != 0 || parent_dir.empty()) {
+    MESSAGE("skipped: needs root and the v1 memory hierarchy in use");
+    return;
+  }
+  const std::string name = "pnmem-sampler-test-" + std::to_string(getpid());
+  const fs::path child = fs::path(parent_dir) / name;
+  std::error_code ec;
+  if (!fs::create_directory(child, ec)) {
+    MESSAGE("skipped: cannot create " << child.string() << ": " << ec.message());
+    return;
+  }
+  // Moves this process back and removes the child on every way out.
+  struct cleanup {
+    fs::path parent, child;
+    ~cleanup() {
+      std::ofstream(parent / "cgroup.procs") << getpid() << "\n";
+      ::rmdir(child.c_str());
+    }
+  } guard{parent_dir, child};
+
+  constexpr std::uint64_t limit_bytes = 256_MiB;
+  std::ofstream(child / "memory.limit_in_bytes") << limit_bytes << "\n";
+  {
+    std::ofstream procs(child / "cgroup.procs");
+    procs << getpid() << "\n";
+    procs.flush();
+    REQUIRE_MESSAGE(procs.good(), "could not move into " << child.string());
+  }
+  const std::string child_path = (parent_path == "/" ? "" : parent_path) + "/" + name;
+
+  const host_sample inside = s.sample();
+  MESSAGE("inside " << inside.provenance.limit_cgroup_path() << ": limit " << inside.provenance.cgroup_limit_bytes
+                    << ", total " << inside.total_bytes << ", avail " << inside.avail_bytes << ", usage "
+                    << inside.cgroup_current_bytes);
+  CHECK(inside.provenance.cgroup == cgroup_mode::v1);
+  CHECK(inside.provenance.cgroup_limit_bytes <= limit_bytes);
+  if (before.provenance.cgroup_limit_bytes == 0 || before.provenance.cgroup_limit_bytes > limit_bytes) {
+    CHECK(inside.provenance.limit_cgroup_path() == child_path);
+    CHECK(inside.provenance.cgroup_limit_bytes == limit_bytes);
+    CHECK(inside.cgroup_max_bytes == limit_bytes);
+  }
+  CHECK(inside.total_bytes <= limit_bytes);
+  CHECK(inside.avail_bytes <= inside.total_bytes);
+
+  std::ofstream(fs::path(parent_dir) / "cgroup.procs") << getpid() << "\n";
+  const host_sample back = s.sample();
+  CHECK(back.provenance.limit_cgroup_path() == before.provenance.limit_cgroup_path());
+  CHECK(back.provenance.cgroup_limit_bytes == before.provenance.cgroup_limit_bytes);
+}
+
+TEST_CASE("the real kernel: a removed cgroup's kept-open file reads as missing, not as stale numbers") {
+  const std::string parent_dir = real_cgroup_dir(cgroup_mode::v1);
+  if (geteuid() != 0 || parent_dir.empty()) {
+    MESSAGE("skipped: needs root and a v1 memory hierarchy");
+    return;
+  }
+  const fs::path child = fs::path(parent_dir) / ("pnmem-source-test-" + std::to_string(getpid()));
+  std::error_code ec;
+  if (!fs::create_directory(child, ec)) {
+    MESSAGE("skipped: cannot create " << child.string() << ": " << ec.message());
+    return;
+  }
+  pnmem::detail::source_file f((child / "memory.usage_in_bytes").string());
+  std::vector<char> buf(4096);
+  const auto first = f.read(buf);
+  CHECK(first.status == pnmem::detail::source_status::ok);
+  CHECK(f.is_open());
+  REQUIRE(::rmdir(child.c_str()) == 0);
+  // The descriptor is still open; kernfs answers ENODEV, the reopen finds nothing.
+  const auto after = f.read(buf);
+  CHECK(after.status == pnmem::detail::source_status::missing);
+  CHECK_FALSE(f.is_open());
+}
