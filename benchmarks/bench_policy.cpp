@@ -1,0 +1,661 @@
+// bench_policy.cpp - Google Benchmark programs for every pnmem decision.
+//
+// How the loops are built (see BENCHMARKS.md for the figures):
+//
+//   * Inputs are pre-built arrays of kN varied cases (states, requests, strings),
+//     generated from a fixed seed that is read through a volatile, copied to the
+//     heap and escaped with DoNotOptimize, so the compiler cannot fold a decision.
+//   * Every loop walks its array: `i = (i + 1) & kMask` each iteration, and hands
+//     the whole result to benchmark::DoNotOptimize. The walk is part of every
+//     figure; BM_baseline_walk does the same walk with a trivial read of the state
+//     so each decision can be quoted as net ns above it, or as a ratio.
+//   * The same generators run at compile time (they are constexpr): the
+//     static_asserts below and BM_constexpr_table show that with constant inputs
+//     the decisions are evaluated by the compiler and cost a table read.
+//
+// Run: bench_policy --benchmark_repetitions=10 --benchmark_report_aggregates_only=true
+// and quote medians (the machines are shared and noisy).
+#include <benchmark/benchmark.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pnmem/admission.hpp"
+#include "pnmem/cost_model.hpp"
+#include "pnmem/ladder.hpp"
+#include "pnmem/level.hpp"
+#include "pnmem/mem_state.hpp"
+#include "pnmem/parse.hpp"
+#include "pnmem/policy.hpp"
+#include "pnmem/units.hpp"
+
+namespace {
+
+using pnmem::GiB;
+using pnmem::MiB;
+
+// Cases per input array: a power of two so the walk is one add and one and.
+// The cache lines the decisions read of 64 states (host fields, the die arrays'
+// first entries) fit in L1d (48 KiB on the reference box).
+constexpr std::size_t kN = 64;
+constexpr std::size_t kMask = kN - 1;
+static_assert((kN & kMask) == 0, "kN must be a power of two");
+
+constexpr std::uint64_t kSeed = 0x706e6d656d2d6265ULL;  // "pnmem-be"
+
+// ---------------------------------------------------------------------------
+// Deterministic input generation (constexpr, so the compile-time table can
+// reuse it with the same seed).
+
+struct splitmix64 {
+  std::uint64_t x;
+  constexpr std::uint64_t next() noexcept {
+    std::uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  constexpr std::uint64_t below(std::uint64_t n) noexcept { return next() % n; }
+  constexpr std::uint64_t between(std::uint64_t lo, std::uint64_t hi) noexcept { return lo + below(hi - lo + 1); }
+  constexpr int between_int(int lo, int hi) noexcept {
+    return lo + static_cast<int>(below(static_cast<std::uint64_t>(hi - lo) + 1));
+  }
+  // A percentage with two decimals, as /proc/pressure prints it.
+  constexpr double pct(std::uint64_t max_hundredths) noexcept {
+    return static_cast<double>(below(max_hundredths + 1)) / 100.0;
+  }
+};
+
+// A state from anywhere on the map: host sampled or not (1/16), 16 GiB..1 TiB,
+// MemAvailable uniform over 0..100 % (so all host bands occur), PSI some (1/4)
+// and full (1/8) stalls in avg10 and, independently, in the interval rate; the
+// OS verdict stays ok (Linux); 0..8 dies, each die budget 23..140 GiB or skipped (1/8),
+// free uniform over 0..100 % of the budget. All 16 die slots are filled so
+// die_level can read any of them.
+constexpr pnmem::mem_state varied_state(splitmix64& r) noexcept {
+  constexpr std::uint64_t totals_gib[] = {16, 32, 64, 128, 256, 512, 1024};
+  pnmem::mem_state s;
+  s.host_total_bytes = r.below(16) == 0 ? 0 : totals_gib[r.below(7)] * GiB;
+  s.host_avail_bytes = s.host_total_bytes / 1000 * r.below(1001);
+  s.host_psi_some_avg10 = r.below(4) == 0 ? r.pct(3000) : 0.0;
+  s.host_psi_full_avg10 = r.below(8) == 0 ? r.pct(2500) : 0.0;
+  s.host_psi_some_rate = r.below(4) == 0 ? r.pct(3000) : 0.0;
+  s.host_psi_full_rate = r.below(8) == 0 ? r.pct(2500) : 0.0;
+  s.n_dies = r.between_int(0, 8);
+  for (std::size_t d = 0; d < static_cast<std::size_t>(pnmem::max_dies); ++d) {
+    const std::uint64_t budget = r.below(8) == 0 ? 0 : r.between(23, 140) * GiB;
+    s.per_die_budget[d] = budget;
+    s.per_die_free[d] = budget / 1000 * r.below(1001);
+    s.per_die_used[d] = budget - s.per_die_free[d];
+  }
+  s.seq = r.next();
+  s.level = pnmem::derive_level(s);
+  return s;
+}
+
+using state_array = std::array<pnmem::mem_state, kN>;
+
+constexpr state_array make_varied_states(std::uint64_t seed) noexcept {
+  splitmix64 r{seed};
+  state_array out{};
+  for (auto& s : out) s = varied_state(r);
+  return out;
+}
+
+// A request and the state it is asked against.
+struct request_corpus {
+  std::array<pnmem::request_spec, kN> rq{};
+  state_array st{};
+};
+
+// GPU-resident path over the varied states: 1..128 Ki-token prompts, half of
+// them with a context window of 4..64 Ki tokens (so CAP window occurs).
+constexpr request_corpus make_gpu_requests(std::uint64_t seed) noexcept {
+  request_corpus c;
+  c.st = make_varied_states(seed);
+  splitmix64 r{seed ^ 0x1111};
+  for (auto& q : c.rq) {
+    q.n_prompt = r.between_int(1, 131072);
+    q.kv = r.below(2) == 0 ? pnmem::kv_format::q4 : pnmem::kv_format::fp32;
+    q.gpu_resident = true;
+    q.max_window = r.below(2) == 0 ? 0 : r.between_int(4096, 65536);
+  }
+  return c;
+}
+
+// Host path, every case ADMITs: 256 GiB..1 TiB hosts 60..95 % available, no
+// full stall, 1..4096-token prompts (cost <= 1.66 GiB), half of them also bound
+// by a die with 40..79 GiB free.
+constexpr request_corpus make_host_admit_requests(std::uint64_t seed) noexcept {
+  constexpr std::uint64_t totals_gib[] = {256, 512, 1024};
+  request_corpus c;
+  splitmix64 r{seed ^ 0x2222};
+  for (std::size_t i = 0; i < kN; ++i) {
+    pnmem::mem_state& s = c.st[i];
+    s.host_total_bytes = totals_gib[r.below(3)] * GiB;
+    s.host_avail_bytes = s.host_total_bytes / 1000 * r.between(600, 950);
+    s.host_psi_some_avg10 = r.pct(500);
+    s.n_dies = 2;
+    for (std::size_t d = 0; d < 2; ++d) {
+      s.per_die_budget[d] = 80 * GiB;
+      s.per_die_free[d] = r.between(40, 79) * GiB;
+    }
+    s.level = pnmem::derive_level(s);
+    pnmem::request_spec& q = c.rq[i];
+    q.n_prompt = r.between_int(1, 4096);
+    q.kv = r.below(2) == 0 ? pnmem::kv_format::q4 : pnmem::kv_format::fp32;
+    q.die = r.below(2) == 0 ? pnmem::no_die : static_cast<int>(r.below(2));
+  }
+  return c;
+}
+
+// Host path, every case CAPs, so the binary search runs: 64..512 GiB hosts with
+// 2..16 GiB above the reserve, prompts of 32..128 Ki tokens (cost >= 17.25 GiB,
+// more than any budget), q4 or fp32 KV; a quarter name die 1 with only
+// 1..2 GiB free, so the die binds (CAP die_vram). Fits land at ~4k..13k tokens.
+constexpr request_corpus make_host_cap_requests(std::uint64_t seed) noexcept {
+  constexpr std::uint64_t totals_gib[] = {64, 128, 256, 512};
+  request_corpus c;
+  splitmix64 r{seed ^ 0x3333};
+  for (std::size_t i = 0; i < kN; ++i) {
+    pnmem::mem_state& s = c.st[i];
+    s.host_total_bytes = totals_gib[r.below(4)] * GiB;
+    s.host_avail_bytes = pnmem::host_reserve_bytes(s.host_total_bytes) + r.between(2 * 1024, 16 * 1024) * MiB;
+    s.n_dies = 2;
+    s.per_die_budget[0] = 80 * GiB;
+    s.per_die_free[0] = 60 * GiB;
+    s.per_die_budget[1] = 80 * GiB;
+    s.per_die_free[1] = r.between(1024, 2048) * MiB;
+    s.level = pnmem::derive_level(s);
+    pnmem::request_spec& q = c.rq[i];
+    q.n_prompt = r.between_int(32768, 131072);
+    q.kv = r.below(2) == 0 ? pnmem::kv_format::q4 : pnmem::kv_format::fp32;
+    q.die = r.below(4) == 0 ? 1 : pnmem::no_die;
+  }
+  return c;
+}
+
+struct ladder_case {
+  pnmem::mem_level level;
+  pnmem::ladder_config cfg;
+};
+
+// Levels of the varied states, operator configs of 1..64 slots, a prefill
+// window of 512..32768 tokens or none (1/4), KV already Q4 or not.
+constexpr std::array<ladder_case, kN> make_ladder_cases(std::uint64_t seed) noexcept {
+  const state_array st = make_varied_states(seed);
+  splitmix64 r{seed ^ 0x4444};
+  std::array<ladder_case, kN> out{};
+  for (std::size_t i = 0; i < kN; ++i) {
+    out[i].level = st[i].level;
+    out[i].cfg.max_slots = r.between_int(1, 64);
+    out[i].cfg.prefill_window = r.below(4) == 0 ? 0 : r.between_int(512, 32768);
+    out[i].cfg.kv_q4 = r.below(2) == 0;
+  }
+  return out;
+}
+
+// Model uploads: 4..80 GiB of weights, 1..16 GiB of KV at max context.
+constexpr std::array<pnmem::model_load_spec, kN> make_model_loads(std::uint64_t seed) noexcept {
+  splitmix64 r{seed ^ 0x5555};
+  std::array<pnmem::model_load_spec, kN> out{};
+  for (auto& m : out) {
+    m.weights_bytes = r.between(4, 80) * GiB;
+    m.kv_max_ctx_bytes = r.between(1, 16) * GiB;
+  }
+  return out;
+}
+
+// Token counts spread evenly over the five anchor segments of the activation
+// table and the extrapolated range past the last anchor (262145..1 Mi tokens).
+constexpr std::array<int, kN> make_token_counts(std::uint64_t seed) noexcept {
+  splitmix64 r{seed ^ 0x6666};
+  const auto& a = pnmem::activation_anchors;
+  std::array<int, kN> out{};
+  for (std::size_t i = 0; i < kN; ++i) {
+    const std::size_t seg = i % 6;
+    out[i] = seg < 5 ? r.between_int(static_cast<int>(a[seg].tokens), static_cast<int>(a[seg + 1].tokens))
+                     : r.between_int(262145, 1 << 20);
+  }
+  // Shuffle so consecutive calls do not walk the segments in order.
+  for (std::size_t i = kN - 1; i > 0; --i) {
+    const std::size_t j = static_cast<std::size_t>(r.below(i + 1));
+    const int t = out[i];
+    out[i] = out[j];
+    out[j] = t;
+  }
+  return out;
+}
+
+// Sixteen valid sizes in the forms operators write them.
+constexpr std::array<std::string_view, 16> kSizeTexts{{
+    "1073741824", "512KiB", "1.5 GiB", "2G", "8GiB", "100B", " 64 MiB ", "0.25TiB",
+    "4096", "3m", "12.75 gib", "1T", "768 KiB", "2.4GiB", "17179869184", "0.5 G",
+}};
+
+// ---------------------------------------------------------------------------
+// Compile-time evaluation: constant inputs, decisions checked by the compiler.
+
+constexpr pnmem::mem_state tight_box() noexcept {
+  pnmem::mem_state s;
+  s.host_total_bytes = 64 * GiB;                       // reserve = 15 % = 9.6 GiB
+  s.host_avail_bytes = pnmem::host_reserve_bytes(64 * GiB) + 2 * GiB;  // slack 2 GiB < reserve/4
+  s.n_dies = 1;
+  s.per_die_budget[0] = 79 * GiB;
+  s.per_die_free[0] = 20 * GiB;
+  return s;
+}
+
+static_assert(pnmem::derive_level(tight_box()) == pnmem::mem_level::tight);
+
+// 65536 fp32 tokens against 2 GiB of host slack: CAP host_budget at the largest fit.
+constexpr pnmem::request_spec kCapRequest{65536, pnmem::kv_format::fp32, false, pnmem::no_die, 0};
+constexpr pnmem::admit_result kCapResult = pnmem::admit_request(kCapRequest, tight_box());
+static_assert(kCapResult.verdict == pnmem::verdict::cap);
+static_assert(kCapResult.reason == pnmem::admit_reason::host_budget);
+static_assert(kCapResult.limit_bytes == 2 * GiB);
+static_assert(pnmem::host_cost_bytes(kCapResult.fit_tokens, pnmem::kv_format::fp32) <= 2 * GiB);
+static_assert(pnmem::host_cost_bytes(kCapResult.fit_tokens + 1, pnmem::kv_format::fp32) > 2 * GiB);
+
+constexpr pnmem::ladder_plan kTightPlan = pnmem::ladder_plan_for(pnmem::derive_level(tight_box()), {8, 4096, false});
+static_assert(kTightPlan.max_slots == 4 && kTightPlan.prefill_window == 2048);
+static_assert(kTightPlan.force_kv_q4 && kTightPlan.kv_evict && kTightPlan.degraded);
+
+// The decisions of the benchmark corpora themselves, computed by the compiler
+// from the same generators and seed as the run-time arrays.
+struct precomputed {
+  std::int32_t cap_fit_tokens;  // admit_request over the host-CAP corpus
+  pnmem::mem_level level;       // derive_level over the varied states
+  std::uint8_t max_slots;       // ladder_plan_for over the ladder cases
+};
+
+constexpr std::array<precomputed, kN> kTable = [] {
+  const state_array varied = make_varied_states(kSeed);
+  const request_corpus cap = make_host_cap_requests(kSeed);
+  const auto ladder = make_ladder_cases(kSeed);
+  std::array<precomputed, kN> t{};
+  for (std::size_t i = 0; i < kN; ++i) {
+    t[i].cap_fit_tokens = pnmem::admit_request(cap.rq[i], cap.st[i]).fit_tokens;
+    t[i].level = pnmem::derive_level(varied[i]);
+    t[i].max_slots = static_cast<std::uint8_t>(pnmem::ladder_plan_for(ladder[i].level, ladder[i].cfg).max_slots);
+  }
+  return t;
+}();
+static_assert(sizeof(precomputed) == 8);
+static_assert([] {
+  for (const auto& e : kTable) {
+    if (e.cap_fit_tokens <= 0) return false;  // every CAP case capped to something
+  }
+  return true;
+}());
+
+// ---------------------------------------------------------------------------
+// Run-time inputs: the same generators, fed a seed the compiler cannot see.
+
+std::uint64_t runtime_seed() noexcept {
+  static volatile std::uint64_t seed = kSeed;
+  return seed;
+}
+
+template <class T>
+std::vector<T> to_heap(const T* first, std::size_t n) {
+  std::vector<T> v(first, first + n);
+  benchmark::DoNotOptimize(v.data());
+  benchmark::ClobberMemory();
+  return v;
+}
+
+template <class T, std::size_t N>
+std::vector<T> to_heap(const std::array<T, N>& a) {
+  return to_heap(a.data(), N);
+}
+
+struct corpora {
+  std::vector<pnmem::mem_state> varied;
+  std::vector<pnmem::request_spec> gpu_rq, admit_rq, cap_rq;
+  std::vector<pnmem::mem_state> gpu_st, admit_st, cap_st;
+  std::vector<ladder_case> ladder;
+  std::vector<pnmem::model_load_spec> loads;
+  std::vector<int> tokens;
+  std::vector<std::string_view> texts;
+
+  corpora() {
+    const std::uint64_t seed = runtime_seed();
+    varied = to_heap(make_varied_states(seed));
+    const request_corpus gpu = make_gpu_requests(seed);
+    gpu_rq = to_heap(gpu.rq);
+    gpu_st = to_heap(gpu.st);
+    const request_corpus adm = make_host_admit_requests(seed);
+    admit_rq = to_heap(adm.rq);
+    admit_st = to_heap(adm.st);
+    const request_corpus cap = make_host_cap_requests(seed);
+    cap_rq = to_heap(cap.rq);
+    cap_st = to_heap(cap.st);
+    ladder = to_heap(make_ladder_cases(seed));
+    loads = to_heap(make_model_loads(seed));
+    tokens = to_heap(make_token_counts(seed));
+    splitmix64 r{seed ^ 0x7777};
+    std::array<std::string_view, kN> t{};
+    for (auto& s : t) s = kSizeTexts[static_cast<std::size_t>(r.below(kSizeTexts.size()))];
+    texts = to_heap(t);
+  }
+};
+
+const corpora& inputs() {
+  static const corpora c;
+  return c;
+}
+
+// ---------------------------------------------------------------------------
+// The benchmarks. Each loop body: one decision on case i, DoNotOptimize of the
+// whole result, then the index walk.
+
+void BM_baseline_walk(benchmark::State& st) {
+  const pnmem::mem_state* s = inputs().varied.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    // A test of the field, not the field: handed an lvalue (or a plain copy),
+    // DoNotOptimize's "m" constraint lets g++ name the memory without loading it.
+    benchmark::DoNotOptimize(s[i].host_avail_bytes != 0);
+    i = (i + 1) & kMask;
+  }
+}
+BENCHMARK(BM_baseline_walk);
+
+void BM_derive_level(benchmark::State& st) {
+  const pnmem::mem_state* s = inputs().varied.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(pnmem::derive_level(s[i]));
+    i = (i + 1) & kMask;
+  }
+}
+BENCHMARK(BM_derive_level);
+
+void BM_explain_level(benchmark::State& st) {
+  const pnmem::mem_state* s = inputs().varied.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(pnmem::explain_level(s[i]));
+    i = (i + 1) & kMask;
+  }
+}
+BENCHMARK(BM_explain_level);
+
+void BM_host_level(benchmark::State& st) {
+  const pnmem::mem_state* s = inputs().varied.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(pnmem::host_level(s[i].host_total_bytes, s[i].host_avail_bytes));
+    i = (i + 1) & kMask;
+  }
+}
+BENCHMARK(BM_host_level);
+
+void BM_psi_level(benchmark::State& st) {
+  const pnmem::mem_state* s = inputs().varied.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(pnmem::psi_level(s[i].host_psi_some_avg10, s[i].host_psi_full_avg10));
+    i = (i + 1) & kMask;
+  }
+}
+BENCHMARK(BM_psi_level);
+
+void BM_die_level(benchmark::State& st) {
+  const pnmem::mem_state* s = inputs().varied.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    const std::size_t d = i & 3;  // dies 0..3 of state i
+    benchmark::DoNotOptimize(pnmem::die_level(s[i].per_die_free[d], s[i].per_die_budget[d]));
+    i = (i + 1) & kMask;
+  }
+}
+BENCHMARK(BM_die_level);
+
+void BM_ladder_plan_for(benchmark::State& st) {
+  const ladder_case* c = inputs().ladder.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(pnmem::ladder_plan_for(c[i].level, c[i].cfg));
+    i = (i + 1) & kMask;
+  }
+}
+BENCHMARK(BM_ladder_plan_for);
+
+void run_admit_request(benchmark::State& st, const std::vector<pnmem::request_spec>& rqv,
+                       const std::vector<pnmem::mem_state>& stv) {
+  const pnmem::request_spec* rq = rqv.data();
+  const pnmem::mem_state* s = stv.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(pnmem::admit_request(rq[i], s[i]));
+    i = (i + 1) & kMask;
+  }
+}
+
+void BM_admit_request_gpu(benchmark::State& st) { run_admit_request(st, inputs().gpu_rq, inputs().gpu_st); }
+BENCHMARK(BM_admit_request_gpu);
+
+void BM_admit_request_host_admit(benchmark::State& st) {
+  const corpora& c = inputs();
+  for (std::size_t i = 0; i < kN; ++i) {
+    if (pnmem::admit_request(c.admit_rq[i], c.admit_st[i]).verdict != pnmem::verdict::admit) {
+      st.SkipWithError("host-admit corpus: a case did not ADMIT");
+      return;
+    }
+  }
+  run_admit_request(st, c.admit_rq, c.admit_st);
+}
+BENCHMARK(BM_admit_request_host_admit);
+
+// host_cost_bytes evaluations one admit_request makes on a CAP: need, cost(0),
+// then one per binary-search step.
+int cap_cost_evaluations(const pnmem::request_spec& rq, const pnmem::admit_result& r) {
+  int evals = 2;
+  int lo = 0;
+  int hi = rq.n_prompt;
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    ++evals;
+    if (mid <= r.fit_tokens) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return evals;
+}
+
+void BM_admit_request_host_cap(benchmark::State& st) {
+  const corpora& c = inputs();
+  double evals = 0;
+  for (std::size_t i = 0; i < kN; ++i) {
+    const pnmem::admit_result r = pnmem::admit_request(c.cap_rq[i], c.cap_st[i]);
+    if (r.verdict != pnmem::verdict::cap || r.fit_tokens != kTable[i].cap_fit_tokens) {
+      st.SkipWithError("host-cap corpus: a case did not CAP, or differs from the compile-time table");
+      return;
+    }
+    evals += cap_cost_evaluations(c.cap_rq[i], r);
+  }
+  run_admit_request(st, c.cap_rq, c.cap_st);
+  st.counters["cost_evals"] = evals / static_cast<double>(kN);
+}
+BENCHMARK(BM_admit_request_host_cap);
+
+void BM_admit_model_load(benchmark::State& st) {
+  const pnmem::model_load_spec* m = inputs().loads.data();
+  const pnmem::mem_state* s = inputs().varied.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(pnmem::admit_model_load(m[i], s[i]));  // no_die: roomiest die
+    i = (i + 1) & kMask;
+  }
+}
+BENCHMARK(BM_admit_model_load);
+
+void BM_admit_load_spike(benchmark::State& st) {
+  const pnmem::mem_state* s = inputs().varied.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(pnmem::admit_load_spike(s[i]));
+    i = (i + 1) & kMask;
+  }
+}
+BENCHMARK(BM_admit_load_spike);
+
+void BM_activation_peak_bytes(benchmark::State& st) {
+  const int* n = inputs().tokens.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(pnmem::activation_peak_bytes(n[i]));
+    i = (i + 1) & kMask;
+  }
+}
+BENCHMARK(BM_activation_peak_bytes);
+
+void BM_host_cost_bytes(benchmark::State& st) {
+  const int* n = inputs().tokens.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    const auto kv = (i & 1) != 0 ? pnmem::kv_format::fp32 : pnmem::kv_format::q4;
+    benchmark::DoNotOptimize(pnmem::host_cost_bytes(n[i], kv));
+    i = (i + 1) & kMask;
+  }
+}
+BENCHMARK(BM_host_cost_bytes);
+
+void BM_parse_bytes(benchmark::State& st) {
+  const std::string_view* t = inputs().texts.data();
+  for (std::size_t k = 0; k < kN; ++k) {
+    if (!pnmem::parse_bytes(t[k])) {
+      st.SkipWithError("parse corpus: a size did not parse");
+      return;
+    }
+  }
+  std::size_t i = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(pnmem::parse_bytes(t[i]));
+    i = (i + 1) & kMask;
+  }
+}
+BENCHMARK(BM_parse_bytes);
+
+// The same walk over kTable, whose entries the compiler computed (derive_level,
+// admit_request on the host-CAP corpus, ladder_plan_for): should read like the baseline.
+void BM_constexpr_table(benchmark::State& st) {
+  const corpora& c = inputs();
+  for (std::size_t k = 0; k < kN; ++k) {
+    const auto plan = pnmem::ladder_plan_for(c.ladder[k].level, c.ladder[k].cfg);
+    if (kTable[k].level != pnmem::derive_level(c.varied[k]) || kTable[k].max_slots != plan.max_slots ||
+        kTable[k].cap_fit_tokens != pnmem::admit_request(c.cap_rq[k], c.cap_st[k]).fit_tokens) {
+      st.SkipWithError("compile-time table differs from the run-time decisions");
+      return;
+    }
+  }
+  const precomputed* t = kTable.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(t[i].cap_fit_tokens != 0);  // loaded and tested, as in the baseline
+    i = (i + 1) & kMask;
+  }
+}
+BENCHMARK(BM_constexpr_table);
+
+// One constexpr CAP decision (65536 fp32 tokens, 2 GiB slack): nothing left to run.
+void BM_constexpr_admit_request(benchmark::State& st) {
+  for (auto _ : st) {
+    constexpr pnmem::admit_result r = pnmem::admit_request(kCapRequest, tight_box());
+    benchmark::DoNotOptimize(r.fit_tokens);
+  }
+}
+BENCHMARK(BM_constexpr_admit_request);
+
+// ---------------------------------------------------------------------------
+// What the corpora contain, printed in the context block of every run.
+
+std::string level_mix(const std::vector<pnmem::mem_state>& v) {
+  std::array<int, pnmem::mem_level_count> n{};
+  for (const auto& s : v) ++n[static_cast<std::size_t>(pnmem::derive_level(s))];
+  std::string out;
+  for (std::size_t k = 0; k < n.size(); ++k) {
+    if (!out.empty()) out += ' ';
+    out += std::string(pnmem::to_string(static_cast<pnmem::mem_level>(k))) + '=' + std::to_string(n[k]);
+  }
+  return out;
+}
+
+std::string verdict_mix(const std::vector<pnmem::request_spec>& rq, const std::vector<pnmem::mem_state>& st) {
+  std::string out;
+  std::array<int, 7> reasons{};
+  std::array<int, 3> verdicts{};
+  for (std::size_t i = 0; i < rq.size(); ++i) {
+    const auto r = pnmem::admit_request(rq[i], st[i]);
+    ++verdicts[static_cast<std::size_t>(r.verdict)];
+    ++reasons[static_cast<std::size_t>(r.reason)];
+  }
+  for (std::size_t k = 0; k < verdicts.size(); ++k) {
+    if (verdicts[k] == 0) continue;
+    if (!out.empty()) out += ' ';
+    out += std::string(pnmem::to_string(static_cast<pnmem::verdict>(k))) + '=' + std::to_string(verdicts[k]);
+  }
+  out += " (";
+  bool first = true;
+  for (std::size_t k = 0; k < reasons.size(); ++k) {
+    if (reasons[k] == 0) continue;
+    if (!first) out += ' ';
+    first = false;
+    out += std::string(pnmem::to_string(static_cast<pnmem::admit_reason>(k))) + '=' + std::to_string(reasons[k]);
+  }
+  return out + ")";
+}
+
+std::string model_load_mix(const corpora& c) {
+  int admit = 0;
+  for (std::size_t i = 0; i < kN; ++i) {
+    if (pnmem::admit_model_load(c.loads[i], c.varied[i]).verdict == pnmem::verdict::admit) ++admit;
+  }
+  return "admit=" + std::to_string(admit) + " reject=" + std::to_string(static_cast<int>(kN) - admit);
+}
+
+std::string load_spike_mix(const corpora& c) {
+  int admit = 0;
+  for (const auto& s : c.varied) {
+    if (pnmem::admit_load_spike(s).verdict == pnmem::verdict::admit) ++admit;
+  }
+  return "admit=" + std::to_string(admit) + " reject=" + std::to_string(static_cast<int>(kN) - admit);
+}
+
+std::string cap_fit_range(const corpora& c) {
+  int lo = 0;
+  int hi = 0;
+  for (std::size_t i = 0; i < kN; ++i) {
+    const int f = pnmem::admit_request(c.cap_rq[i], c.cap_st[i]).fit_tokens;
+    lo = i == 0 || f < lo ? f : lo;
+    hi = f > hi ? f : hi;
+  }
+  return std::to_string(lo) + ".." + std::to_string(hi) + " tokens";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  const corpora& c = inputs();
+  benchmark::AddCustomContext("pnmem_cases_per_array", std::to_string(kN));
+  benchmark::AddCustomContext("pnmem_varied_levels", level_mix(c.varied));
+  benchmark::AddCustomContext("pnmem_gpu_requests", verdict_mix(c.gpu_rq, c.gpu_st));
+  benchmark::AddCustomContext("pnmem_host_admit_requests", verdict_mix(c.admit_rq, c.admit_st));
+  benchmark::AddCustomContext("pnmem_host_cap_requests", verdict_mix(c.cap_rq, c.cap_st));
+  benchmark::AddCustomContext("pnmem_host_cap_fits", cap_fit_range(c));
+  benchmark::AddCustomContext("pnmem_model_loads", model_load_mix(c));
+  benchmark::AddCustomContext("pnmem_load_spikes", load_spike_mix(c));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

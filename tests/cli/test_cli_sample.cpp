@@ -1,0 +1,143 @@
+// `pnmem sample` and `pnmem watch` over the Linux fixture trees: the JSON must be
+// exactly what the sampler itself reads, with the mem_state field names.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "pnmem/level.hpp"
+#include "pnmem/linux/linux_sampler.hpp"
+#include "run_process.hpp"
+
+using nlohmann::json;
+
+namespace {
+
+std::string env_or_fail(const char* name) {
+  const char* v = std::getenv(name);
+  REQUIRE_MESSAGE(v != nullptr, name, " is not set (run through meson test)");
+  return v;
+}
+
+std::string fixture(const std::string& name) { return env_or_fail("PNMEM_LINUX_FIXTURES") + "/" + name; }
+
+pnmem_test::process_result pnmem_run(const std::vector<std::string>& args) {
+  return pnmem_test::run_process(env_or_fail("PNMEM_EXE"), args);
+}
+
+void check_state_matches_sampler(const json& j, const std::string& root) {
+  pnmem::linux_sampler_options o;
+  o.root = root;
+  pnmem::linux_sampler sampler{o};
+  const pnmem::host_sample h = sampler.sample();
+  INFO("json: ", j.dump());
+  CHECK(j.at("host_total_bytes") == h.total_bytes);
+  CHECK(j.at("host_avail_bytes") == h.avail_bytes);
+  CHECK(j.at("host_psi_some_avg10") == h.psi_some_avg10);
+  CHECK(j.at("host_psi_full_avg10") == h.psi_full_avg10);
+  CHECK(j.at("cgroup_current_bytes") == h.cgroup_current_bytes);
+  CHECK(j.at("cgroup_high_bytes") == h.cgroup_high_bytes);
+  CHECK(j.at("cgroup_max_bytes") == h.cgroup_max_bytes);
+  CHECK(j.at("n_dies") == 0);
+  CHECK(j.at("per_die_free").is_array());
+  pnmem::mem_state s;
+  pnmem::assign_host(s, h);
+  CHECK(j.at("level") == std::string(pnmem::to_string(pnmem::derive_level(s))));
+  CHECK(j.at("host_reserve_bytes") == pnmem::host_reserve_bytes(h.total_bytes));
+  const json& p = j.at("provenance");
+  CHECK(p.at("cgroup_mode") == std::string(pnmem::to_string(h.provenance.cgroup)));
+  CHECK(p.at("psi_mode") == std::string(pnmem::to_string(h.provenance.psi)));
+  CHECK(p.at("cgroup_limit_bytes") == h.provenance.cgroup_limit_bytes);
+  CHECK(p.at("cgroup_working_set_bytes") == h.provenance.cgroup_working_set_bytes);
+  CHECK(p.at("meminfo_total_bytes") == h.provenance.meminfo_total_bytes);
+  if (h.provenance.limit_cgroup_path().empty()) {
+    CHECK(p.at("limit_cgroup").is_null());
+  } else {
+    CHECK(p.at("limit_cgroup") == std::string(h.provenance.limit_cgroup_path()));
+  }
+  CHECK(p.at("sources_read").is_array());
+  CHECK(p.at("sources_failed").is_array());
+}
+
+}  // namespace
+
+TEST_CASE("pnmem sample --root: every fixture, JSON equal to the sampler's own reading") {
+  for (const char* name : {"v1_limit", "v2_nested", "v2_unlimited", "no_cgroup", "no_psi", "truncated", "garbage",
+                           "garbage_self_cgroup", "container_v1_subtree", "container_v2_subtree"}) {
+    CAPTURE(name);
+    const auto r = pnmem_run({"--json", "sample", "--root", fixture(name)});
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.err.empty());
+    const json j = json::parse(r.out, nullptr, false);
+    REQUIRE(j.is_object());
+    check_state_matches_sampler(j, fixture(name));
+  }
+}
+
+TEST_CASE("pnmem sample: the v1 container's limit, in text too") {
+  const auto r = pnmem_run({"sample", "--root", fixture("v1_limit")});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("cgroup: v1, limit 2.00 GiB") != std::string::npos);
+  CHECK(r.out.find("level: ") == 0);
+}
+
+TEST_CASE("pnmem sample on a garbage tree says what failed and is not critical") {
+  const auto r = pnmem_run({"--json", "sample", "--root", fixture("garbage")});
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j.at("level") != "critical");
+  CHECK_FALSE(j.at("provenance").at("sources_failed").empty());
+}
+
+TEST_CASE("pnmem watch --json --count N: N sample lines, level changes as they happen, then exit 0") {
+  const auto r = pnmem_run({"--json", "watch", "--root", fixture("v2_nested"), "--interval", "5", "--count", "3"});
+  REQUIRE(r.exit_code == 0);
+  auto lines = pnmem_test::lines_of(r.out);
+  // v2_nested is CRITICAL: the first sample is a change from the initial OK.
+  REQUIRE(lines.size() == 4);
+  const json change = json::parse(lines[0], nullptr, false);
+  REQUIRE(change.is_object());
+  CHECK(change.at("event") == "level_change");
+  CHECK(change.at("from") == "ok");
+  CHECK(change.at("to") == "critical");
+  CHECK(change.at("state").at("level") == "critical");
+  lines.erase(lines.begin());
+  std::uint64_t last_seq = 0;
+  for (const auto& line : lines) {
+    const json j = json::parse(line, nullptr, false);
+    REQUIRE(j.is_object());
+    CHECK(j.at("event") == "sample");
+    check_state_matches_sampler(j.at("state"), fixture("v2_nested"));
+    const auto seq = j.at("state").at("seq").get<std::uint64_t>();
+    CHECK(seq > last_seq);
+    last_seq = seq;
+  }
+}
+
+TEST_CASE("pnmem watch text mode prints a line per sample") {
+  const auto r = pnmem_run({"watch", "--root", fixture("v2_unlimited"), "--interval", "5", "--count", "2"});
+  REQUIRE(r.exit_code == 0);
+  const auto lines = pnmem_test::lines_of(r.out);
+  REQUIRE(lines.size() == 2);  // v2_unlimited stays OK: no level-change line
+  CHECK(lines[0].find("avail") != std::string::npos);
+  CHECK(lines[0].find("level") == std::string::npos);
+}
+
+TEST_CASE("bad sample/watch arguments exit 2 with one line") {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"sample", "--root", "/nonexistent/pnmem"},
+        std::vector<std::string>{"watch", "--interval", "0"},
+        std::vector<std::string>{"watch", "--interval", "abc"},
+        std::vector<std::string>{"watch", "--count", "-1"},
+        std::vector<std::string>{"watch", "--dwell", "1e3"}}) {
+    CAPTURE(args[0]);
+    CAPTURE(args[2]);
+    const auto r = pnmem_run(args);
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.empty());
+    CHECK(pnmem_test::lines_of(r.err).size() == 1);
+  }
+}
