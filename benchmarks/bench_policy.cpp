@@ -153,7 +153,7 @@ constexpr request_corpus make_host_admit_requests(std::uint64_t seed) noexcept {
   return c;
 }
 
-// Host path, every case CAPs, so the binary search runs: 64..512 GiB hosts with
+// Host path, every case CAPs, so the largest-fit search runs: 64..512 GiB hosts with
 // 2..16 GiB above the reserve, prompts of 32..128 Ki tokens (cost >= 17.25 GiB,
 // more than any budget), q4 or fp32 KV; a quarter name die 1 with only
 // 1..2 GiB free, so the die binds (CAP die_vram). Fits land at ~4k..13k tokens.
@@ -455,35 +455,16 @@ BENCHMARK(BM_admit_request_host_admit);
 
 // host_cost_bytes evaluations one admit_request makes on a CAP: need, cost(0),
 // then one per binary-search step.
-int cap_cost_evaluations(const pnmem::request_spec& rq, const pnmem::admit_result& r) {
-  int evals = 2;
-  int lo = 0;
-  int hi = rq.n_prompt;
-  while (hi - lo > 1) {
-    const int mid = lo + (hi - lo) / 2;
-    ++evals;
-    if (mid <= r.fit_tokens) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
-  return evals;
-}
-
 void BM_admit_request_host_cap(benchmark::State& st) {
   const corpora& c = inputs();
-  double evals = 0;
   for (std::size_t i = 0; i < kN; ++i) {
     const pnmem::admit_result r = pnmem::admit_request(c.cap_rq[i], c.cap_st[i]);
     if (r.verdict != pnmem::verdict::cap || r.fit_tokens != kTable[i].cap_fit_tokens) {
       st.SkipWithError("host-cap corpus: a case did not CAP, or differs from the compile-time table");
       return;
     }
-    evals += cap_cost_evaluations(c.cap_rq[i], r);
   }
   run_admit_request(st, c.cap_rq, c.cap_st);
-  st.counters["cost_evals"] = evals / static_cast<double>(kN);
 }
 BENCHMARK(BM_admit_request_host_cap);
 

@@ -370,3 +370,38 @@ TEST_CASE("the stall guard also sees a fresh stall rate before avg10 does") {
   s.host_psi_full_rate = 14.99;
   CHECK(admit_request({.n_prompt = 10, .gpu_resident = true}, s).verdict == verdict::admit);
 }
+
+TEST_CASE("the segment solve finds the same largest window as a plain binary search") {
+  auto reference = [](int n_max, kv_format kv, std::uint64_t limit) {
+    int lo = 0;
+    int hi = n_max;
+    while (hi - lo > 1) {
+      const int mid = lo + (hi - lo) / 2;
+      (host_cost_bytes(mid, kv) <= limit ? lo : hi) = mid;
+    }
+    return lo;
+  };
+  pnmem::test::rng g{99};
+  for (int i = 0; i < 20000; ++i) {
+    const auto kv = g.below(2) == 0 ? kv_format::q4 : kv_format::fp32;
+    const int n_max = 2 + static_cast<int>(g.below(g.below(4) == 0 ? 2000000 : 300000));
+    const std::uint64_t lo_cost = host_cost_bytes(0, kv);
+    const std::uint64_t hi_cost = host_cost_bytes(n_max, kv);
+    if (hi_cost <= lo_cost + 1) continue;
+    const std::uint64_t limit = lo_cost + g.below(hi_cost - lo_cost);  // cost(0) fits, cost(n_max) does not
+    CAPTURE(n_max);
+    CAPTURE(limit);
+    CHECK(pnmem::detail::largest_fitting_prompt(n_max, kv, limit) == reference(n_max, kv, limit));
+  }
+  // Exactly at anchors and one byte either side of their costs.
+  for (const auto& a : activation_anchors) {
+    for (const auto kv : {kv_format::q4, kv_format::fp32}) {
+      const int t = static_cast<int>(a.tokens);
+      if (t == 0) continue;
+      const std::uint64_t c = host_cost_bytes(t, kv);
+      for (const std::uint64_t limit : {c - 1, c, c + 1}) {
+        CHECK(pnmem::detail::largest_fitting_prompt(2 * t + 5, kv, limit) == reference(2 * t + 5, kv, limit));
+      }
+    }
+  }
+}

@@ -104,6 +104,59 @@ constexpr admit_result make_result(verdict v, int fit, admit_reason r, int die, 
 
 constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_bytes != 0; }
 
+// The largest n in [0, n_max) with host_cost_bytes(n) <= limit, given that
+// cost(0) fits and cost(n_max) does not. cost() is non-decreasing in n.
+//
+// Between two anchors of the activation table the cost is linear in n (up to the
+// table's rounding up), so instead of a blind binary search over the whole range
+// (~18 dependent steps for a 128k prompt) this finds the segment holding the
+// answer by testing the anchors, solves the segment's line for n, and corrects
+// the estimate by a token or two against the exact cost. Past the last anchor
+// the peak grows with N^2, and a binary search over that segment does the work.
+constexpr int largest_fitting_prompt(int n_max, kv_format kv, std::uint64_t limit) noexcept {
+  int lo = 0;      // fits
+  int hi = n_max;  // does not fit
+  std::size_t seg = activation_anchors.size();  // segment [anchor seg-1, anchor seg]; size() = past the table
+  for (std::size_t i = 1; i < activation_anchors.size(); ++i) {
+    const auto t = static_cast<int>(activation_anchors[i].tokens);
+    if (t >= hi) {
+      seg = i;
+      break;
+    }
+    if (host_cost_bytes(t, kv) <= limit) {
+      lo = t;
+    } else {
+      hi = t;
+      seg = i;
+      break;
+    }
+  }
+  if (seg < activation_anchors.size()) {
+    const activation_anchor a = activation_anchors[seg - 1];
+    const activation_anchor b = activation_anchors[seg];
+    const std::uint64_t span = b.tokens - a.tokens;
+    const std::uint64_t k = kv_bytes_per_token(kv);
+    const std::uint64_t base = host_cost_bytes(static_cast<int>(a.tokens), kv);
+    // cost(a + d) ~ base + d * (k + rise/span): solve for d.
+    const std::uint64_t d = mul_div(sat_sub(limit, base), span, sat_add(sat_mul(k, span), b.peak_bytes - a.peak_bytes));
+    const std::uint64_t guess = a.tokens + d;
+    int n = guess >= static_cast<std::uint64_t>(hi) ? hi - 1 : static_cast<int>(guess);
+    if (n < lo) n = lo;
+    while (n + 1 < hi && host_cost_bytes(n + 1, kv) <= limit) ++n;
+    while (n > lo && host_cost_bytes(n, kv) > limit) --n;
+    return n;
+  }
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    if (host_cost_bytes(mid, kv) <= limit) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 constexpr bool inside_host_reserve(const mem_state& s, const policy& p) noexcept {
   return host_known(s) && s.host_avail_bytes <= host_reserve_bytes(s.host_total_bytes, p);
 }
@@ -161,17 +214,7 @@ constexpr admit_result admit_request(const request_spec& rq, const mem_state& s,
   if (host_cost_bytes(0, rq.kv) > limit) {
     return make_result(verdict::reject, 0, binding, binding_die, need, limit);
   }
-  // cost() is non-decreasing in n: find the largest lo with cost(lo) <= limit < cost(lo + 1).
-  int lo = 0;  // fits
-  int hi = n;  // does not fit
-  while (hi - lo > 1) {
-    const int mid = lo + (hi - lo) / 2;
-    if (host_cost_bytes(mid, rq.kv) <= limit) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
+  const int lo = detail::largest_fitting_prompt(n, rq.kv, limit);
   if (lo == 0) return make_result(verdict::reject, 0, binding, binding_die, need, limit);
   return make_result(verdict::cap, lo, binding, binding_die, need, limit);
 }
