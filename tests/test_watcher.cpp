@@ -139,8 +139,9 @@ TEST_CASE("set_die merges, re-derives and publishes; a bad die id is an error") 
   host->next = roomy();
   watcher<fake_sampler, fake_clock> w{fake_sampler{host}};
   w.poll_now();
-  CHECK(w.set_die(2, 8 * GiB, 16 * GiB, 3 * GiB) == set_die_status::ok);
+  CHECK(w.set_die(2, 8 * GiB, 16 * GiB, 3 * GiB, 512 * MiB) == set_die_status::ok);
   mem_state s = w.read();
+  CHECK(s.per_die_retiring[2] == 512 * MiB);
   CHECK(s.n_dies == 3);
   CHECK(s.per_die_free[2] == 8 * GiB);
   CHECK(s.per_die_budget[2] == 16 * GiB);

@@ -41,6 +41,9 @@ struct mem_state {
   double host_psi_full_rate = 0.0;         // same for "full"
   mem_level host_os_level = mem_level::ok; // the OS's own pressure verdict (macOS memorystatus); ok elsewhere
   mem_level raw_level = mem_level::ok;     // derived level before hysteresis
+  // Bytes a die's owner has released but not yet freed (waiting on a retire list
+  // for in-flight work): not free yet, and not counted in per_die_free.
+  std::array<std::uint64_t, max_dies> per_die_retiring{};
   sample_provenance provenance{};
 };
 

@@ -169,14 +169,17 @@ class watcher {
   bool try_read(mem_state& out) const noexcept { return published_.try_read(out); }
 
   // The seed's pn_memwatch_set_die: merge one die's numbers, re-derive, publish.
+  // `retiring_bytes`: released by the caller but still waiting for in-flight work
+  // (reported apart from free; DESIGN.md "memory pending free is not free").
   [[nodiscard]] set_die_status set_die(int die, std::uint64_t free_bytes, std::uint64_t budget_bytes,
-                                       std::uint64_t used_bytes) {
+                                       std::uint64_t used_bytes, std::uint64_t retiring_bytes = 0) {
     if (die < 0 || die >= max_dies) return set_die_status::die_out_of_range;
     publish([&](mem_state& s) {
       const auto i = static_cast<std::size_t>(die);
       s.per_die_free[i] = free_bytes;
       s.per_die_budget[i] = budget_bytes;
       s.per_die_used[i] = used_bytes;
+      s.per_die_retiring[i] = retiring_bytes;
       if (s.n_dies < die + 1) s.n_dies = die + 1;
     });
     return set_die_status::ok;

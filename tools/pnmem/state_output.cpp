@@ -74,6 +74,7 @@ nlohmann::ordered_json state_json(const pnmem::mem_state& s, const pnmem::policy
   j["per_die_free"] = die_array(s.per_die_free);
   j["per_die_budget"] = die_array(s.per_die_budget);
   j["per_die_used"] = die_array(s.per_die_used);
+  j["per_die_retiring"] = die_array(s.per_die_retiring);
   j["level"] = level_name(s.level);
   j["raw_level"] = level_name(s.raw_level);
   j["host_os_level"] = level_name(s.host_os_level);
