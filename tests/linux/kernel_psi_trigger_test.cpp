@@ -7,6 +7,12 @@
 //     file. Reclaim inside the cgroup stalls it; an unprivileged
 //     `some 50000 2000000` trigger on /proc/pressure/memory must fire.
 //
+//   kernel_psi_trigger_test watcher
+//     The same pressure, watched by pnmem::watcher<linux_sampler> with a poll
+//     interval of an hour: only a PSI trigger event can make it publish a second
+//     snapshot, so a new snapshot within the deadline proves an event wakes the
+//     watcher without waiting for the next poll.
+//
 //   kernel_psi_trigger_test cgroup-removed
 //     A trigger on a cgroup v2 memory.pressure file, then rmdir of that cgroup:
 //     the kernel reports POLLERR, wait_for() must return an event and the
@@ -14,35 +20,34 @@
 //
 // Exit 0 pass, 1 fail, 77 skip (Meson's SKIP) with one line saying why: not
 // root, no PSI, no writable cgroup hierarchy with what the scenario needs.
-// Everything created is removed on every path out, signals included.
+// Everything created is removed on every path out, signals included
+// (cgroup_sandbox.hpp).
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cgroup_sandbox.hpp"
+#include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/linux/psi_trigger.hpp"
+#include "pnmem/watcher.hpp"
 
 namespace fs = std::filesystem;
+using namespace pnmem_test;
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
@@ -70,107 +75,11 @@ int fail(const std::string& why) {
   return exit_fail;
 }
 
-std::string errno_text() { return std::strerror(errno); }
-
-std::optional<std::string> read_file(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// One write() of the whole text, as cgroupfs wants it; errno on failure.
-bool write_file(const fs::path& p, const std::string& text) {
-  const int fd = ::open(p.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const ssize_t n = ::write(fd, text.data(), text.size());
-  const int err = errno;
-  ::close(fd);
-  errno = err;
-  return n == static_cast<ssize_t>(text.size());
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  std::istringstream in(s);
-  while (std::getline(in, cur, sep)) out.push_back(cur);
-  return out;
-}
-
-// The directory of this process's cgroup in the hierarchy mounted with
-// fstype `fstype` whose super options include `option` ("" for cgroup2):
-// mountinfo gives the mount point and the mount's root inside the hierarchy,
-// /proc/self/cgroup the process's path inside it.
-std::optional<fs::path> own_cgroup_dir(const std::string& fstype, const std::string& option) {
-  const auto mountinfo = read_file("/proc/self/mountinfo");
-  const auto cgroups = read_file("/proc/self/cgroup");
-  if (!mountinfo || !cgroups) return std::nullopt;
-  std::string mount_point;
-  std::string mount_root;
-  for (const auto& line : split(*mountinfo, '\n')) {
-    // id parent dev root mount-point options [optional...] - fstype source super-options
-    const auto fields = split(line, ' ');
-    std::size_t dash = 0;
-    while (dash < fields.size() && fields[dash] != "-") ++dash;
-    if (dash < 5 || dash + 3 >= fields.size() || fields[dash + 1] != fstype) continue;
-    const auto super = split(fields[dash + 3], ',');
-    if (!option.empty() && std::find(super.begin(), super.end(), option) == super.end()) continue;
-    mount_root = fields[3];
-    mount_point = fields[4];
-    break;
-  }
-  if (mount_point.empty()) return std::nullopt;
-  for (const auto& line : split(*cgroups, '\n')) {
-    // hierarchy-id:controllers:path; cgroup2 is "0::path"
-    const auto first = line.find(':');
-    const auto second = line.find(':', first + 1);
-    if (first == std::string::npos || second == std::string::npos) continue;
-    const auto controllers = split(line.substr(first + 1, second - first - 1), ',');
-    const bool match = option.empty() ? line.compare(0, 3, "0::") == 0
-                                      : std::find(controllers.begin(), controllers.end(), option) !=
-                                            controllers.end();
-    if (!match) continue;
-    std::string path = line.substr(second + 1);
-    // Inside a container the mount's root may be a prefix of the path.
-    if (mount_root != "/" && path.compare(0, mount_root.size(), mount_root) == 0) path.erase(0, mount_root.size());
-    return fs::path(mount_point) / fs::path(path).relative_path();
-  }
-  return std::nullopt;
-}
-
-// Removes a cgroup directory; its tasks must be gone. The kernel may need a
-// moment after the last task exits (v1 reparents the charges).
-bool remove_cgroup(const fs::path& dir) {
-  for (int i = 0; i < 200; ++i) {
-    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return true;
-    if (errno != EBUSY) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return false;
-}
-
-// Cgroups left by an earlier run that was killed (SIGKILL skips cleanup):
-// their tasks can only be that run's children.
-void remove_stale_cgroups(const fs::path& parent) {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(parent, ec)) {
-    if (!entry.is_directory(ec) || entry.path().filename().string().rfind(stale_prefix, 0) != 0) continue;
-    if (const auto procs = read_file(entry.path() / "cgroup.procs")) {
-      for (const auto& pid : split(*procs, '\n')) {
-        if (!pid.empty()) ::kill(static_cast<pid_t>(std::stol(pid)), SIGKILL);
-      }
-    }
-    remove_cgroup(entry.path());
-  }
-}
-
 // ---- the process under pressure -------------------------------------------------
 
-[[noreturn]] void child_main(int go_fd, const fs::path& data_dir) {
+[[noreturn]] void child_main(pid_t parent, int go_fd, const fs::path& data_dir) {
   // Never outlive the test, even if it is SIGKILLed.
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  prepare_child(parent);
   char go = 0;
   if (::read(go_fd, &go, 1) != 1) ::_exit(2);  // the parent died or failed to move us
   auto* anon = static_cast<unsigned char*>(
@@ -209,14 +118,26 @@ std::optional<fs::path> disk_backed_dir() {
 }
 
 std::atomic<pnmem::psi_trigger*> g_trigger{nullptr};
-std::atomic<bool> g_stop{false};
 
-// SIGTERM (meson's timeout) or SIGINT: stop waiting and clean up.
-// interrupt() writes an eventfd, which is async-signal-safe.
-extern "C" void on_signal(int) {
-  g_stop.store(true);
+// SIGTERM (meson's timeout) or SIGINT (the sandbox's first signal): stop
+// waiting and clean up. interrupt() writes an eventfd, which is async-signal-safe.
+void interrupt_trigger() noexcept {
   if (auto* t = g_trigger.load()) t->interrupt();
 }
+
+// The signal hook may use the trigger only while it exists.
+struct signal_scope {
+  explicit signal_scope(pnmem::psi_trigger& t) {
+    g_trigger.store(&t);
+    cgroup_sandbox::set_signal_hook(interrupt_trigger);
+  }
+  ~signal_scope() {
+    cgroup_sandbox::set_signal_hook(nullptr);
+    g_trigger.store(nullptr);
+  }
+  signal_scope(const signal_scope&) = delete;
+  signal_scope& operator=(const signal_scope&) = delete;
+};
 
 std::string psi_totals() {
   const auto text = read_file("/proc/pressure/memory");
@@ -231,25 +152,7 @@ std::string psi_totals() {
   return out;
 }
 
-// Owns the cgroup and the child: both are gone when this is.
-struct pressure_rig {
-  fs::path cgroup;
-  pid_t child = -1;
-  pressure_rig() = default;
-  pressure_rig(const pressure_rig&) = delete;
-  pressure_rig& operator=(const pressure_rig&) = delete;
-  ~pressure_rig() {
-    if (child > 0) {
-      ::kill(child, SIGKILL);
-      ::waitpid(child, nullptr, 0);
-    }
-    if (!cgroup.empty() && !remove_cgroup(cgroup)) {
-      std::printf("warning: could not remove %s: %s\n", cgroup.c_str(), errno_text().c_str());
-    }
-  }
-};
-
-int run_pressure() {
+int run_pressure(bool via_watcher) {
   if (::geteuid() != 0) return skip("not root: cannot create a memory cgroup");
   if (::access("/proc/pressure/memory", R_OK) != 0) return skip("no /proc/pressure/memory (PSI off)");
   const auto parent = own_cgroup_dir("cgroup", "memory");
@@ -257,74 +160,101 @@ int run_pressure() {
   const auto data_dir = disk_backed_dir();
   if (!data_dir) return skip("no disk-backed writable directory for the 600 MiB file");
 
-  remove_stale_cgroups(*parent);
-  pressure_rig rig;
-  const fs::path cg = *parent / (stale_prefix + std::to_string(::getpid()));
-  if (::mkdir(cg.c_str(), 0755) != 0) return skip("cannot create " + cg.string() + ": " + errno_text());
-  rig.cgroup = cg;
-  if (!write_file(cg / "memory.limit_in_bytes", std::to_string(cgroup_limit_bytes))) {
+  remove_stale_cgroups(*parent, stale_prefix);
+  cgroup_sandbox sandbox;  // owns the cgroup and the child: both are gone when it is
+  if (!sandbox.create(*parent, stale_prefix)) {
+    return skip("cannot create " + sandbox.dir().string() + ": " + errno_text());
+  }
+  const fs::path& cg = sandbox.dir();
+  if (!sandbox.set_memory_limit(cgroup_version::v1, cgroup_limit_bytes)) {
     return fail("cannot set " + (cg / "memory.limit_in_bytes").string() + ": " + errno_text());
   }
 
+  // The trigger both scenarios arm: 50 ms of "some" stall in an unprivileged 2 s window.
+  const pnmem::psi_trigger_spec spec{pnmem::psi_stall::some, 50ms, 2s};
   pnmem::psi_trigger_config config;
-  config.triggers = {{pnmem::psi_stall::some, 50ms, 2s}};
+  config.triggers = {spec};
   pnmem::psi_trigger trigger(config);
   if (trigger.mode() != pnmem::psi_mode::trigger) return skip("no PSI trigger: " + trigger.reason());
-  // The handler may use the trigger only while it exists.
-  struct signal_scope {
-    explicit signal_scope(pnmem::psi_trigger& t) {
-      g_trigger.store(&t);
-      ::signal(SIGTERM, on_signal);
-      ::signal(SIGINT, on_signal);
-    }
-    ~signal_scope() { g_trigger.store(nullptr); }
-    signal_scope(const signal_scope&) = delete;
-    signal_scope& operator=(const signal_scope&) = delete;
-  } signals(trigger);
-
+  const signal_scope signals(trigger);
   // Drain an event the box may already have pending, so the one we see is ours.
   while (trigger.wait_for(0ns) == pnmem::wake::event) {
   }
 
+  // The watcher scenario: a poll interval of an hour, so any second snapshot
+  // within the deadline was woken by an event. Built now, started after the fork.
+  pnmem::linux_sampler_options sampler_options;
+  sampler_options.psi_triggers = {spec};
+  pnmem::watcher_options watch_options;
+  watch_options.poll_interval = std::chrono::hours(1);
+  watch_options.pressure_poll_interval = std::chrono::hours(1);
+  pnmem::watcher<pnmem::linux_sampler> watcher{pnmem::linux_sampler{sampler_options}, watch_options};
+
   int go[2];
   if (::pipe2(go, O_CLOEXEC) != 0) return fail("pipe: " + errno_text());
-  rig.child = ::fork();
-  if (rig.child < 0) return fail("fork: " + errno_text());
-  if (rig.child == 0) {
+  const pid_t self = ::getpid();
+  const pid_t child = ::fork();  // before any thread exists
+  if (child < 0) return fail("fork: " + errno_text());
+  if (child == 0) {
     ::close(go[1]);
-    child_main(go[0], *data_dir);
+    child_main(self, go[0], *data_dir);
   }
+  sandbox.adopt(child);
   ::close(go[0]);
   // Into the cgroup before it allocates anything.
-  if (!write_file(cg / "cgroup.procs", std::to_string(rig.child))) {
+  if (!sandbox.add_pid(child)) {
     return fail("cannot move the child into " + cg.string() + ": " + errno_text());
   }
+  if (via_watcher) {
+    if (!watcher.start()) return fail("cannot start the watcher");
+    if (watcher.read().provenance.psi != pnmem::psi_mode::trigger) {
+      return fail("the watcher's sampler has no armed trigger: " + watcher.sampler().trigger().reason());
+    }
+  }
+  const std::uint64_t first_seq = watcher.read().seq;
   const std::string before = psi_totals();
   const auto start = steady::now();
   if (::write(go[1], "g", 1) != 1) return fail("cannot start the child: " + errno_text());
   ::close(go[1]);
-  std::printf("cgroup %s (limit 300 MiB), child %d: 270 MiB anonymous, 600 MiB file in %s; trigger %s\n",
-              cg.c_str(), static_cast<int>(rig.child), data_dir->c_str(),
-              pnmem::psi_trigger_text(trigger.armed().at(0).armed).c_str());
+  std::printf("cgroup %s (limit 300 MiB), child %d: 270 MiB anonymous, 600 MiB file in %s; trigger %s%s\n",
+              cg.c_str(), static_cast<int>(child), data_dir->c_str(),
+              pnmem::psi_trigger_text(trigger.armed().at(0).armed).c_str(),
+              via_watcher ? "; watched by a watcher polling once an hour" : "");
 
   while (true) {
     const auto elapsed = steady::now() - start;
     if (elapsed >= fire_deadline) {
       return fail("no trigger event within 30 s; PSI totals before: " + before + "; now: " + psi_totals());
     }
-    // Short turns, so a child that died (OOM-killed) is noticed.
-    const auto w = trigger.wait_for(std::min<steady::duration>(1s, fire_deadline - elapsed));
-    const double seconds = std::chrono::duration<double>(steady::now() - start).count();
-    if (w == pnmem::wake::interrupted || g_stop.load()) return fail("interrupted by a signal");
-    if (w == pnmem::wake::event) {
-      if (trigger.mode() != pnmem::psi_mode::trigger) return fail("the trigger failed: " + trigger.reason());
-      std::printf("PASS: trigger fired %.2f s after the child started; PSI totals before: %s; at the event: %s\n",
-                  seconds, before.c_str(), psi_totals().c_str());
-      return exit_pass;
+    const double seconds = std::chrono::duration<double>(elapsed).count();
+    if (via_watcher) {
+      const pnmem::mem_state s = watcher.read();
+      if (s.seq > first_seq) {
+        watcher.stop();
+        std::printf("PASS: an event woke the watcher %.2f s after the child started (snapshot %llu, psi %s, "
+                    "some avg10 %.2f %% rate %.2f %%); PSI totals before: %s; now: %s\n",
+                    seconds, static_cast<unsigned long long>(s.seq),
+                    std::string(pnmem::to_string(s.provenance.psi)).c_str(), s.host_psi_some_avg10,
+                    s.host_psi_some_rate, before.c_str(), psi_totals().c_str());
+        return exit_pass;
+      }
+      if (cgroup_sandbox::stop_requested()) return fail("interrupted by a signal");
+      std::this_thread::sleep_for(20ms);
+    } else {
+      // Short turns, so a child that died (OOM-killed) is noticed.
+      const auto w = trigger.wait_for(std::min<steady::duration>(1s, fire_deadline - elapsed));
+      if (w == pnmem::wake::interrupted || cgroup_sandbox::stop_requested()) return fail("interrupted by a signal");
+      if (w == pnmem::wake::event) {
+        if (trigger.mode() != pnmem::psi_mode::trigger) return fail("the trigger failed: " + trigger.reason());
+        std::printf("PASS: trigger fired %.2f s after the child started; PSI totals before: %s; at the event: %s\n",
+                    std::chrono::duration<double>(steady::now() - start).count(), before.c_str(),
+                    psi_totals().c_str());
+        return exit_pass;
+      }
     }
     int status = 0;
-    if (::waitpid(rig.child, &status, WNOHANG) == rig.child) {
-      rig.child = -1;
+    if (::waitpid(child, &status, WNOHANG) == child) {
+      sandbox.disown(child);
       return fail("the child ended early (" +
                   (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
                                        : "exit " + std::to_string(WEXITSTATUS(status))) +
@@ -340,13 +270,12 @@ int run_cgroup_removed() {
   if (::access("/proc/pressure/memory", R_OK) != 0) return skip("no /proc/pressure/memory (PSI off)");
   const auto parent = own_cgroup_dir("cgroup2", "");
   if (!parent) return skip("no cgroup2 mounted");
-  remove_stale_cgroups(*parent);
-  const fs::path cg = *parent / (stale_prefix + std::to_string(::getpid()));
-  if (::mkdir(cg.c_str(), 0755) != 0) return skip("cannot create " + cg.string() + ": " + errno_text());
-  struct remover {
-    fs::path dir;
-    ~remover() { ::rmdir(dir.c_str()); }
-  } cleanup{cg};
+  remove_stale_cgroups(*parent, stale_prefix);
+  cgroup_sandbox sandbox;
+  if (!sandbox.create(*parent, stale_prefix)) {
+    return skip("cannot create " + sandbox.dir().string() + ": " + errno_text());
+  }
+  const fs::path& cg = sandbox.dir();
   const fs::path pressure = cg / "memory.pressure";
   if (::access(pressure.c_str(), W_OK) != 0) return skip(pressure.string() + " is not writable: " + errno_text());
 
@@ -356,12 +285,15 @@ int run_cgroup_removed() {
   pnmem::psi_trigger trigger(config);
   if (trigger.mode() != pnmem::psi_mode::trigger) return skip("no PSI trigger: " + trigger.reason());
   if (trigger.armed().size() != 2) return fail("expected triggers on both files; reason: " + trigger.reason());
+  const signal_scope signals(trigger);
 
   if (::rmdir(cg.c_str()) != 0) return fail("rmdir " + cg.string() + ": " + errno_text());
   const auto start = steady::now();
   // The host trigger may fire first on a busy box: wait until the mode changes.
   while (steady::now() - start < 10s) {
-    if (trigger.wait_for(10s - (steady::now() - start)) != pnmem::wake::event) break;
+    const auto w = trigger.wait_for(10s - (steady::now() - start));
+    if (cgroup_sandbox::stop_requested()) return fail("interrupted by a signal");
+    if (w != pnmem::wake::event) break;
     if (trigger.mode() == pnmem::psi_mode::poll) {
       const double seconds = std::chrono::duration<double>(steady::now() - start).count();
       std::printf("PASS: removing the cgroup woke the wait after %.3f s and fell back to polling: %s\n", seconds,
@@ -376,8 +308,9 @@ int run_cgroup_removed() {
 
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
-  if (scenario == "pressure") return run_pressure();
+  if (scenario == "pressure") return run_pressure(false);
+  if (scenario == "watcher") return run_pressure(true);
   if (scenario == "cgroup-removed") return run_cgroup_removed();
-  std::fprintf(stderr, "usage: %s pressure|cgroup-removed\n", argv[0]);
+  std::fprintf(stderr, "usage: %s pressure|watcher|cgroup-removed\n", argv[0]);
   return 2;
 }
