@@ -23,7 +23,7 @@
 // Cost: a read is one 8-byte atomic load and one store per word plus two seq
 // loads; no atomic read-modify-write, no shared write. A plain memcpy moves 16-64
 // bytes per instruction and relaxed atomic loads cannot be widened, so reading a
-// large T costs about 3x copying it (benchmarks/bench_seqlock.cpp: 800-byte
+// large T costs about 3x copying it (benchmarks/bench_seqlock.cpp: 928-byte
 // mem_state, ~48 ns vs ~15 ns, within 10 % of a non-atomic word-by-word copy).
 //
 // Usage:
