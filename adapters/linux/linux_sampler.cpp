@@ -3,6 +3,7 @@
 #include "pnmem/linux/linux_sampler.hpp"
 
 #include <chrono>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -27,6 +28,7 @@ constexpr std::size_t read_buffer_bytes = 16 * 1024;
 // One cgroup on the way from the process's cgroup up to the mount root.
 struct cgroup_level {
   std::string path;   // as /proc/self/cgroup names it (the limit_cgroup provenance)
+  std::string dir;    // its directory under the root, with a trailing '/'
   source_file usage;  // memory.current | memory.usage_in_bytes
   source_file limit;  // memory.max | memory.limit_in_bytes
   source_file high;   // memory.high (v2 only; pathless in v1)
@@ -98,6 +100,12 @@ struct linux_sampler::impl {
   cgroup_mode mode = cgroup_mode::none;
   std::vector<cgroup_level> levels;  // [0] = the process's cgroup, back() = the mount root
   std::size_t usage_level = 0;       // the nearest level with a usage file: the process's memory cgroup
+
+  // The v2 cgroup's memory.pressure for the PSI trigger: written by sample(),
+  // taken by the waiting thread (wait_for), which arms it.
+  std::mutex pressure_mu;
+  std::string pressure_file;  // guarded by pressure_mu
+  std::string armed_pressure_file;  // the waiting thread's
 
   // The previous PSI reading, for the stall rate.
   bool have_psi_reference = false;
@@ -180,6 +188,7 @@ bool linux_sampler::impl::build_levels(cgroup_mode hierarchy, const procfs::cgro
     level.path.assign(root_path).append(below);
     if (level.path.empty()) level.path.push_back('/');  // not = "/": GCC 12 -O3 warns falsely (-Wrestrict)
     const std::string dir = dir_prefix + std::string(below) + "/";
+    level.dir = dir;
     level.usage = source_file(dir + (v2 ? "memory.current" : "memory.usage_in_bytes"));
     level.limit = source_file(dir + (v2 ? "memory.max" : "memory.limit_in_bytes"));
     level.high = source_file(v2 ? dir + "memory.high" : std::string());
@@ -378,10 +387,29 @@ linux_sampler& linux_sampler::operator=(linux_sampler&&) noexcept = default;
 
 host_sample linux_sampler::sample() {
   impl_->trigger_armed = trigger_->mode() == psi_mode::trigger;
-  return impl_->sample();
+  host_sample h = impl_->sample();
+  // A v2 cgroup has its own memory.pressure: the waiting thread arms the same
+  // triggers on it (its stalls are the container's, not the whole box's).
+  const std::string file = impl_->mode == cgroup_mode::v2 && !impl_->levels.empty()
+                               ? impl_->levels.front().dir + "memory.pressure"
+                               : std::string();
+  std::lock_guard<std::mutex> lock(impl_->pressure_mu);
+  impl_->pressure_file = file;
+  return h;
 }
 
-wake linux_sampler::wait_for(std::chrono::nanoseconds timeout) { return trigger_->wait_for(timeout); }
+wake linux_sampler::wait_for(std::chrono::nanoseconds timeout) {
+  std::string file;
+  {
+    std::lock_guard<std::mutex> lock(impl_->pressure_mu);
+    file = impl_->pressure_file;
+  }
+  if (!file.empty() && file != impl_->armed_pressure_file) {
+    impl_->armed_pressure_file = file;
+    trigger_->arm_cgroup_pressure(file);
+  }
+  return trigger_->wait_for(timeout);
+}
 void linux_sampler::interrupt() noexcept { trigger_->interrupt(); }
 
 std::size_t linux_sampler::read_all_for_benchmark() {

@@ -94,6 +94,11 @@ struct psi_trigger::state {
   mutable std::mutex mutex;  // guards reason and armed
   std::string reason;
   std::vector<psi_armed_trigger> armed;
+  // What arm() was asked for, kept for arm_cgroup(): the specs, the host file,
+  // and how many of trigger_fds belong to it (the rest are the cgroup file's).
+  std::vector<psi_trigger_spec> configured;
+  fs::path host_file;
+  std::size_t host_fd_count = 0;
 
   explicit state(psi_syscalls s) : sys(with_real_calls(s)) {
     // Non-blocking so that consuming it never waits and interrupt() never
@@ -229,13 +234,30 @@ struct psi_trigger::state {
       fall_back(psi_mode::poll, "no triggers configured");
       return;
     }
-    if (arm_file(config.root / "proc/pressure/memory", true, config.triggers) == arm_result::failed) return;
+    configured = config.triggers;
+    host_file = config.root / "proc/pressure/memory";
+    if (arm_file(host_file, true, config.triggers) == arm_result::failed) return;
+    host_fd_count = trigger_fds.size();
     if (!config.cgroup_pressure.empty() &&
         arm_file(config.cgroup_pressure, false, config.triggers) == arm_result::failed) {
       return;
     }
     rebuild_poll_fds();
     mode.store(psi_mode::trigger, std::memory_order_release);
+  }
+
+  // Replaces the cgroup file's triggers (if any) with triggers on `file`.
+  bool arm_cgroup(const fs::path& file) {
+    if (mode.load(std::memory_order_acquire) != psi_mode::trigger) return false;
+    for (std::size_t i = host_fd_count; i < trigger_fds.size(); ++i) sys.close(trigger_fds[i]);
+    trigger_fds.resize(host_fd_count);
+    {
+      std::lock_guard lock(mutex);
+      std::erase_if(armed, [&](const psi_armed_trigger& a) { return a.file != host_file; });
+    }
+    const arm_result r = arm_file(file, false, configured);
+    rebuild_poll_fds();
+    return r == arm_result::armed;
   }
 
   bool consume_interrupt() const {
@@ -312,6 +334,10 @@ wake psi_trigger::wait_for(nanoseconds timeout) {
   const auto headroom = steady_clock::time_point::max() - now;
   const auto deadline = timeout >= headroom ? steady_clock::time_point::max() : now + timeout;
   return state_->wait_until(deadline);
+}
+
+bool psi_trigger::arm_cgroup_pressure(const std::filesystem::path& file) {
+  return state_ && state_->arm_cgroup(file);
 }
 
 void psi_trigger::interrupt() noexcept {

@@ -368,6 +368,38 @@ TEST_CASE("the cgroup file is armed too; an unopenable one is skipped; a refusal
   }
 }
 
+TEST_CASE("a cgroup file found later is armed from the waiting thread, replacing an earlier one") {
+  fake_scope f;
+  psi_trigger t(fake_config(), fake_calls);
+  REQUIRE(t.mode() == psi_mode::trigger);
+  CHECK(t.armed().size() == 1);
+  CHECK(t.arm_cgroup_pressure(cgroup_file));
+  CHECK(t.armed().size() == 2);
+  CHECK(f.k.open_fds.size() == 2);
+  // The process moved to another cgroup: its file replaces the old one's.
+  const std::string other = std::string(cgroup_file) + ".other";
+  f.k.fs_type[other] = f.k.fs_type.count(cgroup_file) ? f.k.fs_type[cgroup_file] : CGROUP2_SUPER_MAGIC;
+  CHECK(t.arm_cgroup_pressure(other));
+  CHECK(t.armed().size() == 2);
+  CHECK(f.k.open_fds.size() == 2);
+  CHECK(t.armed().back().file == other);
+  CHECK(t.mode() == psi_mode::trigger);
+  // An unopenable file is skipped; the host trigger stays.
+  f.k.open_errno["/nope/memory.pressure"] = EACCES;
+  CHECK_FALSE(t.arm_cgroup_pressure("/nope/memory.pressure"));
+  CHECK(t.armed().size() == 1);
+  CHECK(t.mode() == psi_mode::trigger);
+}
+
+TEST_CASE("arm_cgroup_pressure does nothing once polling took over") {
+  fake_scope f;
+  f.k.open_errno[host_file] = EACCES;
+  psi_trigger t(fake_config(), fake_calls);
+  REQUIRE(t.mode() == psi_mode::poll);
+  CHECK_FALSE(t.arm_cgroup_pressure(cgroup_file));
+  CHECK(f.k.open_fds.empty());
+}
+
 TEST_CASE("POLLPRI is an event; the triggers stay armed") {
   fake_scope f;
   f.k.poll_script.push_back({0, {{host_file, POLLPRI}}});

@@ -170,6 +170,13 @@ class psi_trigger {
   // Async-signal-safe.
   void interrupt() noexcept;
 
+  // Arms the same triggers on a cgroup's memory.pressure (v2) found after
+  // construction, replacing those on a previous cgroup file. Call it from the
+  // thread that waits (it changes the descriptors wait_for polls). Only while
+  // mode() is trigger; a file that cannot be armed is skipped (false, and
+  // reason() says why), or, if the kernel refuses the trigger, polling takes over.
+  bool arm_cgroup_pressure(const std::filesystem::path& file);
+
   psi_mode mode() const noexcept;  // trigger, poll (refused or failed), none (no PSI)
   bool widened() const noexcept;   // some trigger runs on a wider window than asked
   std::string reason() const;      // why not (all) as asked; empty when all is as asked
