@@ -114,6 +114,9 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
 // the estimate by a token or two against the exact cost. Past the last anchor
 // the peak grows with N^2, and a binary search over that segment does the work.
 constexpr int largest_fitting_prompt(int n_max, kv_format kv, std::uint64_t limit) noexcept {
+  const std::uint64_t k = kv_bytes_per_token(kv);
+  // At an anchor the peak is the anchor's own value: no table walk needed.
+  auto anchor_cost = [k](const activation_anchor& a) { return sat_add(sat_mul(k, a.tokens), a.peak_bytes); };
   int lo = 0;      // fits
   int hi = n_max;  // does not fit
   std::size_t seg = activation_anchors.size();  // segment [anchor seg-1, anchor seg]; size() = past the table
@@ -123,7 +126,7 @@ constexpr int largest_fitting_prompt(int n_max, kv_format kv, std::uint64_t limi
       seg = i;
       break;
     }
-    if (host_cost_bytes(t, kv) <= limit) {
+    if (anchor_cost(activation_anchors[i]) <= limit) {
       lo = t;
     } else {
       hi = t;
@@ -135,8 +138,7 @@ constexpr int largest_fitting_prompt(int n_max, kv_format kv, std::uint64_t limi
     const activation_anchor a = activation_anchors[seg - 1];
     const activation_anchor b = activation_anchors[seg];
     const std::uint64_t span = b.tokens - a.tokens;
-    const std::uint64_t k = kv_bytes_per_token(kv);
-    const std::uint64_t base = host_cost_bytes(static_cast<int>(a.tokens), kv);
+    const std::uint64_t base = anchor_cost(a);
     // cost(a + d) ~ base + d * (k + rise/span): solve for d.
     const std::uint64_t d = mul_div(sat_sub(limit, base), span, sat_add(sat_mul(k, span), b.peak_bytes - a.peak_bytes));
     const std::uint64_t guess = a.tokens + d;
