@@ -24,7 +24,7 @@ INPUTS = {
     "BM_admit_request_gpu": "GPU-resident, 1..131072 tokens, window 0 or 4096..65536, varied states",
     "BM_admit_request_host_admit": "host path, 1..4096 tokens q4/fp32, 256 GiB..1 TiB host 60..95 % avail; all ADMIT",
     "BM_admit_request_host_cap": "host path, 32768..131072 tokens q4/fp32, 2..16 GiB above reserve "
-                                 "(1/4 die-bound at 1..2 GiB); all CAP, binary search",
+                                 "(1/4 die-bound at 1..2 GiB); all CAP",
     "BM_admit_model_load": "4..80 GiB weights + 1..16 GiB KV, no_die (roomiest of 0..8 dies), varied states",
     "BM_admit_load_spike": "2.4 GiB spike vs the varied states",
     "BM_activation_peak_bytes": "0..1048576 tokens, even over the 5 anchor segments and past the last",
