@@ -30,7 +30,6 @@ void admit_command::add_to(CLI::App& parent) {
   policy_.add_to(*app_, flag_host_reserve | flag_psi_full_reject);
 }
 
-bool admit_command::selected() const { return app_ != nullptr && app_->parsed(); }
 
 command_output admit_command::run(const pnmem::policy& env_policy) const {
   pnmem::mem_state state;

@@ -20,11 +20,9 @@ namespace pnmem_cli {
 class admit_command final : public subcommand {
  public:
   void add_to(CLI::App& parent) override;
-  bool selected() const override;
   command_output run(const pnmem::policy& env_policy) const override;
 
  private:
-  CLI::App* app_ = nullptr;
   host_options host_;
   std::string prompt_;
   std::string kv_ = "q4";

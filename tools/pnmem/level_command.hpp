@@ -19,11 +19,9 @@ namespace pnmem_cli {
 class level_command final : public subcommand {
  public:
   void add_to(CLI::App& parent) override;
-  bool selected() const override;
   command_output run(const pnmem::policy& env_policy) const override;
 
  private:
-  CLI::App* app_ = nullptr;
   host_options host_;
   std::vector<std::string> dies_;
   policy_options policy_;

@@ -27,7 +27,6 @@ void load_command::add_to(CLI::App& parent) {
   policy_.add_to(*app_, flag_die_reserve | flag_load_spike | flag_host_reserve);
 }
 
-bool load_command::selected() const { return app_ != nullptr && app_->parsed(); }
 
 command_output load_command::run(const pnmem::policy& env_policy) const {
   pnmem::model_load_spec model;

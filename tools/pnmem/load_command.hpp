@@ -31,11 +31,9 @@ constexpr std::uint64_t split_round_up(std::uint64_t total, std::uint64_t parts)
 class load_command final : public subcommand {
  public:
   void add_to(CLI::App& parent) override;
-  bool selected() const override;
   command_output run(const pnmem::policy& env_policy) const override;
 
  private:
-  CLI::App* app_ = nullptr;
   std::string weights_;
   std::string kv_max_ctx_;
   std::vector<std::string> dies_;

@@ -23,7 +23,6 @@ void plan_command::add_to(CLI::App& parent) {
   policy_.add_to(*app_, flag_ladder_disable);
 }
 
-bool plan_command::selected() const { return app_ != nullptr && app_->parsed(); }
 
 command_output plan_command::run(const pnmem::policy& env_policy) const {
   const pnmem::mem_level level = parse_level_arg("--level", level_);

@@ -16,11 +16,9 @@ namespace pnmem_cli {
 class plan_command final : public subcommand {
  public:
   void add_to(CLI::App& parent) override;
-  bool selected() const override;
   command_output run(const pnmem::policy& env_policy) const override;
 
  private:
-  CLI::App* app_ = nullptr;
   std::string level_;
   std::string slots_;
   std::string window_;

@@ -60,7 +60,6 @@ void sample_command::add_to(CLI::App& parent) {
   add_root_option(*app_, root_);
 }
 
-bool sample_command::selected() const { return app_ != nullptr && app_->parsed(); }
 
 command_output sample_command::run(const pnmem::policy& env_policy) const {
   platform_sampler sampler = make_sampler(root_);
@@ -86,7 +85,6 @@ void watch_command::add_to(CLI::App& parent) {
   app_->add_option("--count", count_, "Stop after N sample lines (default 0: until SIGINT/SIGTERM)")->type_name("N");
 }
 
-bool watch_command::selected() const { return app_ != nullptr && app_->parsed(); }
 
 command_output watch_command::run(const pnmem::policy&) const { return {}; }
 

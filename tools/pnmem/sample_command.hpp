@@ -17,24 +17,20 @@ namespace pnmem_cli {
 class sample_command final : public subcommand {
  public:
   void add_to(CLI::App& parent) override;
-  bool selected() const override;
   command_output run(const pnmem::policy& env_policy) const override;
 
  private:
-  CLI::App* app_ = nullptr;
   std::string root_ = "/";
 };
 
 class watch_command final : public subcommand {
  public:
   void add_to(CLI::App& parent) override;
-  bool selected() const override;
   command_output run(const pnmem::policy& env_policy) const override;
   bool streaming() const override { return true; }
   int stream(const pnmem::policy& env_policy, bool json) const override;
 
  private:
-  CLI::App* app_ = nullptr;
   std::string root_ = "/";
   std::string interval_ = "250";
   std::string pressure_interval_ = "100";

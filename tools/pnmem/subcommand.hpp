@@ -31,7 +31,7 @@ class subcommand {
   virtual void add_to(CLI::App& parent) = 0;
 
   // True when the command line selected this subcommand.
-  virtual bool selected() const = 0;
+  bool selected() const;
 
   // Validates the option text (throwing usage_error) and answers. `env_policy`
   // is the policy from the PN_* variables; the subcommand's flags override it.
@@ -41,6 +41,9 @@ class subcommand {
   // one answer: main calls stream() instead of run() and exits with its status.
   virtual bool streaming() const { return false; }
   virtual int stream(const pnmem::policy& /*env_policy*/, bool /*json*/) const { return 0; }
+
+ protected:
+  CLI::App* app_ = nullptr;  // set by add_to()
 };
 
 }  // namespace pnmem_cli
