@@ -1,0 +1,91 @@
+// pnmem/cuda/gpu_turn.hpp - one GPU turn per model: who may touch its buffers now.
+//
+// DESIGN.md "CUDA buffers that move": one turn covers bind/resize *and* a whole
+// step (begin ... poll until complete), so a resize never overlaps a step (the
+// seed's hazards 1 and 2, where bind ran under the prefill turn while the
+// decode step held no lock at all).
+//
+// Not a std::mutex: a step begins on one thread and may be polled to completion
+// on another (the engine's driver thread), and a mutex must be unlocked by the
+// thread that locked it. So the turn is a flag guarded by a mutex, and a
+// `turn_hold` (move-only) is the proof of holding it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <utility>
+
+namespace pnmem::cuda {
+
+class gpu_turn {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  gpu_turn() = default;
+  gpu_turn(const gpu_turn&) = delete;
+  gpu_turn& operator=(const gpu_turn&) = delete;
+
+  // Never waits: false when someone holds the turn.
+  bool try_acquire() noexcept {
+    std::lock_guard lock(mu_);
+    if (held_) return false;
+    held_ = true;
+    return true;
+  }
+
+  // Waits until the turn is free or `deadline` passes (false then).
+  bool acquire_until(clock::time_point deadline) {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_until(lock, deadline, [this] { return !held_; })) return false;
+    held_ = true;
+    return true;
+  }
+
+  void release() noexcept {
+    {
+      std::lock_guard lock(mu_);
+      held_ = false;
+    }
+    cv_.notify_one();
+  }
+
+  bool held() const noexcept {
+    std::lock_guard lock(mu_);
+    return held_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;  // guarded by mu_
+};
+
+// Holding the turn; releases it when destroyed. Movable between threads.
+class turn_hold {
+ public:
+  turn_hold() noexcept = default;
+  // Adopts a turn the caller has just acquired.
+  explicit turn_hold(gpu_turn& t) noexcept : turn_(&t) {}
+  turn_hold(turn_hold&& o) noexcept : turn_(std::exchange(o.turn_, nullptr)) {}
+  turn_hold& operator=(turn_hold&& o) noexcept {
+    if (this != &o) {
+      reset();
+      turn_ = std::exchange(o.turn_, nullptr);
+    }
+    return *this;
+  }
+  turn_hold(const turn_hold&) = delete;
+  turn_hold& operator=(const turn_hold&) = delete;
+  ~turn_hold() { reset(); }
+
+  explicit operator bool() const noexcept { return turn_ != nullptr; }
+  void reset() noexcept {
+    if (turn_ != nullptr) std::exchange(turn_, nullptr)->release();
+  }
+
+ private:
+  gpu_turn* turn_ = nullptr;
+};
+
+}  // namespace pnmem::cuda

@@ -1,0 +1,437 @@
+// tests/cuda/backend_conformance.hpp - one suite, every device_backend.
+//
+// Written once as doctest template test cases over a *fixture* type, and
+// instantiated by PNMEM_BACKEND_CONFORMANCE(fixture) in each backend's test
+// program (Abseil's waiter_test model): the fake runs it in every build, cudart
+// wherever there is a GPU. A fixture supplies:
+//
+//   device_backend& backend();
+//   static constexpr bool simulated;  // the fake: exact byte accounting, stale
+//                                     // handles detected, violations recorded
+//   void hold(stream_handle s);       // work queued on s after this cannot start ...
+//   void release();                   // ... until this
+//   void let_time_pass();             // long enough for unblocked queued work to finish
+//   void settle();                    // every queued op has finished
+//   void check_clean();               // the fake: no violations (cudart: nothing to check)
+//
+// Use it inside namespace pnmem::cuda::conformance (the test ids live there):
+//
+//   namespace pnmem::cuda::conformance { PNMEM_BACKEND_CONFORMANCE(fake_fixture); }
+//
+// Sizes stay small (a few MiB): the fake backs them with host memory.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "pnmem/cuda/device_backend.hpp"
+#include "pnmem/units.hpp"
+
+namespace doctest {
+template <>
+struct StringMaker<pnmem::cuda::device_errc> {
+  static String convert(pnmem::cuda::device_errc e) { return String(std::string(pnmem::cuda::to_string(e)).c_str()); }
+};
+}  // namespace doctest
+
+namespace pnmem::cuda::conformance {
+
+inline constexpr int dev0 = 0;
+
+// Violations or leaks, one per line, for a failure message.
+inline std::string lines(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) out += s + "\n";
+  return out;
+}
+
+// RAII for the handles a test makes, so a failed REQUIRE does not leak them into
+// the next test (cudart) or the leak list (fake).
+struct scope {
+  device_backend& b;
+  std::vector<stream_handle> streams;
+  std::vector<event_handle> events;
+  std::vector<std::pair<void*, stream_handle>> device_blocks;
+  std::vector<void*> pinned;
+
+  explicit scope(device_backend& backend) : b(backend) {}
+  scope(const scope&) = delete;
+  scope& operator=(const scope&) = delete;
+  ~scope() { reset(); }
+
+  // Frees what is left (device memory stream-ordered, on the stream it was allocated on).
+  void reset() {
+    for (auto& [p, s] : device_blocks) (void)b.free_async(p, s);
+    device_blocks.clear();
+    for (void* p : pinned) (void)b.free_pinned(p);
+    pinned.clear();
+    for (event_handle e : events) (void)b.event_destroy(e);
+    events.clear();
+    for (stream_handle s : streams) (void)b.stream_destroy(s);
+    streams.clear();
+  }
+
+  stream_handle stream() {
+    stream_handle s;
+    REQUIRE(b.stream_create(dev0, s).code == device_errc::ok);
+    REQUIRE(s);
+    streams.push_back(s);
+    return s;
+  }
+  event_handle event() {
+    event_handle e;
+    REQUIRE(b.event_create(dev0, e).code == device_errc::ok);
+    REQUIRE(e);
+    events.push_back(e);
+    return e;
+  }
+  void* device(std::size_t bytes, stream_handle s) {
+    void* p = nullptr;
+    REQUIRE(b.alloc_async(dev0, bytes, s, p).code == device_errc::ok);
+    REQUIRE(p != nullptr);
+    device_blocks.emplace_back(p, s);
+    return p;
+  }
+  // Frees one device block now (stream-ordered) and forgets it.
+  device_status free_device(void* p) {
+    for (auto it = device_blocks.begin(); it != device_blocks.end(); ++it) {
+      if (it->first == p) {
+        const stream_handle s = it->second;
+        device_blocks.erase(it);
+        return b.free_async(p, s);
+      }
+    }
+    return device_status{device_errc::invalid_value, 0};
+  }
+  std::byte* host(std::size_t bytes) {
+    void* p = nullptr;
+    REQUIRE(b.alloc_pinned(bytes, p).code == device_errc::ok);
+    REQUIRE(p != nullptr);
+    pinned.push_back(p);
+    return static_cast<std::byte*>(p);
+  }
+};
+
+inline std::uint64_t free_bytes(device_backend& b) {
+  std::uint64_t f = 0;
+  std::uint64_t t = 0;
+  REQUIRE(b.mem_get_info(dev0, f, t).code == device_errc::ok);
+  return f;
+}
+
+inline void fill_pattern(std::byte* p, std::size_t n, std::uint8_t seed) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::byte>((i * 131 + seed) & 0xFF);
+}
+
+inline bool has_pattern(const std::byte* p, std::size_t n, std::uint8_t seed) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (p[i] != static_cast<std::byte>((i * 131 + seed) & 0xFF)) return false;
+  }
+  return true;
+}
+
+TEST_CASE_TEMPLATE_DEFINE("devices: at least one, each with a total and a free no larger than it", F,
+                          conformance_devices) {
+  F f;
+  device_backend& b = f.backend();
+  int n = 0;
+  REQUIRE(b.device_count(n).code == device_errc::ok);
+  REQUIRE(n >= 1);
+  for (int d = 0; d < n; ++d) {
+    std::uint64_t free_b = 0;
+    std::uint64_t total_b = 0;
+    REQUIRE(b.mem_get_info(d, free_b, total_b).code == device_errc::ok);
+    CHECK(total_b > 0);
+    CHECK(free_b <= total_b);
+  }
+  std::uint64_t x = 0;
+  std::uint64_t y = 0;
+  CHECK(b.mem_get_info(n, x, y).code == device_errc::no_device);
+  CHECK(b.mem_get_info(-1, x, y).code == device_errc::no_device);
+  CHECK(!b.name().empty());
+}
+
+TEST_CASE_TEMPLATE_DEFINE("alloc and stream-ordered free move mem_get_info's free", F, conformance_accounting) {
+  F f;
+  device_backend& b = f.backend();
+  scope sc(b);
+  const stream_handle s = sc.stream();
+  f.settle();
+  constexpr std::size_t bytes = 64 * MiB;
+  const std::uint64_t before = free_bytes(b);
+  void* p = sc.device(bytes, s);
+  f.settle();
+  const std::uint64_t during = free_bytes(b);
+  // The fake is exact; a real pool reserves in chunks, so at least `bytes` went.
+  if constexpr (F::simulated) {
+    CHECK(during == before - bytes);
+  } else {
+    CHECK(during + bytes <= before);
+  }
+  REQUIRE(sc.free_device(p).ok());
+  f.settle();
+  const std::uint64_t after = free_bytes(b);
+  if constexpr (F::simulated) {
+    CHECK(after == before);
+  } else {
+    // The pool returns memory to the driver at synchronisation (release threshold 0).
+    CHECK(after + 8 * MiB >= before);
+  }
+  f.check_clean();
+}
+
+TEST_CASE_TEMPLATE_DEFINE("a free queued behind work waits for it, and the work sees its data", F,
+                          conformance_ordered_free) {
+  F f;
+  device_backend& b = f.backend();
+  scope sc(b);
+  const stream_handle s = sc.stream();
+  constexpr std::size_t n = 1 * MiB;
+  std::byte* src = sc.host(n);
+  std::byte* dst = sc.host(n);
+  fill_pattern(src, n, 7);
+  std::memset(dst, 0, n);
+  void* d = sc.device(n, s);
+  f.hold(s);
+  REQUIRE(b.copy_async(d, src, n, s).ok());
+  REQUIRE(b.copy_async(dst, d, n, s).ok());
+  REQUIRE(sc.free_device(d).ok());  // queued after the copies: they still read d
+  event_handle done = sc.event();
+  REQUIRE(b.event_record(done, s).ok());
+  f.let_time_pass();
+  CHECK(b.event_query(done).code == device_errc::not_ready);
+  f.release();
+  f.settle();
+  CHECK(b.event_query(done).code == device_errc::ok);
+  CHECK(has_pattern(dst, n, 7));
+  f.check_clean();
+}
+
+TEST_CASE_TEMPLATE_DEFINE("events: pending until the work before the record finishes", F, conformance_events) {
+  F f;
+  device_backend& b = f.backend();
+  scope sc(b);
+  const stream_handle s = sc.stream();
+  const event_handle e = sc.event();
+  // Never recorded: complete (cudaEventQuery's rule).
+  CHECK(b.event_query(e).code == device_errc::ok);
+
+  f.hold(s);
+  REQUIRE(b.event_record(e, s).ok());
+  f.let_time_pass();
+  CHECK(b.event_query(e).code == device_errc::not_ready);
+  f.release();
+  f.settle();
+  CHECK(b.event_query(e).code == device_errc::ok);
+
+  // Re-recording: the query follows the latest record.
+  f.hold(s);
+  REQUIRE(b.event_record(e, s).ok());
+  f.let_time_pass();
+  CHECK(b.event_query(e).code == device_errc::not_ready);
+  f.release();
+  f.settle();
+  CHECK(b.event_query(e).code == device_errc::ok);
+
+  // A record on an idle stream completes without anything else happening.
+  const event_handle idle = sc.event();
+  REQUIRE(b.event_record(idle, sc.stream()).ok());
+  f.settle();
+  CHECK(b.event_query(idle).code == device_errc::ok);
+  f.check_clean();
+}
+
+TEST_CASE_TEMPLATE_DEFINE("stream_wait_event orders work across streams", F, conformance_wait_event) {
+  F f;
+  device_backend& b = f.backend();
+  scope sc(b);
+  const stream_handle a = sc.stream();
+  const stream_handle c = sc.stream();
+  constexpr std::size_t n = 256 * KiB;
+  std::byte* src = sc.host(n);
+  std::byte* dst = sc.host(n);
+  fill_pattern(src, n, 3);
+  std::memset(dst, 0, n);
+
+  const event_handle on_a = sc.event();
+  const event_handle on_c = sc.event();
+  f.hold(a);
+  REQUIRE(b.event_record(on_a, a).ok());
+  REQUIRE(b.stream_wait_event(c, on_a).ok());
+  REQUIRE(b.copy_async(dst, src, n, c).ok());  // must not run before a's held work
+  REQUIRE(b.event_record(on_c, c).ok());
+  f.let_time_pass();
+  CHECK(b.event_query(on_c).code == device_errc::not_ready);
+  CHECK(std::memcmp(dst, std::vector<std::byte>(n).data(), n) == 0);  // nothing landed yet
+  f.release();
+  f.settle();
+  CHECK(b.event_query(on_a).code == device_errc::ok);
+  CHECK(b.event_query(on_c).code == device_errc::ok);
+  CHECK(has_pattern(dst, n, 3));
+
+  // Waiting on an event that was never recorded does not wait at all.
+  const event_handle never = sc.event();
+  REQUIRE(b.stream_wait_event(c, never).ok());
+  const event_handle after = sc.event();
+  REQUIRE(b.event_record(after, c).ok());
+  f.settle();
+  CHECK(b.event_query(after).code == device_errc::ok);
+  f.check_clean();
+}
+
+TEST_CASE_TEMPLATE_DEFINE("copy_async copies host to device to device to host", F, conformance_copy) {
+  F f;
+  device_backend& b = f.backend();
+  scope sc(b);
+  const stream_handle s = sc.stream();
+  const stream_handle t = sc.stream();
+  for (const std::size_t n : {std::size_t{1}, std::size_t{4097}, std::size_t{3 * MiB + 5}}) {
+    CAPTURE(n);
+    std::byte* src = sc.host(n);
+    std::byte* dst = sc.host(n);
+    fill_pattern(src, n, static_cast<std::uint8_t>(n));
+    std::memset(dst, 0, n);
+    void* d1 = sc.device(n, s);
+    void* d2 = sc.device(n, s);
+    REQUIRE(b.copy_async(d1, src, n, s).ok());
+    REQUIRE(b.copy_async(d2, d1, n, s).ok());
+    // Hand over to another stream through an event: the copy-out is on t.
+    const event_handle e = sc.event();
+    REQUIRE(b.event_record(e, s).ok());
+    REQUIRE(b.stream_wait_event(t, e).ok());
+    REQUIRE(b.copy_async(dst, d2, n, t).ok());
+    f.settle();
+    CHECK(has_pattern(dst, n, static_cast<std::uint8_t>(n)));
+    // Device memory is only freed once t's copy-out is ordered before the free.
+    const event_handle out = sc.event();
+    REQUIRE(b.event_record(out, t).ok());
+    REQUIRE(b.stream_wait_event(s, out).ok());
+    REQUIRE(sc.free_device(d1).ok());
+    REQUIRE(sc.free_device(d2).ok());
+  }
+  f.settle();
+  f.check_clean();
+}
+
+TEST_CASE_TEMPLATE_DEFINE("stream ids are unique and stable", F, conformance_stream_ids) {
+  F f;
+  device_backend& b = f.backend();
+  scope sc(b);
+  std::set<std::uint64_t> ids;
+  std::vector<stream_handle> made;
+  for (int i = 0; i < 8; ++i) {
+    const stream_handle s = sc.stream();
+    std::uint64_t id = 0;
+    REQUIRE(b.stream_id(s, id).ok());
+    std::uint64_t again = 0;
+    REQUIRE(b.stream_id(s, again).ok());
+    CHECK(again == id);
+    CHECK(ids.insert(id).second);
+  }
+  // Ids are not reused after destruction (handles may be: that is why the owner keys by id).
+  sc.reset();
+  stream_handle s;
+  REQUIRE(b.stream_create(dev0, s).ok());
+  std::uint64_t id = 0;
+  REQUIRE(b.stream_id(s, id).ok());
+  CHECK(ids.count(id) == 0);
+  REQUIRE(b.stream_destroy(s).ok());
+  f.check_clean();
+}
+
+TEST_CASE_TEMPLATE_DEFINE("invalid arguments and handles are invalid_value, never a crash", F,
+                          conformance_invalid) {
+  F f;
+  device_backend& b = f.backend();
+  scope sc(b);
+  const stream_handle s = sc.stream();
+  const event_handle e = sc.event();
+  void* p = reinterpret_cast<void*>(std::uintptr_t{1});
+  std::uint64_t id = 0;
+  constexpr auto invalid = device_errc::invalid_value;
+
+  CHECK(b.stream_destroy(stream_handle{}).code == invalid);
+  CHECK(b.event_destroy(event_handle{}).code == invalid);
+  CHECK(b.event_record(event_handle{}, s).code == invalid);
+  CHECK(b.event_record(e, stream_handle{}).code == invalid);
+  CHECK(b.event_query(event_handle{}).code == invalid);
+  CHECK(b.stream_wait_event(stream_handle{}, e).code == invalid);
+  CHECK(b.stream_wait_event(s, event_handle{}).code == invalid);
+  CHECK(b.stream_id(stream_handle{}, id).code == invalid);
+  CHECK(b.alloc_async(dev0, 0, s, p).code == invalid);
+  CHECK(p == nullptr);
+  CHECK(b.alloc_async(dev0, 64, stream_handle{}, p).code == invalid);
+  CHECK(b.free_async(nullptr, s).code == invalid);
+  CHECK(b.alloc_pinned(0, p).code == invalid);
+  CHECK(b.free_pinned(nullptr).code == invalid);
+  std::byte host[16] = {};
+  CHECK(b.copy_async(nullptr, host, 16, s).code == invalid);
+  CHECK(b.copy_async(host, nullptr, 16, s).code == invalid);
+  CHECK(b.copy_async(host, host + 8, 0, s).code == invalid);
+  CHECK(b.copy_async(host, host + 8, 8, stream_handle{}).code == invalid);
+
+  // Devices that do not exist.
+  stream_handle s2;
+  event_handle e2;
+  CHECK(b.stream_create(-1, s2).code == device_errc::no_device);
+  CHECK(b.event_create(1 << 20, e2).code == device_errc::no_device);
+
+  if constexpr (F::simulated) {
+    // Only the fake can tell a destroyed or made-up handle from a live one.
+    const stream_handle gone = sc.stream();
+    const event_handle gone_e = sc.event();
+    REQUIRE(b.stream_destroy(gone).ok());
+    REQUIRE(b.event_destroy(gone_e).ok());
+    sc.streams.pop_back();
+    sc.events.pop_back();
+    CHECK(b.stream_destroy(gone).code == invalid);
+    CHECK(b.stream_id(gone, id).code == invalid);
+    CHECK(b.event_record(e, gone).code == invalid);
+    CHECK(b.event_destroy(gone_e).code == invalid);
+    CHECK(b.event_query(gone_e).code == invalid);
+    CHECK(b.event_query(event_handle{0xBADBADu}).code == invalid);
+    CHECK(b.stream_id(stream_handle{0xBADBADu}, id).code == invalid);
+    // An event handle is not a stream handle.
+    CHECK(b.stream_id(stream_handle{e.value}, id).code == invalid);
+  }
+  f.check_clean();
+}
+
+TEST_CASE_TEMPLATE_DEFINE("an allocation larger than the device is out_of_memory, and the next one works", F,
+                          conformance_out_of_memory) {
+  F f;
+  device_backend& b = f.backend();
+  scope sc(b);
+  const stream_handle s = sc.stream();
+  std::uint64_t free_b = 0;
+  std::uint64_t total_b = 0;
+  REQUIRE(b.mem_get_info(dev0, free_b, total_b).ok());
+  void* p = nullptr;
+  const auto too_big = static_cast<std::size_t>(total_b + total_b / 2);
+  const device_status st = b.alloc_async(dev0, too_big, s, p);
+  CHECK(st.code == device_errc::out_of_memory);
+  CHECK(p == nullptr);
+  void* q = sc.device(4096, s);
+  CHECK(q != nullptr);
+  f.settle();
+  f.check_clean();
+}
+
+}  // namespace pnmem::cuda::conformance
+
+// Instantiates every conformance test for one fixture type.
+#define PNMEM_BACKEND_CONFORMANCE(fixture)                                      \
+  TEST_CASE_TEMPLATE_INVOKE(conformance_devices, fixture);                      \
+  TEST_CASE_TEMPLATE_INVOKE(conformance_accounting, fixture);                   \
+  TEST_CASE_TEMPLATE_INVOKE(conformance_ordered_free, fixture);                 \
+  TEST_CASE_TEMPLATE_INVOKE(conformance_events, fixture);                       \
+  TEST_CASE_TEMPLATE_INVOKE(conformance_wait_event, fixture);                   \
+  TEST_CASE_TEMPLATE_INVOKE(conformance_copy, fixture);                         \
+  TEST_CASE_TEMPLATE_INVOKE(conformance_stream_ids, fixture);                   \
+  TEST_CASE_TEMPLATE_INVOKE(conformance_invalid, fixture);                      \
+  TEST_CASE_TEMPLATE_INVOKE(conformance_out_of_memory, fixture)

@@ -1,0 +1,127 @@
+// owner_protocol.hpp - the buffer owner's protocol tests, written once over a device fixture.
+//
+// Instantiated on the fake (test_buffer_owner_protocol.cpp) and on the real
+// runtime (test_buffer_owner_cudart.cpp, exit 77 without a GPU). No fake-only
+// API here: the "kernel" is a copy between the owner's own buffers, and a
+// step is kept in flight by holding its stream. A fixture supplies:
+//   device_backend& backend();
+//   void hold(stream_handle s);  // work queued on s after this waits for release()
+//   void release();
+//   void settle();               // every queued op has finished
+//   void check_clean();          // no use-after-free seen (the fake's violations)
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <optional>
+
+#include "owner_test_support.hpp"
+#include "pnmem/cuda/buffer_owner.hpp"
+
+namespace owner_test {
+
+template <class F>
+struct owner_rig {
+  F f;
+  stream_handle home;
+  std::optional<buffer_owner> owner;
+  model_shape shape = small_shape();
+
+  owner_rig() {
+    REQUIRE(f.backend().stream_create(0, home));
+    owner_options o;
+    o.home_stream = home;
+    o.shape = shape;
+    owner.emplace(f.backend(), o);
+  }
+  ~owner_rig() {
+    f.release();
+    f.settle();
+    if (owner->try_release_all().ok()) {
+      f.settle();
+      owner->reap();
+      CHECK(owner->tally().retiring_bytes == 0);
+    }
+    owner.reset();
+    (void)f.backend().stream_destroy(home);
+    f.settle();
+    f.check_clean();
+  }
+  // The first poll fences the step's work; then let the device finish it.
+  void finish(step_token& t) {
+    (void)owner->poll(t);
+    f.settle();
+    REQUIRE(owner->poll(t) == step_state::complete);
+  }
+  // A step's work: read K of layer 0 into V of layer 0 (one stripe).
+  void work(const step_token& t) {
+    const decode_buffers& b = t.buffers();
+    const auto bytes = static_cast<std::size_t>(kv_row_bytes(shape, b.kv));
+    REQUIRE(f.backend().copy_async(b.v[0], b.k[0], bytes, t.stream()));
+  }
+};
+
+TEST_CASE_TEMPLATE_DEFINE("protocol: a step holds the turn until poll sees its work done", F, owner_turn) {
+  owner_rig<F> r;
+  REQUIRE(r.owner->try_bind({2, 8}, plan_at(pnmem::mem_level::ok)).status.ok());
+  auto s = r.owner->try_step_begin(r.home);
+  REQUIRE(s.status.ok());
+  r.f.hold(r.home);
+  r.work(*s.token);
+  CHECK(r.owner->poll(*s.token) == step_state::running);
+  CHECK(r.owner->try_bind({4, 8}, plan_at(pnmem::mem_level::ok)).status.code == owner_errc::busy);
+  CHECK(r.owner->try_resize({1, 8}, plan_at(pnmem::mem_level::ok)).status.code == owner_errc::busy);
+  r.f.release();
+  r.f.settle();
+  CHECK(r.owner->poll(*s.token) == step_state::complete);
+  const auto b = r.owner->try_bind({4, 8}, plan_at(pnmem::mem_level::ok));
+  REQUIRE(b.status.ok());
+  CHECK(b.moved);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("protocol: a move under queued work retires, and the graph goes stale", F, owner_retire) {
+  owner_rig<F> r;
+  REQUIRE(r.owner->try_bind({2, 8}, plan_at(pnmem::mem_level::ok)).status.ok());
+  graph_token g;
+  {
+    auto s = r.owner->try_step_begin(r.home);
+    REQUIRE(s.status.ok());
+    g = r.owner->graph_captured(*s.token, 7);
+    r.work(*s.token);
+    r.finish(*s.token);
+  }
+  // Work queued outside any step (e.g. a prefill copy) still reads the old K:
+  // the resize's copies and the retire fence queue behind it.
+  r.f.hold(r.home);
+  REQUIRE(r.owner->try_resize({3, 8}, plan_at(pnmem::mem_level::ok)).status.ok());
+  CHECK(r.owner->tally().retiring_bytes > 0);
+  r.owner->reap();
+  CHECK(r.owner->tally().retiring_bytes > 0);  // the fence cannot have passed the gate
+  r.f.release();
+  r.f.settle();
+  r.owner->reap();
+  CHECK(r.owner->tally().retiring_bytes == 0);
+  auto s = r.owner->try_step_begin(r.home);
+  REQUIRE(s.status.ok());
+  CHECK(r.owner->graph_for_launch(*s.token, g) == graph_status::recapture);
+  r.finish(*s.token);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("protocol: ladder ceiling clamps, rung 4a picks Q4 at allocation only", F, owner_ladder) {
+  owner_rig<F> r;
+  const auto b = r.owner->try_bind({8, 8}, plan_at(pnmem::mem_level::critical));
+  REQUIRE(b.status.ok());
+  CHECK(b.bound_slots == 1);
+  CHECK(b.kv == pnmem::kv_format::q4);
+  REQUIRE(r.owner->try_release_all().ok());
+  const auto f32 = r.owner->try_bind({8, 8}, plan_at(pnmem::mem_level::ok));
+  CHECK(f32.kv == pnmem::kv_format::fp32);
+  CHECK(r.owner->try_resize({2, 16}, plan_at(pnmem::mem_level::watch)).kv == pnmem::kv_format::fp32);
+}
+
+}  // namespace owner_test
+
+#define PNMEM_OWNER_PROTOCOL(fixture)                        \
+  TEST_CASE_TEMPLATE_INVOKE(owner_turn, fixture);             \
+  TEST_CASE_TEMPLATE_INVOKE(owner_retire, fixture);           \
+  TEST_CASE_TEMPLATE_INVOKE(owner_ladder, fixture)

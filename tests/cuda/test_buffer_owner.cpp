@@ -1,0 +1,636 @@
+// test_buffer_owner.cpp - the buffer owner's protocol on the fake backend.
+//
+// Each hazard test says how the seed's design fails it. The fake (fake_backend.hpp)
+// runs queued work on a simulated timeline and reports every op that touches
+// memory freed before the op completed: violations() is the use-after-free
+// detector, and the naive-owner test proves it fires.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "owner_test_support.hpp"
+#include "pnmem/cuda/buffer_owner.hpp"
+#include "pnmem/cuda/die_feed.hpp"
+#include "pnmem/cuda/fake_backend.hpp"
+
+using namespace pnmem::cuda;
+using namespace owner_test;
+using pnmem::mem_level;
+using std::chrono::milliseconds;
+
+namespace {
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+// A fake device, a home (decode) stream, a second stream, and an owner.
+struct rig {
+  explicit rig(fake_options o = {}, pnmem::kv_format configured = pnmem::kv_format::fp32) : dev(o) {
+    REQUIRE(dev.stream_create(0, home));
+    REQUIRE(dev.stream_create(0, other));
+    owner_options opt;
+    opt.home_stream = home;
+    opt.shape = shape;
+    opt.configured_kv = configured;
+    opt.tally = &tally;
+    owner.emplace(dev, opt);
+  }
+
+  // Shutdown as the header asks: release, let the device finish, reap, destroy.
+  void shutdown() {
+    dev.run_until_idle();
+    REQUIRE(owner->try_release_all().ok());
+    dev.run_until_idle();
+    owner->reap();
+    CHECK(owner->tally().retiring_bytes == 0);
+    owner.reset();
+    REQUIRE(dev.stream_destroy(home));
+    REQUIRE(dev.stream_destroy(other));
+    dev.run_until_idle();
+  }
+
+  void check_clean() {
+    INFO(joined(dev.violations()));
+    CHECK(dev.violations().empty());
+    INFO(joined(dev.leaks()));
+    CHECK(dev.leaks().empty());
+    CHECK(dev.live_allocations() == 0);
+  }
+
+  // Queues the step's kernel over every buffer.
+  std::uint64_t kernel(const step_token& t, std::uint64_t ticks) {
+    return dev.submit(t.stream(), step_uses(shape, t.buffers()), ticks);
+  }
+
+  void poll_to_completion(step_token& t) {
+    for (int i = 0; i < 10000 && owner->poll(t) == step_state::running; ++i) dev.advance(1);
+    REQUIRE(t.complete());
+  }
+
+  model_shape shape = small_shape();
+  fake_backend dev;
+  die_tally tally;
+  stream_handle home, other;
+  std::optional<buffer_owner> owner;
+};
+
+// The seed's shape of the code: bind/resize reallocate and free the old
+// buffer at once (fc_buffer_free), from the thread and stream that binds,
+// with no regard for a decode step in flight on the decode stream.
+class naive_owner {
+ public:
+  naive_owner(fake_backend& dev, stream_handle bind_stream) : dev_(&dev), bind_stream_(bind_stream) {}
+  void* k() const { return k_; }
+  std::size_t k_bytes() const { return bytes_; }
+  void resize(std::size_t bytes) {
+    void* fresh = nullptr;
+    REQUIRE(dev_->alloc_async(0, bytes, bind_stream_, fresh));
+    if (k_ != nullptr) REQUIRE(dev_->free_async(k_, bind_stream_));  // the seed's immediate free
+    k_ = fresh;
+    bytes_ = bytes;
+  }
+  void release() {
+    if (k_ != nullptr) REQUIRE(dev_->free_async(k_, bind_stream_));
+    k_ = nullptr;
+  }
+
+ private:
+  fake_backend* dev_;
+  stream_handle bind_stream_;
+  void* k_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("the detector works: a naive owner that frees on resize under an in-flight step is caught") {
+  fake_backend dev;
+  stream_handle decode, prefill;
+  REQUIRE(dev.stream_create(0, decode));
+  REQUIRE(dev.stream_create(0, prefill));
+  naive_owner naive(dev, prefill);
+  naive.resize(4096);
+  dev.run_until_idle();
+  // A decode step reads k for 10 ticks; a bind on the prefill path resizes meanwhile.
+  dev.submit(decode, {{naive.k(), naive.k_bytes(), true}}, 10);
+  dev.advance(1);
+  naive.resize(8192);
+  dev.run_until_idle();
+  CHECK_FALSE(dev.violations().empty());
+  naive.release();
+  dev.run_until_idle();
+}
+
+TEST_CASE("the same scenario with the real owner: the bind waits for the step, nothing is freed under it") {
+  rig r;
+  REQUIRE(r.owner->try_bind({2, 16}, plan_at(mem_level::ok)).status.ok());
+  auto s = r.owner->try_step_begin(r.home);
+  REQUIRE(s.status.ok());
+  r.kernel(*s.token, 10);
+  r.dev.advance(1);
+  // The bind cannot happen: the step holds the turn (try form: busy at once).
+  CHECK(r.owner->try_bind({4, 16}, plan_at(mem_level::ok)).status.code == owner_errc::busy);
+  r.poll_to_completion(*s.token);
+  const auto b = r.owner->try_bind({4, 16}, plan_at(mem_level::ok));
+  REQUIRE(b.status.ok());
+  CHECK(b.moved);
+  r.shutdown();
+  r.check_clean();
+}
+
+// Hazard 1 (seed: gpu_attn_slot_ring_ensure). The seed reallocated k_slots_g /
+// v_slots_g (and the Q4 sink/window buffers) inside bind, which ran under the
+// prefill GPU turn while the async decode step (begin/poll) held no lock: a
+// bind between begin and the completing poll freed the ring under the step's
+// kernels. Here the step token *is* the turn: no resize until poll completes.
+TEST_CASE("hazard 1: the KV ring never moves while a step is in flight") {
+  rig r;
+  REQUIRE(r.owner->try_bind({2, 16}, plan_at(mem_level::watch)).status.ok());  // Q4: sink/window too
+  auto s = r.owner->try_step_begin(r.home);
+  REQUIRE(s.status.ok());
+  const void* k0 = s.token->buffers().k[0];
+  REQUIRE(!s.token->buffers().sink.empty());
+  r.kernel(*s.token, 8);
+  for (int t = 0; t < 4; ++t) {
+    r.dev.advance(1);
+    CHECK(r.owner->poll(*s.token) == step_state::running);
+    CHECK(r.owner->try_resize({4, 32}, plan_at(mem_level::ok)).status.code == owner_errc::busy);
+    CHECK(r.owner->try_bind({4, 32}, plan_at(mem_level::ok)).status.code == owner_errc::busy);
+    CHECK(r.owner->try_release_all().code == owner_errc::busy);
+    CHECK(r.owner->bind({4, 32}, plan_at(mem_level::ok), std::chrono::steady_clock::now() + milliseconds(1))
+              .status.code == owner_errc::timed_out);
+  }
+  r.poll_to_completion(*s.token);
+  const auto b = r.owner->try_resize({4, 32}, plan_at(mem_level::ok));
+  REQUIRE(b.status.ok());
+  CHECK(b.moved);
+  // The old ring is retiring (fenced), not freed, and not free either.
+  CHECK(r.owner->tally().retiring_bytes > 0);
+  CHECK(r.tally.retiring() > 0);
+  auto s2 = r.owner->try_step_begin(r.home);
+  REQUIRE(s2.status.ok());
+  CHECK(s2.token->buffers().k[0] != k0);
+  r.kernel(*s2.token, 3);
+  r.poll_to_completion(*s2.token);
+  r.shutdown();
+  r.check_clean();
+  CHECK(r.tally.used() == 0);
+  CHECK(r.tally.retiring() == 0);
+}
+
+// Hazard 2 (seed: decode_slot_bind_cuda). The seed freed conv_slots/ssm_slots
+// on a slot-count change and set slots_graph = NULL, but a captured graph
+// already *launched* still ran with the old pointers, and the bind ran on the
+// prefill thread under a different turn than the driver thread's decode pass.
+// Here a bind from another thread blocks (deadline form) until the step's poll
+// completes, and the graph captured before the move is refused afterwards.
+TEST_CASE("hazard 2: a bind from another thread waits for the step; the old graph must be recaptured") {
+  rig r;
+  REQUIRE(r.owner->try_bind({2, 16}, plan_at(mem_level::ok)).status.ok());
+  auto s = r.owner->try_step_begin(r.home);
+  REQUIRE(s.status.ok());
+  const graph_token g = r.owner->graph_captured(*s.token, 42);
+  REQUIRE(r.owner->graph_for_launch(*s.token, g) == graph_status::launch);
+  r.kernel(*s.token, 20);  // the "graph launch": conv/ssm/KV for 20 ticks
+
+  std::atomic<bool> bound{false};
+  bind_result b;
+  std::thread prefill([&] {
+    b = r.owner->bind({8, 16}, plan_at(mem_level::ok), std::chrono::steady_clock::now() + std::chrono::seconds(20));
+    bound.store(true);
+  });
+  std::this_thread::sleep_for(milliseconds(30));
+  CHECK_FALSE(bound.load());  // blocked on the turn, freeing nothing
+  r.poll_to_completion(*s.token);
+  prefill.join();
+  REQUIRE(b.status.ok());
+  CHECK(b.moved);
+  CHECK(b.generation > g.generation);
+
+  auto s2 = r.owner->try_step_begin(r.home);
+  REQUIRE(s2.status.ok());
+  CHECK(r.owner->graph_for_launch(*s2.token, g) == graph_status::recapture);
+  const graph_token g2 = r.owner->graph_captured(*s2.token, 43);
+  CHECK(r.owner->graph_for_launch(*s2.token, g2) == graph_status::launch);
+  r.kernel(*s2.token, 2);
+  r.poll_to_completion(*s2.token);
+  // Outside a step nothing may launch: the answer is always recapture.
+  CHECK(r.owner->graph_for_launch(*s2.token, g2) == graph_status::recapture);
+  r.shutdown();
+  r.check_clean();
+}
+
+// Hazard 3 (seed: qw_defer_reset). The seed realloc()ed the pinned staging
+// arena at the top of a step when the slot count grew, even if the previous
+// step's async DtoH copies had not been reaped by poll: they then landed in
+// freed memory. Here the arena grows only in step_begin, which needs the turn,
+// which is not free until the previous step's fence completed - even when the
+// engine dropped the previous step's token without polling it.
+TEST_CASE("hazard 3: the staging arena never moves while an earlier step's copies may land") {
+  fake_options o;
+  o.copy_ticks = 6;
+  rig r(o);
+  REQUIRE(r.owner->try_bind({2, 16}, plan_at(mem_level::ok)).status.ok());
+  void* old_stage = nullptr;
+  {
+    auto s = r.owner->try_step_begin(r.home);
+    REQUIRE(s.status.ok());
+    const decode_buffers& b = s.token->buffers();
+    old_stage = b.staging;
+    REQUIRE(b.staging_bytes == 2 * r.shape.dtoh_bytes_per_slot);
+    r.kernel(*s.token, 1);
+    REQUIRE(r.dev.copy_async(b.staging, b.scratch, dtoh_bytes(r.shape, b), r.home));
+    // The token goes away without a completing poll (the engine re-entering begin).
+  }
+  // The seed's behaviour, shown on the fake: freeing the arena now is caught.
+  {
+    fake_backend probe;
+    stream_handle ps;
+    REQUIRE(probe.stream_create(0, ps));
+    void *dev_src = nullptr, *stage = nullptr;
+    REQUIRE(probe.alloc_async(0, 64, ps, dev_src));
+    REQUIRE(probe.alloc_pinned(64, stage));
+    REQUIRE(probe.copy_async(stage, dev_src, 64, ps));
+    REQUIRE(probe.free_pinned(stage));  // qw_defer_reset's realloc
+    probe.run_until_idle();
+    CHECK_FALSE(probe.violations().empty());
+    REQUIRE(probe.free_async(dev_src, ps));
+    probe.run_until_idle();
+  }
+  // The real owner: the abandoned step still holds the turn in effect.
+  CHECK(r.owner->try_bind({4, 16}, plan_at(mem_level::ok)).status.code == owner_errc::busy);
+  CHECK(r.owner->try_step_begin(r.home).status.code == owner_errc::busy);
+  r.dev.advance(3);
+  CHECK(r.owner->try_step_begin(r.home).status.code == owner_errc::busy);
+  r.dev.advance(10);
+  REQUIRE(r.owner->try_bind({4, 16}, plan_at(mem_level::ok)).status.ok());
+  auto s2 = r.owner->try_step_begin(r.home);
+  REQUIRE(s2.status.ok());
+  CHECK(s2.token->buffers().staging != old_stage);
+  CHECK(s2.token->buffers().staging_bytes == 4 * r.shape.dtoh_bytes_per_slot);
+  r.poll_to_completion(*s2.token);
+  r.shutdown();
+  r.check_clean();
+}
+
+// Freeing pinned memory (cudaFreeHost) synchronises the whole device in
+// practice, so a retired staging arena is never freed on the step path
+// (step_begin, poll): only at bind/resize/release_all or an explicit reap().
+// A decode step never waits for a retire.
+TEST_CASE("a retired staging arena is freed off the step path, never by step_begin or poll") {
+  rig r;
+  REQUIRE(r.owner->try_bind({2, 16}, plan_at(mem_level::ok)).status.ok());
+  {
+    auto s = r.owner->try_step_begin(r.home);
+    REQUIRE(s.status.ok());
+    r.poll_to_completion(*s.token);
+  }
+  const std::uint64_t small_arena = 2 * r.shape.dtoh_bytes_per_slot;
+  REQUIRE(r.dev.live_pinned_bytes() >= small_arena);
+  REQUIRE(r.owner->try_bind({4, 16}, plan_at(mem_level::ok)).status.ok());
+  for (int i = 0; i < 5; ++i) {  // the first step_begin grows the arena and retires the old one
+    auto s = r.owner->try_step_begin(r.home);
+    REQUIRE(s.status.ok());
+    r.kernel(*s.token, 1);
+    r.poll_to_completion(*s.token);
+    r.dev.advance(10);
+  }
+  const std::uint64_t big_arena = 4 * r.shape.dtoh_bytes_per_slot;
+  CHECK(r.dev.live_pinned_bytes() == small_arena + big_arena);  // the old arena waits, fenced and done
+  r.owner->reap();                                                // off the step path
+  CHECK(r.dev.live_pinned_bytes() == big_arena);
+  r.shutdown();
+  r.check_clean();
+}
+
+// Hazard 4 (seed: bs_new clamps cap once; decode_slot_bind_cuda refuses
+// n_slots > ceiling with -1). A scheduler created at OK with 8 slots, then the
+// box went CRITICAL: the seed failed those requests ("[ladder] refusing N
+// decode slots"). Here bind clamps to the ceiling *now* and says how many it
+// bound; the scheduler keeps the rest queued.
+TEST_CASE("hazard 4: a ceiling dropped since scheduler creation binds fewer slots, never fails") {
+  rig r;
+  const auto at_creation = plan_at(mem_level::ok, 8);
+  REQUIRE(at_creation.max_slots == 8);
+  const auto now = plan_at(mem_level::critical, 8);
+  REQUIRE(now.max_slots == 1);
+  const auto b = r.owner->try_bind({8, 16}, now);
+  REQUIRE(b.status.ok());
+  CHECK(b.requested_slots == 8);
+  CHECK(b.bound_slots == 1);
+  CHECK(b.slot_capacity == 1);
+  // TIGHT: half the configured slots.
+  const auto t = r.owner->try_bind({8, 16}, plan_at(mem_level::tight, 8));
+  REQUIRE(t.status.ok());
+  CHECK(t.bound_slots == 4);
+  // Back at OK the same request is bound in full.
+  const auto ok = r.owner->try_bind({8, 16}, at_creation);
+  REQUIRE(ok.status.ok());
+  CHECK(ok.bound_slots == 8);
+  CHECK(ok.slot_capacity == 8);
+  // A live capacity above a dropped ceiling is not torn down by bind (slots in
+  // use keep their state); resize is the explicit shrink.
+  const auto again = r.owner->try_bind({8, 16}, now);
+  CHECK(again.bound_slots == 1);
+  CHECK(again.slot_capacity == 8);
+  CHECK_FALSE(again.moved);
+  const auto shrunk = r.owner->try_resize({8, 16}, now);
+  CHECK(shrunk.slot_capacity == 1);
+  // Only bad arguments are refused.
+  CHECK(r.owner->try_bind({0, 16}, now).status.code == owner_errc::invalid_argument);
+  r.shutdown();
+  r.check_clean();
+}
+
+// Rung 4a (seed: gpu_attn_slot_ring_ensure reallocated whenever kv_q4 != last,
+// converting a live fp32 cache - and moving it under any in-flight step).
+// Here the format is chosen when the cache is allocated and kept while live.
+TEST_CASE("rung 4a: a cache allocated at WATCH or worse is Q4; a live fp32 cache is never converted") {
+  rig r;
+  auto b = r.owner->try_bind({2, 16}, plan_at(mem_level::watch));
+  REQUIRE(b.status.ok());
+  CHECK(b.kv == pnmem::kv_format::q4);
+  REQUIRE(r.owner->try_release_all().ok());
+  b = r.owner->try_bind({2, 16}, plan_at(mem_level::ok));
+  CHECK(b.kv == pnmem::kv_format::fp32);
+  // Pressure rises; the live cache grows and shrinks but stays fp32.
+  b = r.owner->try_bind({4, 32}, plan_at(mem_level::watch));
+  CHECK(b.moved);
+  CHECK(b.kv == pnmem::kv_format::fp32);
+  b = r.owner->try_resize({4, 16}, plan_at(mem_level::critical));
+  CHECK(b.moved);
+  CHECK(b.kv == pnmem::kv_format::fp32);
+  {
+    auto s = r.owner->try_step_begin(r.home);
+    REQUIRE(s.status.ok());
+    CHECK(s.token->buffers().sink.empty());
+    r.poll_to_completion(*s.token);
+  }
+  // Only a fresh allocation picks the format again.
+  REQUIRE(r.owner->try_release_all().ok());
+  b = r.owner->try_bind({2, 16}, plan_at(mem_level::tight));
+  CHECK(b.kv == pnmem::kv_format::q4);
+  r.shutdown();
+  r.check_clean();
+}
+
+TEST_CASE("a resize keeps live slots: stripes are copied stream-ordered before the old buffer retires") {
+  rig r;
+  REQUIRE(r.owner->try_bind({2, 4}, plan_at(mem_level::ok)).status.ok());
+  auto s = r.owner->try_step_begin(r.home);
+  REQUIRE(s.status.ok());
+  const std::uint64_t id = r.kernel(*s.token, 2);  // writes its tag into every buffer
+  r.poll_to_completion(*s.token);
+  REQUIRE(r.owner->try_bind({3, 8}, plan_at(mem_level::ok)).status.ok());
+  auto s2 = r.owner->try_step_begin(r.home);
+  REQUIRE(s2.status.ok());
+  r.dev.run_until_idle();  // the copies ran
+  const decode_buffers& b = s2.token->buffers();
+  const std::uint64_t row = kv_row_bytes(r.shape, b.kv);
+  const auto* k = static_cast<const std::uint8_t*>(b.k[0]);
+  const std::uint8_t tag = fake_backend::write_tag(id);
+  CHECK(k[0] == tag);                      // slot 0, token 0
+  CHECK(k[8 * row + 3 * row] == tag);      // slot 1, token 3 (old max_seq 4)
+  CHECK(k[8 * row + 4 * row] != tag);      // slot 1, token 4: did not exist
+  const auto* conv = static_cast<const std::uint8_t*>(b.conv[0]);
+  CHECK(conv[2 * r.shape.conv_state_bytes_per_slot - 1] == tag);
+  r.poll_to_completion(*s2.token);
+  r.shutdown();
+  r.check_clean();
+}
+
+TEST_CASE("a step on another stream waits for the move and is fenced at retire (streams keyed by id)") {
+  rig r;
+  REQUIRE(r.owner->try_bind({2, 16}, plan_at(mem_level::ok)).status.ok());
+  auto s = r.owner->try_step_begin(r.other);
+  REQUIRE(s.status.ok());
+  r.kernel(*s.token, 4);
+  stream_handle copy;
+  REQUIRE(r.dev.stream_create(0, copy));
+  REQUIRE(s.token->add_stream(copy).ok());
+  const decode_buffers& b = s.token->buffers();
+  r.dev.submit(copy, {{b.scratch, static_cast<std::size_t>(b.scratch_bytes), false}}, 9);
+  // The completion covers the copy stream's 9 ticks too.
+  for (int i = 0; i < 6; ++i) {
+    r.dev.advance(1);
+    CHECK(r.owner->poll(*s.token) == step_state::running);
+  }
+  r.poll_to_completion(*s.token);
+  REQUIRE(r.owner->try_resize({4, 16}, plan_at(mem_level::ok)).status.ok());
+  r.dev.run_until_idle();
+  CHECK(r.owner->reap() >= 1);
+  CHECK(r.owner->tally().retiring_bytes == 0);
+  r.shutdown();
+  REQUIRE(r.dev.stream_destroy(copy));
+  r.dev.run_until_idle();
+  r.check_clean();
+}
+
+TEST_CASE("events are pooled: many steps and moves create a handful of events") {
+  rig r;
+  for (int i = 0; i < 200; ++i) {
+    REQUIRE(r.owner->try_bind({1 + i % 4, 16}, plan_at(mem_level::ok)).status.ok());
+    REQUIRE(r.owner->try_resize({1 + (i + 1) % 4, 16}, plan_at(mem_level::ok)).status.ok());
+    auto s = r.owner->try_step_begin(i % 2 ? r.home : r.other);
+    REQUIRE(s.status.ok());
+    r.kernel(*s.token, 1);
+    r.poll_to_completion(*s.token);
+  }
+  CHECK(r.dev.events_created() < 16);
+  r.shutdown();
+  r.check_clean();
+}
+
+TEST_CASE("protocol errors") {
+  rig r;
+  CHECK(r.owner->try_step_begin(r.home).status.code == owner_errc::not_bound);
+  CHECK(r.owner->try_step_begin(stream_handle{}).status.code == owner_errc::invalid_argument);
+  CHECK(r.owner->try_bind({1, 0}, plan_at(mem_level::ok)).status.code == owner_errc::invalid_argument);
+  fake_options tiny;
+  tiny.total_bytes_per_device = 4096;
+  rig small(tiny);
+  const auto b = small.owner->try_bind({8, 1024}, plan_at(mem_level::ok));
+  CHECK(b.status.code == owner_errc::device_error);
+  CHECK(small.owner->tally().device_used_bytes == 0);
+  small.shutdown();
+  small.check_clean();
+  r.shutdown();
+  r.check_clean();
+}
+
+// Randomized interleavings: bind, resize, step begin/poll with time advancing
+// at random, ladder level changes, abandoned steps and full releases. Checks
+// the invariants every iteration and use-after-free and leaks at the end.
+namespace {
+
+void run_interleavings(std::uint64_t seed, int iterations) {
+  std::printf("randomized interleavings: seed=0x%llx x %d (set PN_OWNER_SEED to replay one seed)\n",
+              static_cast<unsigned long long>(seed), iterations);
+  INFO("seed=" << seed << " (PN_OWNER_SEED)");
+  std::mt19937_64 rng(seed);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+
+  // A resize queues one copy per live stripe on the home stream; with copies
+  // of 1 tick and up to 16 ticks per advance, steps and moves both happen often.
+  fake_options o;
+  o.copy_ticks = 1;
+  rig r(o);
+  stream_handle copy;
+  REQUIRE(r.dev.stream_create(0, copy));
+  mem_level level = mem_level::ok;
+  std::optional<step_token> step;
+  std::uint64_t stats[8] = {};
+  int begin_codes[8] = {};
+  int busy_binds = 0, moves = 0, steps_completed = 0, abandoned = 0;
+  const int seqs[] = {8, 16, 32};
+  for (int it = 0; it < iterations; ++it) {
+    INFO("iteration " << it);
+    const int action = pick(0, 99);
+    const auto plan = plan_at(level);
+    if (action < 15) {  // bind
+      const auto b = r.owner->try_bind({pick(1, 8), seqs[pick(0, 2)]}, plan);
+      if (step) CHECK(b.status.code == owner_errc::busy);
+      busy_binds += b.status.code == owner_errc::busy;
+      moves += b.moved;
+      if (b.status.ok()) CHECK(b.bound_slots <= plan.max_slots);
+      ++stats[0];
+    } else if (action < 25) {  // resize
+      const auto b = r.owner->try_resize({pick(1, 8), seqs[pick(0, 2)]}, plan);
+      if (step) CHECK(b.status.code == owner_errc::busy);
+      moves += b.moved;
+      ++stats[1];
+    } else if (action < 40) {  // step begin (+ its kernels and a DtoH copy)
+      if (!step) {
+        auto s = r.owner->try_step_begin(pick(0, 1) ? r.home : r.other);
+        ++begin_codes[static_cast<int>(s.status.code)];
+        if (s.status.ok()) {
+          step.emplace(std::move(*s.token));
+          const decode_buffers& b = step->buffers();
+          r.dev.submit(step->stream(), step_uses(r.shape, b), static_cast<std::uint64_t>(pick(1, 6)));
+          if (pick(0, 1)) {
+            REQUIRE(step->add_stream(copy).ok());
+            REQUIRE(r.dev.copy_async(b.staging, b.scratch, dtoh_bytes(r.shape, b), copy));
+          } else {
+            REQUIRE(r.dev.copy_async(b.staging, b.scratch, dtoh_bytes(r.shape, b), step->stream()));
+          }
+          const graph_token g = r.owner->graph_captured(*step, static_cast<std::uint64_t>(it));
+          CHECK(r.owner->graph_for_launch(*step, g) == graph_status::launch);
+        }
+      }
+      ++stats[2];
+    } else if (action < 65) {  // poll
+      if (step) {
+        const step_state st = r.owner->poll(*step);
+        REQUIRE(st != step_state::device_error);
+        if (st == step_state::complete) {
+          step.reset();
+          ++steps_completed;
+        }
+      }
+      ++stats[3];
+    } else if (action < 85) {  // time passes
+      r.dev.advance(static_cast<std::uint64_t>(pick(0, 16)));
+      ++stats[4];
+    } else if (action < 93) {  // the ladder moves
+      level = static_cast<mem_level>(pick(0, 3));
+      ++stats[5];
+    } else if (action < 96) {  // the engine drops a step without polling it
+      if (step) {
+        step.reset();
+        ++abandoned;
+      }
+      ++stats[6];
+    } else {  // everything released (all requests done)
+      (void)r.owner->try_release_all();
+      ++stats[7];
+    }
+    const owner_tally t = r.owner->tally();
+    REQUIRE(t.retiring_bytes <= 64 * pnmem::MiB);  // the retire list drains
+    if (!r.dev.violations().empty()) {
+      std::printf("use-after-free at iteration %d, seed=0x%llx:\n%s", it, static_cast<unsigned long long>(seed),
+                  joined(r.dev.violations()).c_str());
+      FAIL("violation");
+    }
+  }
+  step.reset();
+  r.shutdown();
+  REQUIRE(r.dev.stream_destroy(copy));
+  r.dev.run_until_idle();
+  std::printf("  binds=%llu resizes=%llu begins=%llu polls=%llu advances=%llu levels=%llu abandons=%llu "
+              "releases=%llu | moves=%d busy_binds=%d steps=%d abandoned=%d events_created=%llu ticks=%llu\n",
+              static_cast<unsigned long long>(stats[0]), static_cast<unsigned long long>(stats[1]),
+              static_cast<unsigned long long>(stats[2]), static_cast<unsigned long long>(stats[3]),
+              static_cast<unsigned long long>(stats[4]), static_cast<unsigned long long>(stats[5]),
+              static_cast<unsigned long long>(stats[6]), static_cast<unsigned long long>(stats[7]), moves,
+              busy_binds, steps_completed, abandoned, static_cast<unsigned long long>(r.dev.events_created()),
+              static_cast<unsigned long long>(r.dev.now()));
+  std::printf("  step_begin answers: ok=%d busy=%d not_bound=%d\n", begin_codes[0], begin_codes[1], begin_codes[4]);
+  CHECK(moves > 400);
+  CHECK(steps_completed + abandoned > 300);
+  CHECK(r.dev.events_created() < 64);  // without the pool: one per fence, ~1,500 here
+  if (!r.dev.violations().empty() || !r.dev.leaks().empty())
+    std::printf("seed=0x%llx failed\n", static_cast<unsigned long long>(seed));
+  r.check_clean();
+}
+
+}  // namespace
+
+TEST_CASE("randomized interleavings (4 seeds x 10,000): no use-after-free, no leak, bounded events") {
+  constexpr int iterations = 10000;
+  if (const char* env = std::getenv("PN_OWNER_SEED")) {
+    run_interleavings(std::strtoull(env, nullptr, 0), iterations);
+    return;
+  }
+  for (const std::uint64_t seed : {0x5eedb0f0ULL, 0x1ULL, 0xdecade5ULL, 0xfeedf00dULL}) run_interleavings(seed, iterations);
+}
+
+// Threads: a driver thread runs steps, a prefill thread binds and resizes, a
+// reader reads the tally. Meant for the TSan build as much as for the logic.
+TEST_CASE("threads: steps, binds and tally reads from three threads") {
+  rig r;
+  REQUIRE(r.owner->try_bind({2, 16}, plan_at(mem_level::ok)).status.ok());
+  std::atomic<bool> stop{false};
+  const auto deadline = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(20); };
+  std::thread driver([&] {
+    for (int i = 0; i < 300; ++i) {
+      auto s = r.owner->step_begin(r.home, deadline());
+      REQUIRE(s.status.ok());
+      r.kernel(*s.token, 2);
+      while (r.owner->poll(*s.token) == step_state::running) r.dev.advance(1);
+    }
+  });
+  std::thread prefill([&] {
+    for (int i = 0; i < 300; ++i) {
+      const auto b = (i % 2 ? r.owner->bind({1 + i % 6, 16}, plan_at(mem_level::ok), deadline())
+                            : r.owner->resize({1 + i % 5, 8 + 8 * (i % 3)}, plan_at(mem_level::tight), deadline()));
+      REQUIRE(b.status.ok());
+    }
+  });
+  std::thread reader([&] {
+    std::uint64_t last_gen = 0;
+    while (!stop.load()) {
+      const owner_tally t = r.owner->tally();
+      CHECK(t.generation >= last_gen);
+      last_gen = t.generation;
+      std::this_thread::yield();
+    }
+  });
+  driver.join();
+  prefill.join();
+  stop.store(true);
+  reader.join();
+  r.shutdown();
+  r.check_clean();
+}

@@ -1,0 +1,294 @@
+// The die feed on the fake backend: budgets, free, used and retiring per die,
+// and a backend without devices.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pnmem/config.hpp"
+#include "pnmem/cuda/die_feed.hpp"
+#include "pnmem/cuda/fake_backend.hpp"
+#include "pnmem/watcher.hpp"
+
+namespace pnmem::cuda {
+namespace {
+
+struct pushed {
+  std::uint64_t free_bytes = 0;
+  std::uint64_t budget_bytes = 0;
+  std::uint64_t used_bytes = 0;
+  std::uint64_t retiring_bytes = 0;
+};
+
+// Collects what a poll pushed, by die.
+struct recorder {
+  std::map<int, pushed> dies;
+  die_feed::sink sink() {
+    return [this](int die, std::uint64_t f, std::uint64_t b, std::uint64_t u, std::uint64_t r) {
+      dies[die] = pushed{f, b, u, r};
+    };
+  }
+};
+
+policy with_reserve(std::uint64_t bytes) {
+  policy p = default_policy;
+  p.die_reserve_bytes = bytes;
+  return p;
+}
+
+// device_count fails the way cudart does on a machine without a driver.
+class no_driver_backend final : public device_backend {
+ public:
+  std::string_view name() const noexcept override { return "no-driver"; }
+  device_status device_count(int& out) noexcept override {
+    out = 0;
+    return {device_errc::driver_insufficient, 35};
+  }
+  device_status mem_get_info(int, std::uint64_t&, std::uint64_t&) noexcept override { return fail(); }
+  device_status alloc_async(int, std::size_t, stream_handle, void*&) noexcept override { return fail(); }
+  device_status free_async(void*, stream_handle) noexcept override { return fail(); }
+  device_status alloc_pinned(std::size_t, void*&) noexcept override { return fail(); }
+  device_status free_pinned(void*) noexcept override { return fail(); }
+  device_status stream_create(int, stream_handle&) noexcept override { return fail(); }
+  device_status stream_destroy(stream_handle) noexcept override { return fail(); }
+  device_status event_create(int, event_handle&) noexcept override { return fail(); }
+  device_status event_destroy(event_handle) noexcept override { return fail(); }
+  device_status event_record(event_handle, stream_handle) noexcept override { return fail(); }
+  device_status event_query(event_handle) noexcept override { return fail(); }
+  device_status stream_wait_event(stream_handle, event_handle) noexcept override { return fail(); }
+  device_status stream_id(stream_handle, std::uint64_t&) noexcept override { return fail(); }
+  device_status copy_async(void*, const void*, std::size_t, stream_handle) noexcept override { return fail(); }
+
+ private:
+  static device_status fail() noexcept { return {device_errc::driver_insufficient, 35}; }
+};
+
+// A fake whose mem_get_info can be made to fail for one die (a die that falls off the bus).
+class flaky_backend final : public device_backend {
+ public:
+  explicit flaky_backend(fake_options o) : fake_(o) {}
+  int failing_die = -1;
+  fake_backend& fake() { return fake_; }
+
+  std::string_view name() const noexcept override { return "flaky"; }
+  device_status device_count(int& out) noexcept override { return fake_.device_count(out); }
+  device_status mem_get_info(int d, std::uint64_t& f, std::uint64_t& t) noexcept override {
+    if (d == failing_die) return {device_errc::failure, 999};
+    return fake_.mem_get_info(d, f, t);
+  }
+  device_status alloc_async(int d, std::size_t n, stream_handle s, void*& p) noexcept override {
+    return fake_.alloc_async(d, n, s, p);
+  }
+  device_status free_async(void* p, stream_handle s) noexcept override { return fake_.free_async(p, s); }
+  device_status alloc_pinned(std::size_t n, void*& p) noexcept override { return fake_.alloc_pinned(n, p); }
+  device_status free_pinned(void* p) noexcept override { return fake_.free_pinned(p); }
+  device_status stream_create(int d, stream_handle& s) noexcept override { return fake_.stream_create(d, s); }
+  device_status stream_destroy(stream_handle s) noexcept override { return fake_.stream_destroy(s); }
+  device_status event_create(int d, event_handle& e) noexcept override { return fake_.event_create(d, e); }
+  device_status event_destroy(event_handle e) noexcept override { return fake_.event_destroy(e); }
+  device_status event_record(event_handle e, stream_handle s) noexcept override { return fake_.event_record(e, s); }
+  device_status event_query(event_handle e) noexcept override { return fake_.event_query(e); }
+  device_status stream_wait_event(stream_handle s, event_handle e) noexcept override {
+    return fake_.stream_wait_event(s, e);
+  }
+  device_status stream_id(stream_handle s, std::uint64_t& id) noexcept override { return fake_.stream_id(s, id); }
+  device_status copy_async(void* d, const void* s, std::size_t n, stream_handle st) noexcept override {
+    return fake_.copy_async(d, s, n, st);
+  }
+
+ private:
+  fake_backend fake_;
+};
+
+TEST_CASE("budget = total - die reserve, measured once per die") {
+  fake_backend dev{{.devices = 2, .total_bytes_per_device = 64 * MiB}};
+  die_feed feed{dev, with_reserve(16 * MiB)};
+  REQUIRE(feed.die_count() == 2);
+  CHECK(feed.status().ok());
+  CHECK(feed.reason() == "2 dies");
+  for (int d = 0; d < 2; ++d) {
+    CHECK(feed.total_bytes(d) == 64 * MiB);
+    CHECK(feed.budget_bytes(d) == 48 * MiB);
+  }
+  CHECK(feed.total_bytes(2) == 0);
+  CHECK(feed.budget_bytes(-1) == 0);
+}
+
+TEST_CASE("the default reserve is the seed's 1 GiB; a reserve above the total floors the budget at 0") {
+  fake_backend big;  // 16 GiB
+  CHECK(die_feed{big}.budget_bytes(0) == 15 * GiB);
+  fake_backend small{{.devices = 1, .total_bytes_per_device = 512 * MiB}};
+  CHECK(die_feed{small}.budget_bytes(0) == 0);
+  CHECK(die_feed{small, with_reserve(512 * MiB)}.budget_bytes(0) == 0);
+}
+
+TEST_CASE("PN_DIE_RESERVE_BYTES reaches the budget through the policy") {
+  const std::map<std::string, std::string> env{{"PN_DIE_RESERVE_BYTES", "268435456"}};
+  const auto cfg = policy_from_env([&](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+  REQUIRE(cfg.ok());
+  fake_backend dev{{.devices = 1, .total_bytes_per_device = 1 * GiB}};
+  CHECK(die_feed{dev, cfg.value}.budget_bytes(0) == 768 * MiB);
+}
+
+TEST_CASE("poll pushes free as the device reports it, moving with allocations") {
+  fake_backend dev{{.devices = 2, .total_bytes_per_device = 64 * MiB, .used_by_others_bytes = 4 * MiB}};
+  die_feed feed{dev, with_reserve(8 * MiB)};
+  recorder rec;
+  auto r = feed.poll(rec.sink());
+  CHECK(r.pushed == 2);
+  CHECK(r.status.ok());
+  CHECK(rec.dies.at(0).free_bytes == 60 * MiB);
+  CHECK(rec.dies.at(0).budget_bytes == 56 * MiB);
+
+  stream_handle s;
+  REQUIRE(dev.stream_create(1, s).ok());
+  void* p = nullptr;
+  REQUIRE(dev.alloc_async(1, 10 * MiB, s, p).ok());
+  feed.tally(1).add_used(10 * MiB);
+  r = feed.poll(rec.sink());
+  CHECK(rec.dies.at(0).free_bytes == 60 * MiB);
+  CHECK(rec.dies.at(1).free_bytes == 50 * MiB);
+  CHECK(rec.dies.at(1).used_bytes == 10 * MiB);
+  CHECK(rec.dies.at(0).used_bytes == 0);
+  CHECK(rec.dies.at(1).budget_bytes == 56 * MiB);  // the budget does not move
+
+  // Another process takes memory: free follows, the budget does not.
+  dev.set_used_by_others(1, 20 * MiB);
+  (void)feed.poll(rec.sink());
+  CHECK(rec.dies.at(1).free_bytes == 34 * MiB);
+  CHECK(rec.dies.at(1).budget_bytes == 56 * MiB);
+
+  REQUIRE(dev.free_async(p, s).ok());
+  REQUIRE(dev.stream_destroy(s).ok());
+  dev.run_until_idle();
+}
+
+TEST_CASE("retiring bytes are reported apart from free: memory pending free is not free") {
+  fake_backend dev{{.devices = 1, .total_bytes_per_device = 64 * MiB}};
+  die_feed feed{dev, with_reserve(0)};
+  recorder rec;
+  stream_handle s;
+  REQUIRE(dev.stream_create(0, s).ok());
+  void* p = nullptr;
+  REQUIRE(dev.alloc_async(0, 16 * MiB, s, p).ok());
+  die_tally& t = feed.tally(0);
+  t.add_used(16 * MiB);
+
+  // The owner retires the buffer behind in-flight work.
+  dev.submit(s, {{p, 16 * MiB, false}}, 10);
+  REQUIRE(dev.free_async(p, s).ok());
+  t.retire(16 * MiB);
+  (void)feed.poll(rec.sink());
+  CHECK(rec.dies.at(0).used_bytes == 0);
+  CHECK(rec.dies.at(0).retiring_bytes == 16 * MiB);
+  CHECK(rec.dies.at(0).free_bytes == 48 * MiB);  // not free yet
+
+  dev.run_until_idle();
+  t.sub_retiring(16 * MiB);
+  (void)feed.poll(rec.sink());
+  CHECK(rec.dies.at(0).retiring_bytes == 0);
+  CHECK(rec.dies.at(0).free_bytes == 64 * MiB);
+  REQUIRE(dev.stream_destroy(s).ok());
+  CHECK(dev.violations().empty());
+}
+
+TEST_CASE("die_tally clamps at zero and moves used to retiring in one step") {
+  die_tally t;
+  t.add_used(100);
+  t.sub_used(300);
+  CHECK(t.used() == 0);
+  t.add_used(50);
+  t.retire(80);  // more than used: used clamps, retiring takes all 80
+  CHECK(t.read().used == 0);
+  CHECK(t.read().retiring == 80);
+  t.sub_retiring(100);
+  CHECK(t.retiring() == 0);
+  t.add_retiring(7);
+  CHECK(t.retiring() == 7);
+}
+
+TEST_CASE("no driver: zero dies, a reason, no throw, and polls push nothing") {
+  no_driver_backend b;
+  die_feed feed{b};
+  CHECK(feed.die_count() == 0);
+  CHECK(feed.status().code == device_errc::driver_insufficient);
+  CHECK(feed.status().native == 35);
+  CHECK(feed.reason() == "no dies: no-driver device_count: driver_insufficient (native 35)");
+  recorder rec;
+  const auto r = feed.poll(rec.sink());
+  CHECK(r.pushed == 0);
+  CHECK(rec.dies.empty());
+  feed.tally(0).add_used(1);  // harmless
+  CHECK(feed.tally(0).used() == 1);
+}
+
+TEST_CASE("no devices: zero dies and no_device") {
+  fake_backend dev{{.devices = 0}};
+  die_feed feed{dev};
+  CHECK(feed.die_count() == 0);
+  CHECK(feed.status().code == device_errc::no_device);
+  CHECK(feed.reason().find("no dies") == 0);
+}
+
+TEST_CASE("a die whose query fails is skipped, never pushed as 0 bytes free") {
+  flaky_backend b{{.devices = 3, .total_bytes_per_device = 64 * MiB}};
+  b.failing_die = 1;  // unmeasurable from the start
+  die_feed feed{b, with_reserve(0)};
+  CHECK(feed.die_count() == 3);
+  CHECK(feed.budget_bytes(1) == 0);
+  CHECK(feed.reason() == "3 dies (1 not measurable: skipped)");
+  recorder rec;
+  auto r = feed.poll(rec.sink());
+  CHECK(r.pushed == 2);
+  CHECK(rec.dies.count(1) == 0);
+
+  b.failing_die = 2;  // falls off later
+  rec.dies.clear();
+  r = feed.poll(rec.sink());
+  CHECK(r.pushed == 1);
+  CHECK(r.status.code == device_errc::failure);
+  CHECK(r.failed_die == 2);
+  CHECK(rec.dies.count(0) == 1);
+  CHECK(rec.dies.count(2) == 0);
+}
+
+TEST_CASE("dies beyond max_dies are not fed") {
+  fake_backend dev{{.devices = max_dies + 2, .total_bytes_per_device = 1 * MiB}};
+  die_feed feed{dev, with_reserve(0)};
+  CHECK(feed.die_count() == max_dies);
+  CHECK(feed.reason().find("beyond max_dies") != std::string::npos);
+}
+
+// A host sampler for the watcher: a roomy host, so only the dies decide the level.
+struct quiet_host {
+  host_sample sample() {
+    host_sample h;
+    h.total_bytes = 64 * GiB;
+    h.avail_bytes = 60 * GiB;
+    return h;
+  }
+};
+
+TEST_CASE("watcher_sink feeds watcher::set_die, retiring included") {
+  fake_backend dev{{.devices = 2, .total_bytes_per_device = 16 * GiB}};
+  watcher<quiet_host> w{quiet_host{}};
+  die_feed feed{dev};
+  feed.tally(1).add_retiring(3 * MiB);
+  feed.tally(1).add_used(5 * MiB);
+  const auto r = feed.poll(watcher_sink(w));
+  CHECK(r.pushed == 2);
+  const mem_state s = w.read();
+  CHECK(s.n_dies == 2);
+  CHECK(s.per_die_budget[1] == 15 * GiB);
+  CHECK(s.per_die_free[1] == 16 * GiB);
+  CHECK(s.per_die_used[1] == 5 * MiB);
+  CHECK(s.per_die_retiring[1] == 3 * MiB);
+}
+
+}  // namespace
+}  // namespace pnmem::cuda
