@@ -19,6 +19,7 @@
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/linux/procfs.hpp"
 #include "pnmem/units.hpp"
+#include "real_cgroup.hpp"
 #include "source_file.hpp"
 
 namespace fs = std::filesystem;
@@ -29,6 +30,7 @@ using pnmem::host_source;
 using pnmem::linux_sampler;
 using pnmem::linux_sampler_options;
 using pnmem::psi_mode;
+using pnmem_test::real_cgroup_dir;
 
 namespace {
 
@@ -605,26 +607,7 @@ TEST_CASE("a sampler can be moved") {
 }
 
 // ---- the real machine ---------------------------------------------------------
-
-namespace {
-
-// Where this process's cgroup of `hierarchy` is, from the real /proc, or "" when
-// it cannot be located.
-std::string real_cgroup_dir(cgroup_mode hierarchy, std::string* cgroup_path = nullptr) {
-  const std::string self = read_file("/proc/self/cgroup");
-  const std::string mountinfo = read_file("/proc/self/mountinfo");
-  const auto where = pnmem::procfs::parse_self_cgroup(self);
-  if (!where.ok()) return {};
-  const std::string_view path = hierarchy == cgroup_mode::v2 ? where.value.v2_path : where.value.v1_memory_path;
-  if (path.empty()) return {};
-  const auto m = pnmem::procfs::find_cgroup_mount(mountinfo, hierarchy, path);
-  if (!m.ok() || m.value.lookup != pnmem::procfs::mount_lookup::found) return {};
-  if (cgroup_path != nullptr) *cgroup_path = std::string(path);
-  return std::string(m.value.mount.mount_point.view()) +
-         std::string(pnmem::procfs::path_below_root(path, m.value.mount.root.view()));
-}
-
-}  // namespace
+// (Cases that create cgroups are in test_sampler_in_cgroup.cpp, suite linux-kernel.)
 
 TEST_CASE("the real machine: sane and self-consistent numbers") {
   linux_sampler s;
@@ -689,83 +672,4 @@ TEST_CASE("the real machine: sane and self-consistent numbers") {
   CHECK(again.provenance.cgroup == p.cgroup);
   CHECK(again.provenance.limit_cgroup_path() == p.limit_cgroup_path());
   CHECK(again.total_bytes == h.total_bytes);
-}
-
-TEST_CASE("the real machine: moved into a limited v1 child cgroup and back") {
-  linux_sampler s;
-  const host_sample before = s.sample();
-  std::string parent_path;
-  const std::string parent_dir = real_cgroup_dir(cgroup_mode::v1, &parent_path);
-  if (before.provenance.cgroup != cgroup_mode::v1 || geteuid() != 0 || parent_dir.empty()) {
-    MESSAGE("skipped: needs root and the v1 memory hierarchy in use");
-    return;
-  }
-  const std::string name = "pnmem-sampler-test-" + std::to_string(getpid());
-  const fs::path child = fs::path(parent_dir) / name;
-  std::error_code ec;
-  if (!fs::create_directory(child, ec)) {
-    MESSAGE("skipped: cannot create " << child.string() << ": " << ec.message());
-    return;
-  }
-  // Moves this process back and removes the child on every way out.
-  struct cleanup {
-    fs::path parent, child;
-    ~cleanup() {
-      std::ofstream(parent / "cgroup.procs") << getpid() << "\n";
-      ::rmdir(child.c_str());
-    }
-  } guard{parent_dir, child};
-
-  constexpr std::uint64_t limit_bytes = 256_MiB;
-  std::ofstream(child / "memory.limit_in_bytes") << limit_bytes << "\n";
-  {
-    std::ofstream procs(child / "cgroup.procs");
-    procs << getpid() << "\n";
-    procs.flush();
-    REQUIRE_MESSAGE(procs.good(), "could not move into " << child.string());
-  }
-  const std::string child_path = (parent_path == "/" ? "" : parent_path) + "/" + name;
-
-  const host_sample inside = s.sample();
-  MESSAGE("inside " << inside.provenance.limit_cgroup_path() << ": limit " << inside.provenance.cgroup_limit_bytes
-                    << ", total " << inside.total_bytes << ", avail " << inside.avail_bytes << ", usage "
-                    << inside.cgroup_current_bytes);
-  CHECK(inside.provenance.cgroup == cgroup_mode::v1);
-  CHECK(inside.provenance.cgroup_limit_bytes <= limit_bytes);
-  if (before.provenance.cgroup_limit_bytes == 0 || before.provenance.cgroup_limit_bytes > limit_bytes) {
-    CHECK(inside.provenance.limit_cgroup_path() == child_path);
-    CHECK(inside.provenance.cgroup_limit_bytes == limit_bytes);
-    CHECK(inside.cgroup_max_bytes == limit_bytes);
-  }
-  CHECK(inside.total_bytes <= limit_bytes);
-  CHECK(inside.avail_bytes <= inside.total_bytes);
-
-  std::ofstream(fs::path(parent_dir) / "cgroup.procs") << getpid() << "\n";
-  const host_sample back = s.sample();
-  CHECK(back.provenance.limit_cgroup_path() == before.provenance.limit_cgroup_path());
-  CHECK(back.provenance.cgroup_limit_bytes == before.provenance.cgroup_limit_bytes);
-}
-
-TEST_CASE("the real kernel: a removed cgroup's kept-open file reads as missing, not as stale numbers") {
-  const std::string parent_dir = real_cgroup_dir(cgroup_mode::v1);
-  if (geteuid() != 0 || parent_dir.empty()) {
-    MESSAGE("skipped: needs root and a v1 memory hierarchy");
-    return;
-  }
-  const fs::path child = fs::path(parent_dir) / ("pnmem-source-test-" + std::to_string(getpid()));
-  std::error_code ec;
-  if (!fs::create_directory(child, ec)) {
-    MESSAGE("skipped: cannot create " << child.string() << ": " << ec.message());
-    return;
-  }
-  pnmem::detail::source_file f((child / "memory.usage_in_bytes").string());
-  std::vector<char> buf(4096);
-  const auto first = f.read(buf);
-  CHECK(first.status == pnmem::detail::source_status::ok);
-  CHECK(f.is_open());
-  REQUIRE(::rmdir(child.c_str()) == 0);
-  // The descriptor is still open; kernfs answers ENODEV, the reopen finds nothing.
-  const auto after = f.read(buf);
-  CHECK(after.status == pnmem::detail::source_status::missing);
-  CHECK_FALSE(f.is_open());
 }
