@@ -32,13 +32,16 @@ void add_root_option(CLI::App& app, std::string& root) {
       ->type_name("DIR");
 }
 
-platform_sampler make_sampler(const std::string& root) {
+// `watching`: arm PSI triggers (the watcher waits on them); a one-shot sample
+// has nothing to wait for, so it does not write triggers into the kernel.
+platform_sampler make_sampler(const std::string& root, bool watching) {
   if (root.empty()) throw usage_error("--root: \"\": empty directory");
   if (::access(root.c_str(), R_OK | X_OK) != 0) {
     throw usage_error(describe_bad_value("--root", root, "not a readable directory"));
   }
   pnmem::linux_sampler_options o;
   o.root = root;
+  if (!watching) o.psi_triggers.clear();
   return platform_sampler{o};
 }
 
@@ -62,7 +65,7 @@ void sample_command::add_to(CLI::App& parent) {
 
 
 command_output sample_command::run(const pnmem::policy& env_policy) const {
-  platform_sampler sampler = make_sampler(root_);
+  platform_sampler sampler = make_sampler(root_, false);
   pnmem::mem_state s;
   pnmem::assign_host(s, sampler.sample());
   s.sample_time_ns =
@@ -95,7 +98,7 @@ int watch_command::stream(const pnmem::policy& env_policy, bool json) const {
   o.step_down_dwell = std::chrono::milliseconds(parse_int_arg("--dwell", dwell_, 0));
   o.policy = env_policy;
   const int count = parse_int_arg("--count", count_, 0);
-  platform_sampler sampler = make_sampler(root_);
+  platform_sampler sampler = make_sampler(root_, true);
 
   // SIGINT/SIGTERM are taken synchronously by the main thread (sigtimedwait), so
   // block them before the watcher's thread starts: it inherits the mask.
