@@ -1,0 +1,138 @@
+// pnmem/engine/admit.hpp - the engine's one call before a request starts.
+//
+// The seed's pn_admit (engine.c), in its order:
+//   1. fail open when no watcher is running (nothing is known: never block on it);
+//   2. read the live snapshot; take the model's KV format, residency and window,
+//      and the die: the one the model names, else the measured die with the least
+//      free VRAM (the seed's "worst free VRAM" die);
+//   3. clamp the window with the ladder's rung 3 at the snapshot's level, and say
+//      so through the log sink:
+//        [ladder] TIGHT -> prefill window clamped 16384 -> 8192 (rung 3)
+//   4. admit_request, mapped to admitted / capped / denied.
+// The answer carries the reason, the level, the die and the window used.
+//
+//   pnmem::model_desc m{.kv = pnmem::kv_format::q4, .gpu_resident = true, .max_window = 16384};
+//   auto a = pnmem::admit(watcher, m, n_prompt_tokens, {.policy = policy, .log = log_line});
+//   if (a.status == pnmem::admit_status::denied) scheduler.notify_pressure(a.level);
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "pnmem/admission.hpp"
+#include "pnmem/engine/counters.hpp"
+#include "pnmem/ladder.hpp"
+#include "pnmem/level.hpp"
+#include "pnmem/mem_state.hpp"
+#include "pnmem/policy.hpp"
+
+namespace pnmem {
+
+// What the engine knows about the model a request runs on.
+struct model_desc {
+  kv_format kv = kv_format::q4;  // the format of the model's KV cache (fixed at its allocation)
+  bool gpu_resident = false;     // weights and KV on the die(s)
+  int max_window = 0;            // configured context window; <= 0 = none
+  int die = no_die;              // the die that bounds the host path; no_die = the tightest measured die
+  int max_slots = 1;             // configured decode slots (for the ladder plan)
+};
+
+enum class admit_status : std::uint8_t { admitted, capped, denied, fail_open };
+
+constexpr std::string_view to_string(admit_status s) noexcept {
+  switch (s) {
+    case admit_status::admitted: return "admitted";
+    case admit_status::capped: return "capped";
+    case admit_status::denied: return "denied";
+    case admit_status::fail_open: return "fail_open";
+  }
+  return "invalid";
+}
+
+struct admit_answer {
+  admit_status status = admit_status::fail_open;
+  int fit_tokens = 0;                  // tokens that may start (admitted: all; capped: the largest that fits)
+  admit_reason reason = admit_reason::fits;
+  mem_level level = mem_level::ok;     // the snapshot's level
+  int die = no_die;                    // the die the request was checked against
+  int window = 0;                      // the window admission used (after the ladder's clamp)
+  bool window_clamped = false;         // rung 3 reduced the configured window
+  admit_result detail{};               // admit_request's full result (need/limit bytes)
+};
+
+struct admit_options {
+  pnmem::policy policy = default_policy;
+  std::function<void(std::string_view)> log{};  // one line per event worth logging; empty = silent
+  engine_counters* counters = nullptr;         // counted into when set
+};
+
+// Upper-case level names, as the seed's log lines print them.
+constexpr std::string_view log_name(mem_level l) noexcept {
+  switch (l) {
+    case mem_level::ok: return "OK";
+    case mem_level::watch: return "WATCH";
+    case mem_level::tight: return "TIGHT";
+    case mem_level::critical: return "CRITICAL";
+  }
+  return "?";
+}
+
+// The decision on a snapshot already read: pure apart from the log line and the counters.
+inline admit_answer admit_snapshot(const mem_state& s, const model_desc& m, int n_tokens, const admit_options& o) {
+  admit_answer a;
+  a.level = s.level;
+  a.die = m.die != no_die ? m.die : tightest_die(s);
+  a.window = m.max_window;
+
+  const ladder_plan plan = ladder_plan_for(s.level, ladder_config{m.max_slots, m.max_window > 0 ? m.max_window : 0,
+                                                                  m.kv == kv_format::q4},
+                                           o.policy);
+  // A configured window of 0 (none) is never clamped by rung 3: the plan keeps 0.
+  if (plan.prefill_window > 0 && plan.prefill_window < m.max_window) {
+    a.window = plan.prefill_window;
+    a.window_clamped = true;
+    if (o.counters != nullptr) engine_counters::bump(o.counters->ladder_degradations[static_cast<std::size_t>(s.level)]);
+    if (o.log) {
+      char line[160];
+      std::snprintf(line, sizeof line, "[ladder] %s -> prefill window clamped %d -> %d (rung 3)",
+                    std::string(log_name(s.level)).c_str(), m.max_window, plan.prefill_window);
+      o.log(line);
+    }
+  }
+
+  request_spec rq;
+  rq.n_prompt = n_tokens;
+  rq.kv = m.kv;
+  rq.gpu_resident = m.gpu_resident;
+  rq.die = a.die;
+  rq.max_window = a.window;
+  a.detail = admit_request(rq, s, o.policy);
+  a.fit_tokens = a.detail.fit_tokens;
+  a.reason = a.detail.reason;
+  switch (a.detail.verdict) {
+    case verdict::admit: a.status = admit_status::admitted; break;
+    case verdict::cap: a.status = admit_status::capped; break;
+    case verdict::reject: a.status = admit_status::denied; break;
+  }
+  if (o.counters != nullptr) o.counters->count(a.detail);
+  return a;
+}
+
+// The seed's pn_admit over a live watcher (anything with running() and read()).
+template <class Watcher>
+admit_answer admit(const Watcher& w, const model_desc& m, int n_tokens, const admit_options& o = {}) {
+  if (!w.running()) {
+    admit_answer a;
+    a.status = admit_status::fail_open;
+    a.fit_tokens = n_tokens;
+    a.window = m.max_window;
+    if (o.counters != nullptr) engine_counters::bump(o.counters->fail_open);
+    return a;
+  }
+  return admit_snapshot(w.read(), m, n_tokens, o);
+}
+
+}  // namespace pnmem

@@ -1,0 +1,125 @@
+// The engine wrapper (pnmem/engine/admit.hpp): the seed's pn_admit order.
+#include "pnmem/engine/admit.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "test_support.hpp"
+
+using namespace pnmem;
+using pnmem::test::add_die;
+using pnmem::test::host_state;
+
+namespace {
+
+// Anything with running() and read() is a watcher to admit().
+struct fake_watcher {
+  bool is_running = true;
+  mem_state state;
+  bool running() const { return is_running; }
+  mem_state read() const { return state; }
+};
+
+fake_watcher at(mem_state s) {
+  fake_watcher w;
+  w.state = with_derived_level(s);
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("1. no watcher running: fail open, the whole prompt, counted") {
+  fake_watcher w = at(host_state(8 * GiB, 1 * GiB));  // CRITICAL, but nobody is watching
+  w.is_running = false;
+  engine_counters c;
+  const admit_answer a = admit(w, {.max_window = 4096}, 9000, {.counters = &c});
+  CHECK(a.status == admit_status::fail_open);
+  CHECK(a.fit_tokens == 9000);
+  CHECK(c.fail_open.load() == 1);
+  CHECK(to_string(admit_status::fail_open) == "fail_open");
+}
+
+TEST_CASE("3. at TIGHT rung 3 halves the window, logs the seed's line, and admission uses it") {
+  const std::uint64_t r = host_reserve_bytes(8 * GiB);
+  const fake_watcher w = at(host_state(8 * GiB, r + r / 8));  // TIGHT by bytes
+  REQUIRE(w.state.level == mem_level::tight);
+  std::vector<std::string> log;
+  engine_counters c;
+  const model_desc m{.kv = kv_format::q4, .gpu_resident = true, .max_window = 16384, .max_slots = 8};
+  const admit_answer a = admit(w, m, 12000, {.log = [&](std::string_view l) { log.emplace_back(l); }, .counters = &c});
+  REQUIRE(log.size() == 1);
+  CHECK(log[0] == "[ladder] TIGHT -> prefill window clamped 16384 -> 8192 (rung 3)");
+  CHECK(a.window == 8192);
+  CHECK(a.window_clamped);
+  CHECK(a.status == admit_status::capped);
+  CHECK(a.fit_tokens == 8192);
+  CHECK(a.reason == admit_reason::window);
+  CHECK(a.level == mem_level::tight);
+  CHECK(c.ladder_degradations[static_cast<std::size_t>(mem_level::tight)].load() == 1);
+  CHECK(c.capped[static_cast<std::size_t>(admit_reason::window)].load() == 1);
+}
+
+TEST_CASE("at OK nothing is clamped or logged; a prompt inside the window is admitted") {
+  const fake_watcher w = at(host_state(64 * GiB, 60 * GiB));
+  std::vector<std::string> log;
+  const admit_answer a = admit(w, {.gpu_resident = true, .max_window = 16384}, 12000,
+                               {.log = [&](std::string_view l) { log.emplace_back(l); }});
+  CHECK(log.empty());
+  CHECK(a.status == admit_status::admitted);
+  CHECK(a.fit_tokens == 12000);
+  CHECK_FALSE(a.window_clamped);
+  CHECK(a.window == 16384);
+}
+
+TEST_CASE("a configured window of 0 (none) is never clamped, even at CRITICAL") {
+  const fake_watcher w = at(host_state(64 * GiB, 60 * GiB, 0.0, 1.0));  // PSI full > 0: TIGHT
+  REQUIRE(w.state.level == mem_level::tight);
+  const admit_answer a = admit(w, {.gpu_resident = true, .max_window = 0}, 100000);
+  CHECK_FALSE(a.window_clamped);
+  CHECK(a.status == admit_status::admitted);
+}
+
+TEST_CASE("4. denials carry the reason and the level; counters by reason") {
+  engine_counters c;
+  const fake_watcher stalled = at(host_state(64 * GiB, 60 * GiB, 0.0, 20.0));
+  const admit_answer a = admit(stalled, {.gpu_resident = true}, 10, {.counters = &c});
+  CHECK(a.status == admit_status::denied);
+  CHECK(a.reason == admit_reason::psi_stall);
+  CHECK(a.level == mem_level::critical);
+  CHECK(c.denied[static_cast<std::size_t>(admit_reason::psi_stall)].load() == 1);
+
+  const fake_watcher inside = at(host_state(8 * GiB, 1 * GiB));
+  CHECK(admit(inside, {.gpu_resident = true}, 10).reason == admit_reason::host_reserve);
+}
+
+TEST_CASE("2. the die: the model's, else the measured die with the least free VRAM") {
+  mem_state s = host_state(64 * GiB, 60 * GiB);
+  s = add_die(add_die(add_die(s, 40 * GiB, 79 * GiB), 300 * MiB, 79 * GiB), 20 * GiB, 79 * GiB);
+  const fake_watcher w = at(s);
+  const admit_answer worst = admit(w, {.kv = kv_format::fp32}, 2000);  // host path: the die bounds it
+  CHECK(worst.die == 1);
+  CHECK(worst.status == admit_status::capped);  // 300 MiB holds the fixed buffers and a short prefix
+  CHECK(worst.reason == admit_reason::die_vram);
+  const admit_answer named = admit(w, {.kv = kv_format::fp32, .die = 0}, 2000);
+  CHECK(named.die == 0);
+  CHECK(named.status == admit_status::admitted);
+}
+
+TEST_CASE("the decision on a snapshot equals admit_request on the clamped window") {
+  pnmem::test::rng g{5};
+  for (int i = 0; i < 2000; ++i) {
+    mem_state s = host_state(8 * GiB + g.below(56 * GiB), 0, 0.0, g.below(5) == 0 ? 3.0 : 0.0);
+    s.host_avail_bytes = g.below(s.host_total_bytes);
+    s = with_derived_level(s);
+    const model_desc m{.kv = g.below(2) == 0 ? kv_format::q4 : kv_format::fp32, .gpu_resident = g.below(2) == 0,
+                       .max_window = static_cast<int>(g.below(40000)), .max_slots = 8};
+    const int n = static_cast<int>(g.below(60000));
+    const admit_answer a = admit_snapshot(s, m, n, {});
+    const int window = ladder_plan_for(s.level, {8, m.max_window, m.kv == kv_format::q4}).prefill_window;
+    CHECK(a.window == window);
+    const admit_result want = admit_request({n, m.kv, m.gpu_resident, tightest_die(s), window}, s);
+    CHECK(a.detail == want);
+  }
+}
