@@ -109,10 +109,10 @@ cmakedir=${cmakedir%/*}
 for f in pnmemConfig.cmake pnmemConfigVersion.cmake; do
   [ -f "$prefix/$cmakedir/$f" ] || fail "$cmakedir/$f not installed"
 done
-# Nothing but headers, the .pc file, the CMake package and the platform adapter's
-# static library (no programs).
+# Nothing but headers, the .pc file, the CMake package, the platform adapter's and the C ABI's
+# libraries (no programs).
 if grep -v -e '^include/pnmem/' -e "^${pcfile}\$" -e "^${cmakedir}/pnmemConfig\(Version\)\?\.cmake\$" \
-     -e '^lib[^/]*\(/[^/]*\)\?/libpnmem_[a-z]*\.a$' "$tmp/installed.txt"; then
+     -e '^lib[^/]*\(/[^/]*\)\?/libpnmem_[a-z]*\(\.a\|\.so[.0-9]*\)$' "$tmp/installed.txt"; then
   fail "unexpected files installed (above)"
 fi
 if grep -rnF -e "$tmp/stage" "$prefix/${pcfile%/*}" "$prefix/$cmakedir"; then

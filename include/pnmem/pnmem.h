@@ -1,0 +1,122 @@
+/* pnmem/pnmem.h - the C ABI, for engines written in C (C11).
+ *
+ * One process-wide watcher over the platform's sampler (Linux: /proc, PSI,
+ * cgroups), configured from the PN_* environment variables, and the engine's
+ * questions about it: admit a request, plan the ladder, feed a die, read the
+ * snapshot. Link with -lpnmem_c. Every call is thread-safe.
+ *
+ *   if (pnmem_watcher_start() != 0) { ... }          // fail open if it never starts
+ *   pnmem_model m = {.kv_q4 = 1, .gpu_resident = 1, .max_window = 16384, .die = -1, .max_slots = 8};
+ *   pnmem_admit_answer a;
+ *   pnmem_admit(&m, n_prompt_tokens, &a);
+ *   if (a.status == PNMEM_DENIED) { ... a.reason ... }
+ */
+#ifndef PNMEM_PNMEM_H
+#define PNMEM_PNMEM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PNMEM_MAX_DIES 16
+
+typedef enum pnmem_level {
+  PNMEM_LEVEL_OK = 0,
+  PNMEM_LEVEL_WATCH = 1,
+  PNMEM_LEVEL_TIGHT = 2,
+  PNMEM_LEVEL_CRITICAL = 3
+} pnmem_level;
+
+/* A copy of the live snapshot (the C++ mem_state's fields). */
+typedef struct pnmem_state {
+  uint64_t host_total_bytes;
+  uint64_t host_avail_bytes;
+  double host_psi_some_avg10;
+  double host_psi_full_avg10;
+  double host_psi_some_rate;
+  double host_psi_full_rate;
+  uint64_t cgroup_current_bytes;
+  uint64_t cgroup_high_bytes;
+  uint64_t cgroup_max_bytes;
+  int n_dies;
+  uint64_t per_die_free[PNMEM_MAX_DIES];
+  uint64_t per_die_budget[PNMEM_MAX_DIES];
+  uint64_t per_die_used[PNMEM_MAX_DIES];
+  uint64_t per_die_retiring[PNMEM_MAX_DIES];
+  pnmem_level level;
+  pnmem_level raw_level;
+  uint64_t seq;
+  int64_t sample_time_ns;
+} pnmem_state;
+
+/* Starts the watcher (idempotent; one synchronous sample first). 0 on success,
+ * -1 if it could not start (then pnmem_admit fails open). */
+int pnmem_watcher_start(void);
+void pnmem_watcher_stop(void);
+bool pnmem_watcher_running(void);
+void pnmem_watcher_poll_now(void);
+
+/* Copies the latest snapshot. 0 on success, -1 if out is NULL. */
+int pnmem_read(pnmem_state* out);
+
+/* Feeds one die's numbers (after cudaMemGetInfo). 0 on success, -1 for a die
+ * id outside [0, PNMEM_MAX_DIES). */
+int pnmem_set_die(int die, uint64_t free_bytes, uint64_t budget_bytes, uint64_t used_bytes, uint64_t retiring_bytes);
+
+typedef struct pnmem_model {
+  int kv_q4;        /* the model's KV cache is Q4 (else fp32) */
+  int gpu_resident; /* weights and KV on the die(s) */
+  int max_window;   /* configured context window; <= 0 = none */
+  int die;          /* the die bounding the host path; -1 = the tightest measured die */
+  int max_slots;    /* configured decode slots */
+} pnmem_model;
+
+typedef enum pnmem_admit_status {
+  PNMEM_ADMITTED = 0,
+  PNMEM_CAPPED = 1,
+  PNMEM_DENIED = 2,
+  PNMEM_FAIL_OPEN = 3
+} pnmem_admit_status;
+
+typedef struct pnmem_admit_answer {
+  pnmem_admit_status status;
+  int fit_tokens;     /* tokens that may start */
+  const char* reason; /* "fits", "window", "psi_stall", "host_reserve", "host_budget", "die_vram", "bad_request" */
+  pnmem_level level;  /* the snapshot's level */
+  int die;            /* the die checked, -1 for none */
+  int window;         /* the window used, after the ladder's clamp */
+  uint64_t need_bytes;
+  uint64_t limit_bytes;
+} pnmem_admit_answer;
+
+/* The seed's pn_admit. 0 on success, -1 if model or out is NULL. */
+int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out);
+
+typedef struct pnmem_ladder_plan {
+  pnmem_level level;
+  int max_slots;
+  bool force_kv_q4;
+  bool kv_evict;
+  int prefill_window;
+  bool degraded;
+  const char* note; /* a static string */
+} pnmem_ladder_plan;
+
+/* The ladder plan for a level and an operator config (the environment's PN_LADDER_DISABLE applies). */
+pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefill_window, bool kv_q4);
+
+/* Where pnmem's log lines go (e.g. the ladder's clamp line); NULL silences them. */
+typedef void (*pnmem_log_fn)(void* user, const char* line);
+void pnmem_set_log_sink(pnmem_log_fn fn, void* user);
+
+/* Lower-case name of a level ("ok", ...), a static string. */
+const char* pnmem_level_name(pnmem_level level);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PNMEM_PNMEM_H */

@@ -1,0 +1,240 @@
+// integration/c_api.cpp - include/pnmem/pnmem.h over the C++ library.
+//
+// One process-wide watcher over the platform sampler, created on first start
+// with the policy from the PN_* variables (bad values are logged through the
+// sink and their defaults stay). Functions never throw across the C boundary.
+#include "pnmem/pnmem.h"
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "pnmem/config.hpp"
+#include "pnmem/engine/admit.hpp"
+#include "pnmem/ladder.hpp"
+#include "pnmem/linux/linux_sampler.hpp"
+#include "pnmem/watcher.hpp"
+
+namespace {
+
+using platform_watcher = pnmem::watcher<pnmem::linux_sampler>;
+
+struct log_sink {
+  pnmem_log_fn fn = nullptr;
+  void* user = nullptr;
+};
+
+struct global_state {
+  std::mutex mu;  // guards creation, the sink, and start/stop
+  std::unique_ptr<platform_watcher> watcher;
+  pnmem::policy policy = pnmem::default_policy;
+  bool policy_loaded = false;
+  log_sink sink;
+
+  void log(std::string_view line) {
+    log_sink s;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      s = sink;
+    }
+    if (s.fn != nullptr) s.fn(s.user, std::string(line).c_str());
+  }
+
+  // Called with mu held.
+  const pnmem::policy& load_policy(std::vector<std::string>& errors) {
+    if (!policy_loaded) {
+      pnmem::env_config cfg = pnmem::policy_from_env();
+      policy = cfg.value;
+      for (const auto& e : cfg.errors) errors.push_back("pnmem: " + e.to_string());
+      policy_loaded = true;
+    }
+    return policy;
+  }
+};
+
+global_state& g() {
+  static global_state state;  // never destroyed before the engine's last call: static storage
+  return state;
+}
+
+pnmem_level to_c(pnmem::mem_level l) { return static_cast<pnmem_level>(static_cast<int>(l)); }
+
+pnmem::mem_level from_c(pnmem_level l) {
+  const int v = static_cast<int>(l);
+  return v < 0 ? pnmem::mem_level::ok : (v > 3 ? pnmem::mem_level::critical : static_cast<pnmem::mem_level>(v));
+}
+
+}  // namespace
+
+extern "C" {
+
+int pnmem_watcher_start(void) {
+  std::vector<std::string> errors;
+  int rc = -1;
+  try {
+    global_state& s = g();
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (!s.watcher) {
+      pnmem::watcher_options o;
+      o.policy = s.load_policy(errors);
+      s.watcher = std::make_unique<platform_watcher>(pnmem::linux_sampler{}, o);
+    }
+    rc = s.watcher->start() ? 0 : -1;
+  } catch (...) {
+    rc = -1;
+  }
+  for (const auto& e : errors) g().log(e);
+  return rc;
+}
+
+void pnmem_watcher_stop(void) {
+  global_state& s = g();
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (s.watcher) s.watcher->stop();
+}
+
+bool pnmem_watcher_running(void) {
+  global_state& s = g();
+  std::lock_guard<std::mutex> lk(s.mu);
+  return s.watcher && s.watcher->running();
+}
+
+void pnmem_watcher_poll_now(void) {
+  global_state& s = g();
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (!s.watcher) return;
+  try {
+    s.watcher->poll_now();
+  } catch (...) {
+  }
+}
+
+int pnmem_read(pnmem_state* out) {
+  if (out == nullptr) return -1;
+  pnmem::mem_state m;
+  {
+    global_state& s = g();
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (s.watcher) m = s.watcher->read();
+  }
+  *out = pnmem_state{};
+  out->host_total_bytes = m.host_total_bytes;
+  out->host_avail_bytes = m.host_avail_bytes;
+  out->host_psi_some_avg10 = m.host_psi_some_avg10;
+  out->host_psi_full_avg10 = m.host_psi_full_avg10;
+  out->host_psi_some_rate = m.host_psi_some_rate;
+  out->host_psi_full_rate = m.host_psi_full_rate;
+  out->cgroup_current_bytes = m.cgroup_current_bytes;
+  out->cgroup_high_bytes = m.cgroup_high_bytes;
+  out->cgroup_max_bytes = m.cgroup_max_bytes;
+  out->n_dies = pnmem::die_count(m);
+  for (std::size_t i = 0; i < PNMEM_MAX_DIES; ++i) {
+    out->per_die_free[i] = m.per_die_free[i];
+    out->per_die_budget[i] = m.per_die_budget[i];
+    out->per_die_used[i] = m.per_die_used[i];
+    out->per_die_retiring[i] = m.per_die_retiring[i];
+  }
+  out->level = to_c(m.level);
+  out->raw_level = to_c(m.raw_level);
+  out->seq = m.seq;
+  out->sample_time_ns = m.sample_time_ns;
+  return 0;
+}
+
+int pnmem_set_die(int die, uint64_t free_bytes, uint64_t budget_bytes, uint64_t used_bytes, uint64_t retiring_bytes) {
+  if (die < 0 || die >= PNMEM_MAX_DIES) return -1;
+  global_state& s = g();
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (!s.watcher) {
+    // Dies may be fed before start: create the watcher (not its thread) to hold them.
+    std::vector<std::string> unused;
+    pnmem::watcher_options o;
+    o.policy = s.load_policy(unused);
+    try {
+      s.watcher = std::make_unique<platform_watcher>(pnmem::linux_sampler{}, o);
+    } catch (...) {
+      return -1;
+    }
+  }
+  try {
+    return s.watcher->set_die(die, free_bytes, budget_bytes, used_bytes, retiring_bytes) == pnmem::set_die_status::ok
+               ? 0
+               : -1;
+  } catch (...) {
+    return -1;
+  }
+}
+
+int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out) {
+  if (model == nullptr || out == nullptr) return -1;
+  pnmem::model_desc m;
+  m.kv = model->kv_q4 != 0 ? pnmem::kv_format::q4 : pnmem::kv_format::fp32;
+  m.gpu_resident = model->gpu_resident != 0;
+  m.max_window = model->max_window;
+  m.die = model->die < 0 ? pnmem::no_die : model->die;
+  m.max_slots = model->max_slots;
+
+  bool running = false;
+  pnmem::mem_state snapshot;
+  pnmem::admit_options o;
+  {
+    global_state& s = g();
+    std::lock_guard<std::mutex> lk(s.mu);
+    running = s.watcher && s.watcher->running();
+    if (running) snapshot = s.watcher->read();
+    o.policy = s.policy;
+  }
+  std::string line;
+  o.log = [&line](std::string_view l) { line.assign(l); };
+  pnmem::admit_answer a;
+  if (running) {
+    a = pnmem::admit_snapshot(snapshot, m, n_tokens, o);
+  } else {
+    a.status = pnmem::admit_status::fail_open;
+    a.fit_tokens = n_tokens;
+    a.window = m.max_window;
+  }
+  if (!line.empty()) g().log(line);  // outside the lock: the sink may call back into pnmem
+
+  *out = pnmem_admit_answer{};
+  out->status = static_cast<pnmem_admit_status>(static_cast<int>(a.status));
+  out->fit_tokens = a.fit_tokens;
+  out->reason = pnmem::to_string(a.reason).data();  // string literals: NUL-terminated, static
+  out->level = to_c(a.level);
+  out->die = a.die;
+  out->window = a.window;
+  out->need_bytes = a.detail.need_bytes;
+  out->limit_bytes = a.detail.limit_bytes;
+  return 0;
+}
+
+pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefill_window, bool kv_q4) {
+  pnmem::policy p;
+  {
+    global_state& s = g();
+    std::lock_guard<std::mutex> lk(s.mu);
+    std::vector<std::string> unused;
+    p = s.load_policy(unused);
+  }
+  const pnmem::ladder_plan plan = pnmem::ladder_plan_for(from_c(level), {max_slots, prefill_window, kv_q4}, p);
+  pnmem_ladder_plan out{};
+  out.level = to_c(plan.level);
+  out.max_slots = plan.max_slots;
+  out.force_kv_q4 = plan.force_kv_q4;
+  out.kv_evict = plan.kv_evict;
+  out.prefill_window = plan.prefill_window;
+  out.degraded = plan.degraded;
+  out.note = plan.note;
+  return out;
+}
+
+void pnmem_set_log_sink(pnmem_log_fn fn, void* user) {
+  global_state& s = g();
+  std::lock_guard<std::mutex> lk(s.mu);
+  s.sink = log_sink{fn, user};
+}
+
+const char* pnmem_level_name(pnmem_level level) { return pnmem::to_string(from_c(level)).data(); }
+
+}  // extern "C"
