@@ -1,0 +1,574 @@
+// The back-pressure gate at each level, with many threads. No sleeps decide an
+// outcome: threads meet on latches, the test waits for the gate's own waiter
+// count, and deadlines are only safety nets (except in the deadline tests).
+#include "pnmem/engine/backpressure_gate.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <latch>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+#include <vector>
+
+#include "pnmem/ladder.hpp"
+#include "pnmem/watcher.hpp"
+
+using namespace pnmem;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The host half stays unsampled (total 0: skipped); die 0 sets the level.
+struct null_sampler {
+  host_sample sample() { return host_sample{}; }
+};
+static_assert(host_sampler<null_sampler>);
+
+constexpr std::uint64_t budget = 1600;
+
+void set_level(watcher<null_sampler>& w, mem_level l) {
+  std::uint64_t free_bytes = budget;
+  switch (l) {
+    case mem_level::ok: free_bytes = budget; break;
+    case mem_level::watch: free_bytes = budget / 8 - 1; break;
+    case mem_level::tight: free_bytes = budget / 16 - 1; break;
+    case mem_level::critical: free_bytes = 0; break;
+  }
+  REQUIRE(w.set_die(0, free_bytes, budget, budget - free_bytes) == set_die_status::ok);
+  REQUIRE(w.read().level == l);
+}
+
+// Safety net for every wait: a broken gate fails the test instead of hanging it.
+constexpr auto safety = 20s;
+
+auto far_deadline() { return std::chrono::steady_clock::now() + safety; }
+
+// Yields until `pred` holds (or the safety net runs out).
+template <class Pred>
+bool eventually(Pred pred) {
+  const auto end = std::chrono::steady_clock::now() + safety;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// Per-status tallies of what threads got back.
+struct tally {
+  std::array<std::atomic<int>, 5> by{};
+  void add(gate_status s) { by[static_cast<std::size_t>(s)].fetch_add(1); }
+  int operator[](gate_status s) const { return by[static_cast<std::size_t>(s)].load(); }
+};
+
+void join_all(std::vector<std::thread>& ts) {
+  for (auto& t : ts) t.join();
+  ts.clear();
+}
+
+constexpr int many = 16;
+
+}  // namespace
+
+TEST_CASE("gate: status names") {
+  CHECK(to_string(gate_status::acquired) == "acquired");
+  CHECK(to_string(gate_status::overloaded) == "overloaded");
+  CHECK(to_string(gate_status::timed_out) == "timed_out");
+  CHECK(to_string(gate_status::cancelled) == "cancelled");
+  CHECK(to_string(gate_status::queue_full) == "queue_full");
+}
+
+TEST_CASE("gate: OK, acquires proceed up to capacity, slots are RAII") {
+  backpressure_gate gate{8};
+  CHECK(gate.pushed_level() == mem_level::ok);
+  std::vector<gate_slot> held;
+  for (int i = 0; i < 8; ++i) {
+    auto r = gate.try_acquire();
+    REQUIRE(r.status == gate_status::acquired);
+    CHECK(r.slot.holds());
+    held.push_back(std::move(r.slot));
+  }
+  CHECK(gate.in_use() == 8);
+  auto full = gate.try_acquire();
+  CHECK(full.status == gate_status::timed_out);
+  CHECK_FALSE(full.slot.holds());
+  CHECK_FALSE(full);
+
+  held.pop_back();  // destroyed: returned
+  CHECK(gate.in_use() == 7);
+  {
+    auto r = gate.try_acquire();
+    CHECK(r);
+    CHECK(gate.in_use() == 8);
+    gate_slot moved = std::move(r.slot);
+    CHECK_FALSE(r.slot.holds());
+    moved.release();
+    moved.release();  // idempotent
+    CHECK(gate.in_use() == 7);
+  }
+  // detach / release(): the C-ABI style
+  auto r = gate.try_acquire();
+  REQUIRE(r);
+  r.slot.detach();
+  CHECK(gate.in_use() == 8);
+  gate.release();
+  CHECK(gate.in_use() == 7);
+  held.clear();
+  CHECK(gate.in_use() == 0);
+}
+
+TEST_CASE("gate: OK, many threads never exceed capacity") {
+  engine_counters counters;
+  backpressure_gate gate{4, 64, &counters};
+  constexpr int rounds = 200;
+  std::atomic<int> holders{0};
+  std::atomic<int> max_holders{0};
+  std::atomic<int> acquired{0};
+  std::latch start{many};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < many; ++t) {
+    ts.emplace_back([&] {
+      start.arrive_and_wait();
+      for (int i = 0; i < rounds; ++i) {
+        auto r = gate.acquire(far_deadline());
+        if (!r) continue;
+        const int now = holders.fetch_add(1) + 1;
+        int seen = max_holders.load();
+        while (now > seen && !max_holders.compare_exchange_weak(seen, now)) {
+        }
+        acquired.fetch_add(1);
+        holders.fetch_sub(1);
+      }
+    });
+  }
+  join_all(ts);
+  CHECK(acquired.load() == many * rounds);
+  CHECK(max_holders.load() <= 4);
+  CHECK(max_holders.load() >= 1);
+  CHECK(gate.in_use() == 0);
+  CHECK(gate.waiting() == 0);
+  CHECK(counters.gate_acquired.load() == static_cast<std::uint64_t>(many * rounds));
+}
+
+TEST_CASE("gate: TIGHT pushed holds new acquirers; the watcher going below TIGHT releases them all") {
+  watcher<null_sampler> w{null_sampler{}};
+  engine_counters counters;
+  backpressure_gate gate{many, 64, &counters};
+  auto conn = gate.connect(w);
+  CHECK(conn.connected());
+
+  set_level(w, mem_level::tight);  // the watcher alone at TIGHT does not hold (D3)
+  CHECK(gate.pushed_level() == mem_level::ok);
+  CHECK(gate.try_acquire());
+
+  gate.notify_pressure(mem_level::tight);  // a denial pushes it
+  CHECK(gate.pushed_level() == mem_level::tight);
+  gate.notify_pressure(mem_level::watch);  // never lowers
+  CHECK(gate.pushed_level() == mem_level::tight);
+  CHECK(gate.try_acquire().status == gate_status::timed_out);  // would have to wait
+
+  tally got;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < many; ++t) {
+    ts.emplace_back([&] { got.add(gate.acquire(far_deadline()).status); });
+  }
+  REQUIRE(eventually([&] { return gate.waiting() == static_cast<std::size_t>(many); }));
+  CHECK(got[gate_status::acquired] == 0);
+  CHECK(gate.in_use() == 0);
+
+  set_level(w, mem_level::watch);  // tight -> watch: below TIGHT, clears
+  join_all(ts);
+  CHECK(got[gate_status::acquired] == many);
+  CHECK(gate.pushed_level() == mem_level::ok);
+  CHECK(gate.waiting() == 0);
+  CHECK(counters.gate_waits.load() == static_cast<std::uint64_t>(many));
+  CHECK(counters.gate_acquired.load() == static_cast<std::uint64_t>(many + 1));
+}
+
+TEST_CASE("gate: waiters are served first come, first served") {
+  backpressure_gate gate{1};
+  auto holder = gate.try_acquire();
+  REQUIRE(holder);
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<std::thread> ts;
+  constexpr int n = 8;
+  for (int i = 0; i < n; ++i) {
+    ts.emplace_back([&, i] {
+      auto r = gate.acquire(far_deadline());
+      REQUIRE(r);
+      std::lock_guard<std::mutex> lk(mu);
+      order.push_back(i);
+    });  // the slot is returned as the thread ends, granting the next one
+    REQUIRE(eventually([&] { return gate.waiting() == static_cast<std::size_t>(i + 1); }));
+  }
+  // A newcomer never overtakes a waiter, even right after a release.
+  holder.slot.release();
+  join_all(ts);
+  REQUIRE(order.size() == static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) CHECK(order[static_cast<std::size_t>(i)] == i);
+}
+
+TEST_CASE("gate: a newcomer does not overtake waiters") {
+  backpressure_gate gate{2};
+  gate.notify_pressure(mem_level::tight);
+  std::vector<std::thread> ts;
+  std::latch granted{1};
+  std::latch finish{1};
+  ts.emplace_back([&] {
+    auto r = gate.acquire(far_deadline());
+    CHECK(r);
+    granted.count_down();
+    finish.wait();
+  });
+  REQUIRE(eventually([&] { return gate.waiting() == 1; }));
+  // Capacity 2, nothing in use, but held: try_acquire must not jump the queue.
+  CHECK(gate.try_acquire().status == gate_status::timed_out);
+  gate.clear();
+  granted.wait();
+  CHECK(gate.in_use() == 1);
+  CHECK(gate.try_acquire());  // the queue is empty now; one slot left
+  finish.count_down();
+  join_all(ts);
+  CHECK(gate.in_use() == 0);
+}
+
+TEST_CASE("gate: CRITICAL fails every waiter and every new acquirer with overloaded") {
+  engine_counters counters;
+  backpressure_gate gate{4, 64, &counters};
+  auto held = gate.try_acquire();
+  REQUIRE(held);
+
+  SUBCASE("pushed by a denial") {
+    gate.notify_pressure(mem_level::tight);
+    tally got;
+    std::vector<std::thread> ts;
+    for (int t = 0; t < many; ++t) ts.emplace_back([&] { got.add(gate.acquire(far_deadline()).status); });
+    REQUIRE(eventually([&] { return gate.waiting() == static_cast<std::size_t>(many); }));
+
+    gate.notify_pressure(mem_level::critical);
+    join_all(ts);  // at once: no deadline ran out
+    CHECK(got[gate_status::overloaded] == many);
+    CHECK(gate.waiting() == 0);
+
+    // New acquirers fail fast, slots free or not, from many threads.
+    std::latch start{many};
+    for (int t = 0; t < many; ++t) {
+      ts.emplace_back([&] {
+        start.arrive_and_wait();
+        got.add(gate.acquire(far_deadline()).status);
+        got.add(gate.try_acquire().status);
+      });
+    }
+    join_all(ts);
+    CHECK(got[gate_status::overloaded] == 3 * many);
+    CHECK(got[gate_status::acquired] == 0);
+    CHECK(counters.gate_overloaded.load() == static_cast<std::uint64_t>(3 * many));
+    gate.notify_pressure(mem_level::ok);  // a push never lowers
+    CHECK(gate.pushed_level() == mem_level::critical);
+    gate.clear();
+    CHECK(gate.try_acquire());
+  }
+
+  SUBCASE("reported by the watcher, then cleared by it") {
+    watcher<null_sampler> w{null_sampler{}};
+    auto conn = gate.connect(w);
+    gate.notify_pressure(mem_level::tight);
+    tally got;
+    std::vector<std::thread> ts;
+    for (int t = 0; t < many; ++t) ts.emplace_back([&] { got.add(gate.acquire(far_deadline()).status); });
+    REQUIRE(eventually([&] { return gate.waiting() == static_cast<std::size_t>(many); }));
+
+    set_level(w, mem_level::critical);
+    join_all(ts);
+    CHECK(got[gate_status::overloaded] == many);
+    CHECK(gate.pushed_level() == mem_level::critical);
+    CHECK(gate.try_acquire().status == gate_status::overloaded);
+
+    // CRITICAL -> TIGHT: hold (wait), stop shedding.
+    set_level(w, mem_level::tight);
+    CHECK(gate.pushed_level() == mem_level::tight);
+    CHECK(gate.try_acquire().status == gate_status::timed_out);
+
+    set_level(w, mem_level::ok);
+    CHECK(gate.pushed_level() == mem_level::ok);
+    CHECK(gate.try_acquire());
+  }
+}
+
+TEST_CASE("gate: connecting to a watcher already at CRITICAL pushes CRITICAL") {
+  watcher<null_sampler> w{null_sampler{}};
+  set_level(w, mem_level::critical);
+  backpressure_gate gate{2};
+  auto conn = gate.connect(w);
+  CHECK(gate.pushed_level() == mem_level::critical);
+  CHECK(gate.try_acquire().status == gate_status::overloaded);
+  set_level(w, mem_level::ok);
+  CHECK(gate.try_acquire());
+}
+
+TEST_CASE("gate: the connection unsubscribes on destruction") {
+  watcher<null_sampler> w{null_sampler{}};
+  backpressure_gate gate{2};
+  set_level(w, mem_level::tight);
+  {
+    auto conn = gate.connect(w);
+    gate_connection moved = std::move(conn);
+    CHECK_FALSE(conn.connected());
+    CHECK(moved.connected());
+  }
+  gate.notify_pressure(mem_level::tight);
+  set_level(w, mem_level::ok);  // nobody listening: stays pushed
+  CHECK(gate.pushed_level() == mem_level::tight);
+
+  // A connection that outlives its gate is harmless.
+  gate_connection late;
+  {
+    backpressure_gate g2{1};
+    late = g2.connect(w);
+  }
+  set_level(w, mem_level::critical);
+  set_level(w, mem_level::ok);
+  late.disconnect();
+  CHECK_FALSE(late.connected());
+}
+
+TEST_CASE("gate: deadlines give timed_out") {
+  engine_counters counters;
+  backpressure_gate gate{1, 64, &counters};
+  auto held = gate.try_acquire();
+  REQUIRE(held);
+
+  // Already passed: queued, then timed out at once.
+  CHECK(gate.acquire(std::chrono::steady_clock::now() - 1s).status == gate_status::timed_out);
+
+  tally got;
+  std::vector<std::thread> ts;
+  std::latch start{many};
+  for (int t = 0; t < many; ++t) {
+    ts.emplace_back([&] {
+      start.arrive_and_wait();
+      got.add(gate.acquire_for(20ms).status);
+    });
+  }
+  join_all(ts);
+  CHECK(got[gate_status::timed_out] == many);
+  CHECK(gate.waiting() == 0);
+  CHECK(gate.in_use() == 1);
+  // Any clock's time_point.
+  CHECK(gate.acquire(std::chrono::system_clock::now() + 1ms).status == gate_status::timed_out);
+  CHECK(counters.gate_timed_out.load() == static_cast<std::uint64_t>(many + 2));
+  CHECK(counters.gate_waits.load() == static_cast<std::uint64_t>(many + 2));
+  held.slot.release();
+  CHECK(gate.acquire_for(0ms));  // free: acquired without waiting
+}
+
+TEST_CASE("gate: a stop request gives cancelled") {
+  engine_counters counters;
+  backpressure_gate gate{1, 64, &counters};
+  gate.notify_pressure(mem_level::tight);
+
+  std::stop_source stopped;
+  stopped.request_stop();
+  CHECK(gate.acquire(far_deadline(), stopped.get_token()).status == gate_status::cancelled);
+
+  tally got;
+  std::vector<std::stop_source> sources(many);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < many; ++t) {
+    ts.emplace_back([&, t] {
+      got.add(gate.acquire(far_deadline(), sources[static_cast<std::size_t>(t)].get_token()).status);
+    });
+  }
+  REQUIRE(eventually([&] { return gate.waiting() == static_cast<std::size_t>(many); }));
+  for (auto& s : sources) s.request_stop();
+  join_all(ts);
+  CHECK(got[gate_status::cancelled] == many);
+  CHECK(gate.waiting() == 0);
+  CHECK(counters.gate_cancelled.load() == static_cast<std::uint64_t>(many + 1));
+
+  // std::jthread's own token, stopped by its destructor.
+  std::atomic<int> result{-1};
+  {
+    std::jthread jt([&](std::stop_token st) { result.store(static_cast<int>(gate.acquire(far_deadline(), st).status)); });
+    REQUIRE(eventually([&] { return gate.waiting() == 1; }));
+  }
+  CHECK(result.load() == static_cast<int>(gate_status::cancelled));
+}
+
+TEST_CASE("gate: the waiter queue is bounded") {
+  engine_counters counters;
+  constexpr std::size_t bound = 4;
+  backpressure_gate gate{1, bound, &counters};
+  auto held = gate.try_acquire();
+  REQUIRE(held);
+
+  tally got;
+  std::vector<std::thread> waiters;
+  for (std::size_t i = 0; i < bound; ++i) waiters.emplace_back([&] { got.add(gate.acquire(far_deadline()).status); });
+  REQUIRE(eventually([&] { return gate.waiting() == bound; }));
+
+  std::vector<std::thread> extra;
+  std::latch start{many};
+  for (int t = 0; t < many; ++t) {
+    extra.emplace_back([&] {
+      start.arrive_and_wait();
+      got.add(gate.acquire(far_deadline()).status);
+    });
+  }
+  join_all(extra);
+  CHECK(got[gate_status::queue_full] == many);
+  CHECK(counters.gate_queue_full.load() == static_cast<std::uint64_t>(many));
+
+  held.slot.release();  // each waiter's slot returns as its thread ends
+  join_all(waiters);
+  CHECK(got[gate_status::acquired] == static_cast<int>(bound));
+
+  backpressure_gate never_waits{1, 0};
+  auto h = never_waits.try_acquire();
+  CHECK(never_waits.acquire(far_deadline()).status == gate_status::queue_full);
+}
+
+TEST_CASE("gate: the slot ceiling follows the ladder's rung 2") {
+  const ladder_config cfg{.max_slots = 8, .prefill_window = 16384, .kv_q4 = false};
+  backpressure_gate gate{ladder_plan_for(mem_level::ok, cfg).max_slots};
+  CHECK(gate.capacity() == 8);
+  std::vector<gate_slot> held;
+  for (int i = 0; i < 8; ++i) {
+    auto r = gate.try_acquire();
+    REQUIRE(r);
+    held.push_back(std::move(r.slot));
+  }
+
+  gate.set_capacity(ladder_plan_for(mem_level::tight, cfg).max_slots);
+  CHECK(gate.capacity() == 4);
+  CHECK(gate.in_use() == 8);  // nothing revoked
+  held.resize(4);             // four returned: 4 in use, ceiling 4
+  CHECK(gate.try_acquire().status == gate_status::timed_out);
+
+  gate.set_capacity(ladder_plan_for(mem_level::critical, cfg).max_slots);
+  CHECK(gate.capacity() == 1);
+  held.resize(1);
+  CHECK(gate.try_acquire().status == gate_status::timed_out);
+  held.clear();
+  auto one = gate.try_acquire();
+  CHECK(one);
+  CHECK(gate.try_acquire().status == gate_status::timed_out);
+
+  // Raising the ceiling wakes waiters.
+  tally got;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 7; ++t) {
+    ts.emplace_back([&] {
+      auto r = gate.acquire(far_deadline());
+      got.add(r.status);
+      r.slot.detach();  // keep the slot past the thread
+    });
+  }
+  REQUIRE(eventually([&] { return gate.waiting() == 7; }));
+  gate.set_capacity(ladder_plan_for(mem_level::ok, cfg).max_slots);
+  join_all(ts);
+  CHECK(got[gate_status::acquired] == 7);
+  CHECK(gate.in_use() == 8);
+  for (int i = 0; i < 7; ++i) gate.release();
+
+  gate.set_capacity(0);  // below 1 is 1, as the ladder
+  CHECK(gate.capacity() == 1);
+}
+
+TEST_CASE("gate: counters over one deterministic sequence") {
+  engine_counters c;
+  backpressure_gate gate{1, 1, &c};
+  auto a = gate.try_acquire();                                        // acquired
+  CHECK(gate.try_acquire().status == gate_status::timed_out);         // timed_out (no wait)
+  CHECK(gate.acquire(std::chrono::steady_clock::now()).status == gate_status::timed_out);  // wait + timed_out
+  std::stop_source s;
+  s.request_stop();
+  CHECK(gate.acquire(far_deadline(), s.get_token()).status == gate_status::cancelled);  // cancelled
+  std::thread waiter([&] { CHECK(gate.acquire(far_deadline()).status == gate_status::overloaded); });
+  REQUIRE(eventually([&] { return gate.waiting() == 1; }));
+  CHECK(gate.acquire(far_deadline()).status == gate_status::queue_full);  // queue_full
+  gate.notify_pressure(mem_level::critical);                              // the waiter: overloaded
+  waiter.join();
+  CHECK(gate.try_acquire().status == gate_status::overloaded);
+
+  CHECK(c.gate_acquired.load() == 1);
+  CHECK(c.gate_timed_out.load() == 2);
+  CHECK(c.gate_waits.load() == 2);
+  CHECK(c.gate_cancelled.load() == 1);
+  CHECK(c.gate_queue_full.load() == 1);
+  CHECK(c.gate_overloaded.load() == 2);
+}
+
+TEST_CASE("gate: stress, levels and capacity change under many acquirers") {
+  watcher<null_sampler> w{null_sampler{}};
+  engine_counters counters;
+  const ladder_config cfg{.max_slots = 8};
+  backpressure_gate gate{8, 8, &counters};
+  auto conn = gate.connect(w);
+
+  constexpr int rounds = 150;
+  std::atomic<bool> done{false};
+  std::atomic<int> holders{0};
+  std::atomic<int> max_holders{0};
+  tally got;
+  std::latch start{many + 1};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < many; ++t) {
+    ts.emplace_back([&, t] {
+      std::stop_source src;
+      start.arrive_and_wait();
+      for (int i = 0; i < rounds; ++i) {
+        if ((i + t) % 37 == 0) src.request_stop();
+        auto r = (i % 5 == 0) ? gate.try_acquire() : gate.acquire_for(2ms, src.get_token());
+        got.add(r.status);
+        if (r) {
+          const int now = holders.fetch_add(1) + 1;
+          int seen = max_holders.load();
+          while (now > seen && !max_holders.compare_exchange_weak(seen, now)) {
+          }
+          holders.fetch_sub(1);
+        }
+        if (src.stop_requested()) src = std::stop_source{};
+      }
+    });
+  }
+  std::thread driver([&] {
+    start.arrive_and_wait();
+    const mem_level cycle[] = {mem_level::ok, mem_level::tight, mem_level::ok,  mem_level::watch,
+                               mem_level::critical, mem_level::tight, mem_level::ok};
+    std::size_t k = 0;
+    while (!done.load()) {
+      const mem_level l = cycle[k++ % std::size(cycle)];
+      set_level(w, l);
+      gate.set_capacity(ladder_plan_for(l, cfg).max_slots);
+      if (k % 3 == 0) gate.notify_pressure(mem_level::tight);
+      std::this_thread::yield();
+    }
+    set_level(w, mem_level::tight);  // a change to below TIGHT clears any last push
+    set_level(w, mem_level::ok);
+    gate.set_capacity(8);
+  });
+  join_all(ts);
+  done.store(true);
+  driver.join();
+
+  int total = 0;
+  for (int i = 0; i < 5; ++i) total += got[static_cast<gate_status>(i)];
+  CHECK(total == many * rounds);
+  CHECK(got[gate_status::acquired] > 0);
+  CHECK(max_holders.load() <= 8);
+  CHECK(gate.in_use() == 0);
+  CHECK(gate.waiting() == 0);
+  CHECK(gate.pushed_level() == mem_level::ok);
+  const std::uint64_t counted = counters.gate_acquired.load() + counters.gate_overloaded.load() +
+                                counters.gate_timed_out.load() + counters.gate_cancelled.load() +
+                                counters.gate_queue_full.load();
+  CHECK(counted == static_cast<std::uint64_t>(many * rounds));
+}
