@@ -5,6 +5,7 @@
 // sink and their defaults stay). Functions never throw across the C boundary.
 #include "pnmem/pnmem.h"
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "pnmem/config.hpp"
 #include "pnmem/engine/admit.hpp"
+#include "pnmem/engine/backpressure_gate.hpp"
 #include "pnmem/ladder.hpp"
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/watcher.hpp"
@@ -66,6 +68,12 @@ pnmem::mem_level from_c(pnmem_level l) {
 }
 
 }  // namespace
+
+struct pnmem_gate {
+  pnmem::backpressure_gate gate;
+  pnmem::gate_connection connection;  // declared after the gate: disconnects first
+  pnmem_gate(int slots, std::size_t waiters) : gate(slots, waiters) {}
+};
 
 extern "C" {
 
@@ -233,6 +241,50 @@ void pnmem_set_log_sink(pnmem_log_fn fn, void* user) {
   global_state& s = g();
   std::lock_guard<std::mutex> lk(s.mu);
   s.sink = log_sink{fn, user};
+}
+
+pnmem_gate* pnmem_gate_create(int max_slots, int max_waiters) {
+  try {
+    auto gate = std::make_unique<pnmem_gate>(max_slots, static_cast<std::size_t>(max_waiters < 0 ? 0 : max_waiters));
+    global_state& s = g();
+    std::lock_guard<std::mutex> lk(s.mu);
+    if (s.watcher) gate->connection = gate->gate.connect(*s.watcher);
+    return gate.release();
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void pnmem_gate_destroy(pnmem_gate* gate) { delete gate; }
+
+pnmem_gate_status pnmem_gate_acquire(pnmem_gate* gate, int64_t timeout_ms) {
+  if (gate == nullptr) return PNMEM_GATE_ERROR;
+  try {
+    pnmem::gate_result r = gate->gate.acquire_for(std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
+    switch (r.status) {
+      case pnmem::gate_status::acquired:
+        r.slot.detach();  // C callers return it with pnmem_gate_release
+        return PNMEM_GATE_ACQUIRED;
+      case pnmem::gate_status::overloaded: return PNMEM_GATE_OVERLOADED;
+      case pnmem::gate_status::timed_out: return PNMEM_GATE_TIMED_OUT;
+      case pnmem::gate_status::queue_full: return PNMEM_GATE_QUEUE_FULL;
+      case pnmem::gate_status::cancelled: return PNMEM_GATE_TIMED_OUT;  // no stop token from C
+    }
+  } catch (...) {
+  }
+  return PNMEM_GATE_ERROR;
+}
+
+void pnmem_gate_release(pnmem_gate* gate) {
+  if (gate != nullptr) gate->gate.release();
+}
+
+void pnmem_gate_notify_pressure(pnmem_gate* gate, pnmem_level level) {
+  if (gate != nullptr) gate->gate.notify_pressure(from_c(level));
+}
+
+void pnmem_gate_set_capacity(pnmem_gate* gate, int max_slots) {
+  if (gate != nullptr) gate->gate.set_capacity(max_slots);
 }
 
 const char* pnmem_level_name(pnmem_level level) { return pnmem::to_string(from_c(level)).data(); }

@@ -112,6 +112,30 @@ pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefil
 typedef void (*pnmem_log_fn)(void* user, const char* line);
 void pnmem_set_log_sink(pnmem_log_fn fn, void* user);
 
+/* The back-pressure gate (the seed's D3) in front of decode-slot acquisition. */
+typedef struct pnmem_gate pnmem_gate;
+
+typedef enum pnmem_gate_status {
+  PNMEM_GATE_ACQUIRED = 0,
+  PNMEM_GATE_OVERLOADED = 1, /* CRITICAL: fail the request now ("overloaded, retry", the seed's 503) */
+  PNMEM_GATE_TIMED_OUT = 2,
+  PNMEM_GATE_QUEUE_FULL = 3,
+  PNMEM_GATE_ERROR = 4       /* NULL gate, or no memory */
+} pnmem_gate_status;
+
+/* A gate with `max_slots` slots and at most `max_waiters` waiting acquirers,
+ * following the process watcher's level changes (start the watcher first).
+ * NULL on failure. */
+pnmem_gate* pnmem_gate_create(int max_slots, int max_waiters);
+void pnmem_gate_destroy(pnmem_gate* gate);
+/* Waits up to timeout_ms for a slot; each ACQUIRED needs one pnmem_gate_release. */
+pnmem_gate_status pnmem_gate_acquire(pnmem_gate* gate, int64_t timeout_ms);
+void pnmem_gate_release(pnmem_gate* gate);
+/* A denied admission pushes its level (the seed's bs_notify_pressure). */
+void pnmem_gate_notify_pressure(pnmem_gate* gate, pnmem_level level);
+/* The ladder's rung 2: the slot ceiling now. */
+void pnmem_gate_set_capacity(pnmem_gate* gate, int max_slots);
+
 /* Lower-case name of a level ("ok", ...), a static string. */
 const char* pnmem_level_name(pnmem_level level);
 

@@ -74,6 +74,26 @@ int main(void) {
   CHECK(p.degraded);
   CHECK(p.note != NULL && strstr(p.note, "tight") != NULL);
 
+  /* The gate: two slots; a denial's CRITICAL fails acquirers fast; clearing needs the watcher. */
+  pnmem_gate* gate = pnmem_gate_create(2, 4);
+  CHECK(gate != NULL);
+  CHECK(pnmem_gate_acquire(NULL, 0) == PNMEM_GATE_ERROR);
+  CHECK(pnmem_gate_acquire(gate, 0) == PNMEM_GATE_ACQUIRED);
+  CHECK(pnmem_gate_acquire(gate, 0) == PNMEM_GATE_ACQUIRED);
+  CHECK(pnmem_gate_acquire(gate, 10) == PNMEM_GATE_TIMED_OUT); /* both slots taken */
+  pnmem_gate_release(gate);
+  CHECK(pnmem_gate_acquire(gate, 0) == PNMEM_GATE_ACQUIRED);
+  pnmem_gate_release(gate);
+  pnmem_gate_release(gate);
+  pnmem_gate_notify_pressure(gate, PNMEM_LEVEL_CRITICAL);
+  CHECK(pnmem_gate_acquire(gate, 1000) == PNMEM_GATE_OVERLOADED);
+  /* The watcher reports the box back at OK: the gate clears by subscription. */
+  CHECK(pnmem_set_die(0, 16 * gib, 16 * gib, 0, 0) == 0);
+  pnmem_read(&s);
+  if (s.level < PNMEM_LEVEL_TIGHT) CHECK(pnmem_gate_acquire(gate, 1000) == PNMEM_GATE_ACQUIRED);
+  pnmem_gate_destroy(gate);
+  pnmem_gate_destroy(NULL);
+
   pnmem_set_log_sink(NULL, NULL);
   pnmem_watcher_poll_now();
   pnmem_watcher_stop();
