@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../exposition_check.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/linux/linux_sampler.hpp"
 #include "run_process.hpp"
@@ -140,4 +141,93 @@ TEST_CASE("bad sample/watch arguments exit 2 with one line") {
     CHECK(r.out.empty());
     CHECK(pnmem_test::lines_of(r.err).size() == 1);
   }
+}
+
+// --- pnmem metrics / pnmem probe ---------------------------------------------------
+
+TEST_CASE("pnmem metrics --root: every fixture gives valid exposition text with the sampler's numbers") {
+  for (const char* name : {"v1_limit", "v2_nested", "v2_unlimited", "no_cgroup", "no_psi", "truncated", "garbage",
+                           "garbage_self_cgroup", "container_v1_subtree", "container_v2_subtree"}) {
+    CAPTURE(name);
+    const auto r = pnmem_run({"metrics", "--root", fixture(name)});
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.err.empty());
+    const auto ex = pnmem_test::check_exposition(r.out);
+    std::string errors;
+    for (const auto& e : ex.errors) errors += e + "\n";
+    INFO("output:\n", r.out, "\nerrors:\n", errors);
+    CHECK(ex.errors.empty());
+
+    pnmem::linux_sampler_options o;
+    o.root = fixture(name);
+    pnmem::linux_sampler sampler{o};
+    const pnmem::host_sample h = sampler.sample();
+    pnmem::mem_state s;
+    pnmem::assign_host(s, h);
+    CHECK(ex.value("pnmem_level") == static_cast<double>(pnmem::derive_level(s)));
+    CHECK(ex.value("pnmem_host_total_bytes") == static_cast<double>(h.total_bytes));
+    CHECK(ex.value("pnmem_host_avail_bytes") == static_cast<double>(h.avail_bytes));
+    CHECK(ex.value("pnmem_psi_avg10_percent", {{"kind", "some"}}) == h.psi_some_avg10);
+    CHECK(ex.value("pnmem_cgroup_limit_bytes") == static_cast<double>(h.provenance.cgroup_limit_bytes));
+    CHECK(ex.value("pnmem_provenance_info", {{"cgroup_mode", std::string(pnmem::to_string(h.provenance.cgroup))},
+                                             {"psi_mode", std::string(pnmem::to_string(h.provenance.psi))},
+                                             {"limit_cgroup", std::string(h.provenance.limit_cgroup_path())}}) == 1.0);
+    CHECK(ex.value("pnmem_source_read", {{"source", "meminfo"}}) ==
+          (h.provenance.read(pnmem::host_source::meminfo) ? 1.0 : 0.0));
+    CHECK(ex.count("pnmem_admissions_total") == 0);  // no engine, no counters
+  }
+}
+
+TEST_CASE("pnmem --json metrics: the exposition inside an object") {
+  const auto r = pnmem_run({"--json", "metrics", "--root", fixture("v2_unlimited")});
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out, nullptr, false);
+  REQUIRE(j.is_object());
+  CHECK(j.at("content_type").get<std::string>().find("version=0.0.4") != std::string::npos);
+  CHECK(pnmem_test::check_exposition(j.at("exposition").get<std::string>()).errors.empty());
+}
+
+TEST_CASE("pnmem probe: exit status follows the level against --max-level") {
+  // v2_nested is CRITICAL, v2_unlimited is OK.
+  auto r = pnmem_run({"probe", "--root", fixture("v2_nested")});
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.empty());
+  REQUIRE(pnmem_test::lines_of(r.out).size() == 1);
+  CHECK(r.out.find("not ready: level critical > tight") == 0);
+  CHECK(r.out.find("host critical") != std::string::npos);
+
+  r = pnmem_run({"probe", "--root", fixture("v2_unlimited")});
+  CHECK(r.exit_code == 0);
+  REQUIRE(pnmem_test::lines_of(r.out).size() == 1);
+  CHECK(r.out.find("ready: level ok <= tight") == 0);
+
+  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested"), "--max-level", "critical"}).exit_code == 0);
+  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested"), "--max-level", "CRITICAL"}).exit_code == 0);
+  CHECK(pnmem_run({"probe", "--root", fixture("v2_unlimited"), "--max-level", "ok"}).exit_code == 0);
+  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested"), "--max-level", "watch"}).exit_code == 1);
+
+  r = pnmem_run({"--json", "probe", "--root", fixture("v2_nested")});
+  CHECK(r.exit_code == 1);
+  const json j = json::parse(r.out, nullptr, false);
+  REQUIRE(j.is_object());
+  CHECK(j.at("ready") == false);
+  CHECK(j.at("level") == "critical");
+  CHECK(j.at("max_level") == "tight");
+}
+
+TEST_CASE("pnmem probe: a bad --max-level or --root exits 2 with one line on stderr") {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"probe", "--root", fixture("v2_unlimited"), "--max-level", "bogus"},
+        std::vector<std::string>{"probe", "--root", fixture("v2_unlimited"), "--max-level", ""},
+        std::vector<std::string>{"probe", "--root", fixture("does_not_exist")},
+        std::vector<std::string>{"probe", "--max-level"}}) {
+    CAPTURE(args.back());
+    const auto r = pnmem_run(args);
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.empty());
+    REQUIRE(pnmem_test::lines_of(r.err).size() == 1);
+    CHECK(r.err.find("pnmem: error: ") == 0);
+  }
+  const auto r = pnmem_run({"probe", "--root", fixture("v2_unlimited"), "--max-level", "bogus"});
+  CHECK(r.err.find("--max-level") != std::string::npos);
 }

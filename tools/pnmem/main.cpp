@@ -1,6 +1,6 @@
 // tools/pnmem/main.cpp - the `pnmem` command-line tool: what-if questions to the policy.
 //
-//   pnmem [--json] level|plan|admit|load|sample|watch [options]   (pnmem --help, pnmem <cmd> --help)
+//   pnmem [--json] level|plan|admit|load|sample|watch|metrics|probe [options]   (pnmem --help, pnmem <cmd> --help)
 //
 // Exit status: 0 answered (whatever the verdict), 2 bad argument (one line on
 // stderr, nothing on stdout), 1 anything else. PN_* variables set the policy;
@@ -28,6 +28,7 @@
 #include "load_command.hpp"
 #include "plan_command.hpp"
 #if PNMEM_TOOL_SAMPLER
+#include "metrics_command.hpp"
 #include "sample_command.hpp"
 #endif
 #include "pnmem/config.hpp"
@@ -74,7 +75,9 @@ int run(int argc, char** argv) {
 #if PNMEM_TOOL_SAMPLER
   pnmem_cli::sample_command sample;
   pnmem_cli::watch_command watch;
-  const std::array<pnmem_cli::subcommand*, 6> commands{&level, &plan, &admit, &load, &sample, &watch};
+  pnmem_cli::metrics_command metrics;
+  pnmem_cli::probe_command probe;
+  const std::array<pnmem_cli::subcommand*, 8> commands{&level, &plan, &admit, &load, &sample, &watch, &metrics, &probe};
 #else
   const std::array<pnmem_cli::subcommand*, 4> commands{&level, &plan, &admit, &load};
 #endif
@@ -101,7 +104,8 @@ int run(int argc, char** argv) {
     if (c->selected()) chosen = c;
   }
   if (chosen == nullptr) {
-    print_error("no subcommand given (use level, plan, admit, load, sample or watch; see pnmem --help)");
+    print_error(
+        "no subcommand given (use level, plan, admit, load, sample, watch, metrics or probe; see pnmem --help)");
     return pnmem_cli::exit_usage;
   }
 

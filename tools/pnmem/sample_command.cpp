@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "arg_parsers.hpp"
+#include "box_sample.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/watcher.hpp"
@@ -23,27 +24,6 @@
 namespace pnmem_cli {
 
 namespace {
-
-using platform_sampler = pnmem::linux_sampler;
-
-void add_root_option(CLI::App& app, std::string& root) {
-  app.add_option("--root", root,
-                 "Read /proc and the cgroup files under DIR instead of / (a fixture tree laid out like /)")
-      ->type_name("DIR");
-}
-
-// `watching`: arm PSI triggers (the watcher waits on them); a one-shot sample
-// has nothing to wait for, so it does not write triggers into the kernel.
-platform_sampler make_sampler(const std::string& root, bool watching) {
-  if (root.empty()) throw usage_error("--root: \"\": empty directory");
-  if (::access(root.c_str(), R_OK | X_OK) != 0) {
-    throw usage_error(describe_bad_value("--root", root, "not a readable directory"));
-  }
-  pnmem::linux_sampler_options o;
-  o.root = root;
-  if (!watching) o.psi_triggers.clear();
-  return platform_sampler{o};
-}
 
 std::string clock_time() {
   const std::time_t now = std::time(nullptr);
@@ -65,13 +45,7 @@ void sample_command::add_to(CLI::App& parent) {
 
 
 command_output sample_command::run(const pnmem::policy& env_policy) const {
-  platform_sampler sampler = make_sampler(root_, false);
-  pnmem::mem_state s;
-  pnmem::assign_host(s, sampler.sample());
-  s.sample_time_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  s.seq = 1;
-  s = pnmem::with_derived_level(s, env_policy);
+  const pnmem::mem_state s = sample_box(root_, env_policy);
   return command_output{state_json(s, env_policy), state_text(s, env_policy)};
 }
 
