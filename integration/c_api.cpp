@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pnmem/config.hpp"
 #include "pnmem/engine/admit.hpp"
@@ -43,16 +44,49 @@ struct global_state {
     if (s.fn != nullptr) s.fn(s.user, std::string(line).c_str());
   }
 
-  // Called with mu held.
-  const pnmem::policy& load_policy(std::vector<std::string>& errors) {
+  // Called with mu held. Bad PN_* values wait in `pending` for flush(), whichever
+  // entry point loads the policy first.
+  const pnmem::policy& load_policy() {
     if (!policy_loaded) {
       pnmem::env_config cfg = pnmem::policy_from_env();
       policy = cfg.value;
-      for (const auto& e : cfg.errors) errors.push_back("pnmem: " + e.to_string());
+      for (const auto& e : cfg.errors) pending.push_back("pnmem: " + e.to_string());
       policy_loaded = true;
     }
     return policy;
   }
+
+  // Called with mu held: the watcher, created on first need (start, or a die fed
+  // before start), without its thread.
+  platform_watcher& ensure_watcher() {
+    if (!watcher) {
+      pnmem::watcher_options o;
+      o.policy = load_policy();
+      watcher = std::make_unique<platform_watcher>(pnmem::linux_sampler{}, o);
+    }
+    return *watcher;
+  }
+
+  // Logs what load_policy() left, outside the lock (the sink may call back into pnmem).
+  void flush() {
+    std::vector<std::string> lines;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      lines.swap(pending);
+    }
+    for (const auto& l : lines) log(l);
+  }
+
+  std::vector<std::string> pending;  // guarded by mu
+};
+
+// What admit() needs of a watcher, taken under the lock: admit()'s own fail-open
+// path then applies when no watcher runs.
+struct snapshot_view {
+  bool is_running = false;
+  pnmem::mem_state state;
+  bool running() const { return is_running; }
+  pnmem::mem_state read() const { return state; }
 };
 
 global_state& g() {
@@ -78,21 +112,15 @@ struct pnmem_gate {
 extern "C" {
 
 int pnmem_watcher_start(void) {
-  std::vector<std::string> errors;
   int rc = -1;
   try {
     global_state& s = g();
     std::lock_guard<std::mutex> lk(s.mu);
-    if (!s.watcher) {
-      pnmem::watcher_options o;
-      o.policy = s.load_policy(errors);
-      s.watcher = std::make_unique<platform_watcher>(pnmem::linux_sampler{}, o);
-    }
-    rc = s.watcher->start() ? 0 : -1;
+    rc = s.ensure_watcher().start() ? 0 : -1;
   } catch (...) {
     rc = -1;
   }
-  for (const auto& e : errors) g().log(e);
+  g().flush();
   return rc;
 }
 
@@ -152,26 +180,19 @@ int pnmem_read(pnmem_state* out) {
 
 int pnmem_set_die(int die, uint64_t free_bytes, uint64_t budget_bytes, uint64_t used_bytes, uint64_t retiring_bytes) {
   if (die < 0 || die >= PNMEM_MAX_DIES) return -1;
-  global_state& s = g();
-  std::lock_guard<std::mutex> lk(s.mu);
-  if (!s.watcher) {
-    // Dies may be fed before start: create the watcher (not its thread) to hold them.
-    std::vector<std::string> unused;
-    pnmem::watcher_options o;
-    o.policy = s.load_policy(unused);
-    try {
-      s.watcher = std::make_unique<platform_watcher>(pnmem::linux_sampler{}, o);
-    } catch (...) {
-      return -1;
-    }
-  }
+  int rc = -1;
   try {
-    return s.watcher->set_die(die, free_bytes, budget_bytes, used_bytes, retiring_bytes) == pnmem::set_die_status::ok
-               ? 0
-               : -1;
+    global_state& s = g();
+    std::lock_guard<std::mutex> lk(s.mu);
+    rc = s.ensure_watcher().set_die(die, free_bytes, budget_bytes, used_bytes, retiring_bytes) ==
+                 pnmem::set_die_status::ok
+             ? 0
+             : -1;
   } catch (...) {
-    return -1;
+    rc = -1;
   }
+  g().flush();
+  return rc;
 }
 
 int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out) {
@@ -183,26 +204,18 @@ int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out)
   m.die = model->die < 0 ? pnmem::no_die : model->die;
   m.max_slots = model->max_slots;
 
-  bool running = false;
-  pnmem::mem_state snapshot;
+  snapshot_view view;
   pnmem::admit_options o;
   {
     global_state& s = g();
     std::lock_guard<std::mutex> lk(s.mu);
-    running = s.watcher && s.watcher->running();
-    if (running) snapshot = s.watcher->read();
+    view.is_running = s.watcher && s.watcher->running();
+    if (view.is_running) view.state = s.watcher->read();
     o.policy = s.policy;
   }
   std::string line;
   o.log = [&line](std::string_view l) { line.assign(l); };
-  pnmem::admit_answer a;
-  if (running) {
-    a = pnmem::admit_snapshot(snapshot, m, n_tokens, o);
-  } else {
-    a.status = pnmem::admit_status::fail_open;
-    a.fit_tokens = n_tokens;
-    a.window = m.max_window;
-  }
+  const pnmem::admit_answer a = pnmem::admit(view, m, n_tokens, o);
   if (!line.empty()) g().log(line);  // outside the lock: the sink may call back into pnmem
 
   *out = pnmem_admit_answer{};
@@ -222,9 +235,9 @@ pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefil
   {
     global_state& s = g();
     std::lock_guard<std::mutex> lk(s.mu);
-    std::vector<std::string> unused;
-    p = s.load_policy(unused);
+    p = s.load_policy();
   }
+  g().flush();
   const pnmem::ladder_plan plan = pnmem::ladder_plan_for(from_c(level), {max_slots, prefill_window, kv_q4}, p);
   pnmem_ladder_plan out{};
   out.level = to_c(plan.level);
