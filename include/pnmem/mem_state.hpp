@@ -44,6 +44,10 @@ struct mem_state {
   // Bytes a die's owner has released but not yet freed (waiting on a retire list
   // for in-flight work): not free yet, and not counted in per_die_free.
   std::array<std::uint64_t, max_dies> per_die_retiring{};
+  // Steady clock just before the host sources were read (sample_time_ns moves on
+  // every publish, set_die included): memory allocated after this instant is not
+  // in the host numbers yet (engine/host_ledger.hpp). 0 = host never read.
+  std::int64_t host_read_ns = 0;
   sample_provenance provenance{};
 };
 

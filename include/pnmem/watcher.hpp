@@ -161,8 +161,12 @@ class watcher {
   void poll_now() {
     // Sampling happens outside the write lock: a slow /proc read never delays set_die.
     std::lock_guard<std::mutex> sample_lock(sample_mu_);
+    const std::int64_t read_ns = now_ns();  // before the read: later allocations are not in it
     const host_sample h = sampler_.sample();
-    publish([&](mem_state& s) { assign_host(s, h); });
+    publish([&](mem_state& s) {
+      assign_host(s, h);
+      s.host_read_ns = read_ns;
+    });
   }
 
   mem_state read() const noexcept { return published_.read(); }

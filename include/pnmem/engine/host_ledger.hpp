@@ -1,0 +1,187 @@
+// pnmem/engine/host_ledger.hpp - memory admitted is not free until a sample has seen it.
+//
+// admit() answers from the newest snapshot, and the watcher samples every 100-250 ms
+// (or on a PSI event). Requests admitted between two samples all see the same
+// MemAvailable: eight decode slots admitting a burst at once would each be told the
+// whole budget is theirs, and together allocate eight times it (kubernetes#51745:
+// a decision on stale stats, then the OOM killer). The ledger closes that gap.
+//
+//   pnmem::host_ledger ledger;                          // one per engine (per host budget)
+//   auto r = ledger.admit(watcher, model, n_prompt, options);
+//   if (r.answer.status == pnmem::admit_status::denied) ...;  // r.pending_bytes says what was promised
+//   allocate_and_touch(r.answer.fit_tokens);            // the request's prefill memory
+//   r.held.settle();                             // allocated: the next sample will see it
+//   watcher.poll_now();                                 // optional: make that sample now
+//
+// The decision and the reservation happen under one lock, so concurrent admitters
+// are ordered: each sees the bytes promised to those before it. A reservation
+// counts against the host budget from admission until a sample that began after
+// settle() (mem_state::host_read_ns) has the memory in its numbers; then it is
+// forgotten. A reservation dropped without settle() (the request was shed, the
+// allocation failed) is cancelled: its bytes come back at once. Dropping a settled
+// one changes nothing: the memory is real and the next sample sees it, or its
+// release.
+//
+// Only the host path reserves (host_cost_bytes of the tokens that may start: KV
+// plus the activation peak); a GPU-resident request costs the host nothing and reserves 0.
+// The clock is std::chrono::steady_clock, the watcher's default; with another
+// watcher clock, call settle_at() with that clock's nanoseconds.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "pnmem/cost_model.hpp"
+#include "pnmem/detail/saturating.hpp"
+#include "pnmem/engine/admit.hpp"
+#include "pnmem/mem_state.hpp"
+
+namespace pnmem {
+
+class host_ledger {
+ public:
+  // The bytes one admitted request was promised. Move-only; must not outlive its ledger.
+  class reservation {
+   public:
+    reservation() = default;
+    reservation(reservation&& o) noexcept
+        : ledger_(std::exchange(o.ledger_, nullptr)), id_(o.id_), bytes_(o.bytes_), settled_(o.settled_) {}
+    reservation& operator=(reservation&& o) noexcept {
+      if (this != &o) {
+        release();
+        ledger_ = std::exchange(o.ledger_, nullptr);
+        id_ = o.id_;
+        bytes_ = o.bytes_;
+        settled_ = o.settled_;
+      }
+      return *this;
+    }
+    reservation(const reservation&) = delete;
+    reservation& operator=(const reservation&) = delete;
+    ~reservation() { release(); }
+
+    // True while it holds bytes in a ledger (not yet settled or cancelled).
+    explicit operator bool() const noexcept { return ledger_ != nullptr; }
+    std::uint64_t bytes() const noexcept { return bytes_; }
+    bool settled() const noexcept { return settled_; }
+
+    // The memory is allocated (and touched): samples that begin from now on see it.
+    void settle() { settle_at(now_ns()); }
+    void settle_at(std::int64_t now) {
+      if (ledger_ == nullptr || settled_) return;
+      ledger_->settle(id_, now);
+      settled_ = true;
+      ledger_ = nullptr;  // the ledger forgets it once a sample has seen it
+    }
+
+    // Nothing was allocated: give the bytes back now.
+    void cancel() { release(); }
+
+   private:
+    friend class host_ledger;
+    reservation(host_ledger* l, std::uint64_t id, std::uint64_t bytes) noexcept : ledger_(l), id_(id), bytes_(bytes) {}
+    void release() {
+      if (ledger_ != nullptr) std::exchange(ledger_, nullptr)->cancel(id_);
+    }
+    host_ledger* ledger_ = nullptr;
+    std::uint64_t id_ = 0;
+    std::uint64_t bytes_ = 0;
+    bool settled_ = false;
+  };
+
+  // admit()'s answer on the budget left after what is already promised.
+  struct admission {
+    admit_answer answer;              // as pnmem::admit, on host_avail - pending_bytes
+    std::uint64_t pending_bytes = 0;  // promised to earlier admissions, not yet in the sample
+    reservation held;                 // host_cost_bytes(fit_tokens) when admitted or capped on the host path
+  };
+
+  host_ledger() = default;
+  host_ledger(const host_ledger&) = delete;
+  host_ledger& operator=(const host_ledger&) = delete;
+
+  // pnmem::admit against the watcher's newest snapshot with the pending bytes taken
+  // off MemAvailable, and the need reserved when the request may start.
+  template <class Watcher>
+  admission admit(const Watcher& w, const model_desc& m, int n_tokens, const admit_options& o = {}) {
+    admission out;
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!w.running()) {
+      out.answer = pnmem::admit(w, m, n_tokens, o);  // fail open, as admit does
+      return out;
+    }
+    mem_state s = w.read();
+    out.pending_bytes = pending_locked(s.host_read_ns);
+    // Host numbers unsampled (total 0) stay unsampled: admission fails open there.
+    if (s.host_total_bytes > 0) s.host_avail_bytes -= std::min(s.host_avail_bytes, out.pending_bytes);
+    out.answer = admit_snapshot(s, m, n_tokens, o);
+    const bool starts = out.answer.status == admit_status::admitted || out.answer.status == admit_status::capped;
+    const std::uint64_t need = m.gpu_resident ? 0 : host_cost_bytes(out.answer.fit_tokens, m.kv);
+    if (starts && need > 0) {
+      const std::uint64_t id = ++next_id_;
+      entries_.push_back(entry{id, need, unsettled});
+      out.held = reservation(this, id, need);
+    }
+    return out;
+  }
+
+  // Bytes promised and not yet in the watcher's newest snapshot.
+  template <class Watcher>
+  std::uint64_t pending_bytes(const Watcher& w) {
+    std::lock_guard<std::mutex> lk(mu_);
+    return pending_locked(w.read().host_read_ns);
+  }
+
+  // Reservations the ledger still counts (not cancelled, not yet seen by a sample).
+  std::size_t size() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return entries_.size();
+  }
+
+  static std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+ private:
+  static constexpr std::int64_t unsettled = std::numeric_limits<std::int64_t>::max();
+
+  struct entry {
+    std::uint64_t id;
+    std::uint64_t bytes;
+    std::int64_t settled_ns;  // unsettled until the memory is allocated
+  };
+
+  // Snapshots reach the ledger in read order (they are read under mu_ and the
+  // watcher's host_read_ns only grows), so an entry a sample has seen can go.
+  std::uint64_t pending_locked(std::int64_t host_read_ns) {
+    std::erase_if(entries_, [&](const entry& e) { return e.settled_ns != unsettled && e.settled_ns < host_read_ns; });
+    std::uint64_t sum = 0;
+    for (const entry& e : entries_) sum = detail::sat_add(sum, e.bytes);
+    return sum;
+  }
+
+  void settle(std::uint64_t id, std::int64_t now) {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (entry& e : entries_) {
+      if (e.id == id) e.settled_ns = now;
+    }
+  }
+
+  void cancel(std::uint64_t id) {
+    std::lock_guard<std::mutex> lk(mu_);
+    std::erase_if(entries_, [&](const entry& e) { return e.id == id; });
+  }
+
+  mutable std::mutex mu_;
+  std::vector<entry> entries_;
+  std::uint64_t next_id_ = 0;
+};
+
+}  // namespace pnmem

@@ -1,0 +1,208 @@
+// pnmem/engine/host_ledger.hpp: memory admitted is not free until a sample has seen it.
+#include "pnmem/engine/host_ledger.hpp"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "test_support.hpp"
+
+using namespace pnmem;
+using pnmem::test::host_state;
+
+namespace {
+
+// A watcher whose snapshot the test sets (read() under a lock: threads read it).
+struct fake_watcher {
+  mutable std::mutex mu;
+  bool is_running = true;
+  mem_state state;
+  bool running() const { return is_running; }
+  mem_state read() const {
+    std::lock_guard<std::mutex> lk(mu);
+    return state;
+  }
+  void set(mem_state s, std::int64_t host_read_ns) {
+    s.host_read_ns = host_read_ns;
+    std::lock_guard<std::mutex> lk(mu);
+    state = with_derived_level(s);
+  }
+};
+
+// A host-path model (CPU fp32 KV): every token costs host bytes.
+constexpr model_desc cpu_model{.kv = kv_format::fp32, .gpu_resident = false, .max_window = 0};
+
+// 8 GiB box; avail chosen so the budget above the reserve is `budget`.
+mem_state box_with_budget(std::uint64_t budget) {
+  const std::uint64_t total = 8 * GiB;
+  return host_state(total, host_reserve_bytes(total) + budget);
+}
+
+}  // namespace
+
+TEST_CASE("a burst on one snapshot: each admission sees what those before it were promised") {
+  fake_watcher w;
+  const std::uint64_t one = host_cost_bytes(2048, kv_format::fp32);
+  w.set(box_with_budget(one + one / 2), 1000);  // room for one 2048-token prefill, not two
+  host_ledger ledger;
+
+  auto first = ledger.admit(w, cpu_model, 2048);
+  CHECK(first.answer.status == admit_status::admitted);
+  CHECK(first.pending_bytes == 0);
+  REQUIRE(first.held);
+  CHECK(first.held.bytes() == one);
+  CHECK(ledger.size() == 1);
+
+  // Without the ledger the second request is told the whole budget is its own.
+  CHECK(admit(w, cpu_model, 2048).status == admit_status::admitted);
+
+  auto second = ledger.admit(w, cpu_model, 2048);
+  CHECK(second.pending_bytes == one);
+  CHECK(second.answer.status != admit_status::admitted);
+  CHECK(second.answer.reason == admit_reason::host_budget);
+  CHECK(second.answer.detail.limit_bytes == one / 2);  // the budget left after the promise
+  if (second.answer.status == admit_status::capped) {
+    // A capped request reserves what may start, never what was asked.
+    CHECK(second.held.bytes() == host_cost_bytes(second.answer.fit_tokens, kv_format::fp32));
+    CHECK(second.held.bytes() <= one / 2);
+  }
+}
+
+TEST_CASE("a reservation dropped without settle gives its bytes back at once") {
+  fake_watcher w;
+  const std::uint64_t one = host_cost_bytes(2048, kv_format::fp32);
+  w.set(box_with_budget(one + one / 2), 1000);
+  host_ledger ledger;
+  {
+    auto shed = ledger.admit(w, cpu_model, 2048);  // e.g. the gate shed it before prefill
+    REQUIRE(shed.held);
+    CHECK(ledger.size() == 1);
+  }
+  CHECK(ledger.size() == 0);
+  auto again = ledger.admit(w, cpu_model, 2048);
+  CHECK(again.answer.status == admit_status::admitted);
+  CHECK(again.pending_bytes == 0);
+  again.held.cancel();
+  CHECK_FALSE(again.held);
+  CHECK(ledger.size() == 0);
+}
+
+TEST_CASE("a settled reservation counts until a sample that began after the settle") {
+  fake_watcher w;
+  const std::uint64_t one = host_cost_bytes(1024, kv_format::fp32);
+  w.set(box_with_budget(4 * one), 1000);
+  host_ledger ledger;
+
+  auto a = ledger.admit(w, cpu_model, 1024);
+  REQUIRE(a.held);
+  a.held.settle_at(2000);  // allocated at t=2000
+  CHECK(a.held.settled());
+  CHECK_FALSE(a.held);     // the ledger holds it now, not the request
+  CHECK(ledger.pending_bytes(w) == one);
+
+  // A sample whose read began at 2000 or before may not contain the memory.
+  w.set(box_with_budget(4 * one), 2000);
+  CHECK(ledger.pending_bytes(w) == one);
+  CHECK(ledger.size() == 1);
+
+  // The first sample read after the settle has it in MemAvailable: forgotten.
+  w.set(box_with_budget(3 * one), 2001);
+  CHECK(ledger.pending_bytes(w) == 0);
+  CHECK(ledger.size() == 0);
+
+  // Dropping a settled reservation changes nothing.
+  { host_ledger::reservation gone = std::move(a.held); }
+  CHECK(ledger.size() == 0);
+}
+
+TEST_CASE("moved reservations release once, from where they ended up") {
+  fake_watcher w;
+  w.set(box_with_budget(8 * GiB), 1000);
+  host_ledger ledger;
+  auto a = ledger.admit(w, cpu_model, 512);
+  host_ledger::reservation r = std::move(a.held);
+  CHECK_FALSE(a.held);  // NOLINT(bugprone-use-after-move): the moved-from state is specified
+  CHECK(r);
+  auto b = ledger.admit(w, cpu_model, 512);
+  CHECK(ledger.size() == 2);
+  r = std::move(b.held);  // the first is cancelled by the assignment
+  CHECK(ledger.size() == 1);
+  r.cancel();
+  CHECK(ledger.size() == 0);
+}
+
+TEST_CASE("GPU-resident requests and denials reserve nothing; no watcher fails open") {
+  fake_watcher w;
+  w.set(box_with_budget(1 * GiB), 1000);
+  host_ledger ledger;
+  const model_desc gpu{.kv = kv_format::q4, .gpu_resident = true, .max_window = 8192};
+  auto g = ledger.admit(w, gpu, 4096);
+  CHECK(g.answer.status == admit_status::admitted);
+  CHECK_FALSE(g.held);
+
+  const std::uint64_t total = 8 * GiB;
+  w.set(host_state(total, host_reserve_bytes(total)), 1000);  // at the reserve line: CRITICAL
+  auto d = ledger.admit(w, cpu_model, 64);
+  CHECK(d.answer.status == admit_status::denied);
+  CHECK(d.answer.reason == admit_reason::host_reserve);
+  CHECK_FALSE(d.held);
+
+  w.is_running = false;
+  auto f = ledger.admit(w, cpu_model, 100000);
+  CHECK(f.answer.status == admit_status::fail_open);
+  CHECK(f.answer.fit_tokens == 100000);
+  CHECK_FALSE(f.held);
+  CHECK(ledger.size() == 0);
+}
+
+TEST_CASE("promises past MemAvailable push the request inside the reserve, and say so") {
+  fake_watcher w;
+  const std::uint64_t one = host_cost_bytes(2048, kv_format::fp32);
+  w.set(box_with_budget(one), 1000);  // exactly one fits
+  host_ledger ledger;
+  auto a = ledger.admit(w, cpu_model, 2048);
+  REQUIRE(a.answer.status == admit_status::admitted);
+  auto b = ledger.admit(w, cpu_model, 16);
+  CHECK(b.answer.status == admit_status::denied);
+  CHECK(b.answer.reason == admit_reason::host_reserve);  // avail - pending is at the reserve line
+  CHECK(b.pending_bytes == one);
+}
+
+TEST_CASE("many threads admitting on one stale snapshot never promise more than the budget") {
+  fake_watcher w;
+  const std::uint64_t budget = 3 * host_cost_bytes(4096, kv_format::fp32);
+  w.set(box_with_budget(budget), 1000);
+  host_ledger ledger;
+  std::mutex mu;
+  std::vector<host_ledger::reservation> held;
+  std::atomic<int> admitted{0};
+  std::atomic<int> denied{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 50; ++i) {
+          auto r = ledger.admit(w, cpu_model, 512 + 128 * ((t + i) % 16));
+          if (r.held) {
+            admitted.fetch_add(1);
+            std::lock_guard<std::mutex> lk(mu);
+            held.push_back(std::move(r.held));
+          } else {
+            denied.fetch_add(1);
+          }
+        }
+      });
+    }
+  }
+  std::uint64_t promised = 0;
+  for (const auto& r : held) promised += r.bytes();
+  CHECK(promised <= budget);
+  CHECK(admitted.load() > 0);
+  CHECK(denied.load() > 0);
+  CHECK(ledger.pending_bytes(w) == promised);
+  held.clear();
+  CHECK(ledger.size() == 0);
+}
