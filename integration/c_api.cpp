@@ -10,11 +10,13 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "pnmem/config.hpp"
 #include "pnmem/engine/admit.hpp"
 #include "pnmem/engine/backpressure_gate.hpp"
+#include "pnmem/engine/host_ledger.hpp"
 #include "pnmem/ladder.hpp"
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/watcher.hpp"
@@ -34,6 +36,12 @@ struct global_state {
   pnmem::policy policy = pnmem::default_policy;
   bool policy_loaded = false;
   log_sink sink;
+  // Reserved admissions (pnmem_admit_reserved): the ledger is read under mu (with
+  // the watcher), the handles under res_mu; never both at once.
+  pnmem::host_ledger ledger;
+  std::mutex res_mu;
+  std::unordered_map<pnmem_reservation, pnmem::host_ledger::reservation> reservations;
+  pnmem_reservation next_reservation = 0;
 
   void log(std::string_view line) {
     log_sink s;
@@ -99,6 +107,65 @@ pnmem_level to_c(pnmem::mem_level l) { return static_cast<pnmem_level>(static_ca
 pnmem::mem_level from_c(pnmem_level l) {
   const int v = static_cast<int>(l);
   return v < 0 ? pnmem::mem_level::ok : (v > 3 ? pnmem::mem_level::critical : static_cast<pnmem::mem_level>(v));
+}
+
+// The live watcher as host_ledger::admit reads it: under the ledger's lock, so
+// snapshots reach the ledger in the order they were read.
+struct live_watcher {
+  const platform_watcher* w;
+  bool running() const { return w != nullptr && w->running(); }
+  pnmem::mem_state read() const { return w != nullptr ? w->read() : pnmem::mem_state{}; }
+};
+
+int admit_c(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out, pnmem_reservation* reservation) {
+  if (model == nullptr || out == nullptr) return -1;
+  pnmem::model_desc m;
+  m.kv = model->kv_q4 != 0 ? pnmem::kv_format::q4 : pnmem::kv_format::fp32;
+  m.gpu_resident = model->gpu_resident != 0;
+  m.max_window = model->max_window;
+  m.die = model->die < 0 ? pnmem::no_die : model->die;
+  m.max_slots = model->max_slots;
+
+  pnmem::admit_options o;
+  std::string line;
+  o.log = [&line](std::string_view l) { line.assign(l); };
+  pnmem::admit_answer a;
+  std::uint64_t pending = 0;
+  pnmem::host_ledger::reservation held;
+  {
+    global_state& s = g();
+    std::lock_guard<std::mutex> lk(s.mu);
+    o.policy = s.policy;
+    const live_watcher view{s.watcher.get()};
+    if (reservation != nullptr) {
+      auto r = s.ledger.admit(view, m, n_tokens, o);
+      a = r.answer;
+      pending = r.pending_bytes;
+      held = std::move(r.held);
+    } else {
+      a = pnmem::admit(view, m, n_tokens, o);
+    }
+  }
+  if (!line.empty()) g().log(line);  // outside the lock: the sink may call back into pnmem
+  if (held) {
+    global_state& s = g();
+    std::lock_guard<std::mutex> lk(s.res_mu);
+    const pnmem_reservation id = ++s.next_reservation;
+    s.reservations.emplace(id, std::move(held));
+    *reservation = id;
+  }
+
+  *out = pnmem_admit_answer{};
+  out->status = static_cast<pnmem_admit_status>(static_cast<int>(a.status));
+  out->fit_tokens = a.fit_tokens;
+  out->reason = pnmem::to_string(a.reason).data();  // string literals: NUL-terminated, static
+  out->level = to_c(a.level);
+  out->die = a.die;
+  out->window = a.window;
+  out->need_bytes = a.detail.need_bytes;
+  out->limit_bytes = a.detail.limit_bytes;
+  out->pending_bytes = pending;
+  return 0;
 }
 
 }  // namespace
@@ -196,38 +263,35 @@ int pnmem_set_die(int die, uint64_t free_bytes, uint64_t budget_bytes, uint64_t 
 }
 
 int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out) {
-  if (model == nullptr || out == nullptr) return -1;
-  pnmem::model_desc m;
-  m.kv = model->kv_q4 != 0 ? pnmem::kv_format::q4 : pnmem::kv_format::fp32;
-  m.gpu_resident = model->gpu_resident != 0;
-  m.max_window = model->max_window;
-  m.die = model->die < 0 ? pnmem::no_die : model->die;
-  m.max_slots = model->max_slots;
+  return admit_c(model, n_tokens, out, nullptr);
+}
 
-  snapshot_view view;
-  pnmem::admit_options o;
-  {
-    global_state& s = g();
-    std::lock_guard<std::mutex> lk(s.mu);
-    view.is_running = s.watcher && s.watcher->running();
-    if (view.is_running) view.state = s.watcher->read();
-    o.policy = s.policy;
-  }
-  std::string line;
-  o.log = [&line](std::string_view l) { line.assign(l); };
-  const pnmem::admit_answer a = pnmem::admit(view, m, n_tokens, o);
-  if (!line.empty()) g().log(line);  // outside the lock: the sink may call back into pnmem
+int pnmem_admit_reserved(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out,
+                         pnmem_reservation* reservation) {
+  if (reservation == nullptr) return -1;
+  *reservation = 0;
+  return admit_c(model, n_tokens, out, reservation);
+}
 
-  *out = pnmem_admit_answer{};
-  out->status = static_cast<pnmem_admit_status>(static_cast<int>(a.status));
-  out->fit_tokens = a.fit_tokens;
-  out->reason = pnmem::to_string(a.reason).data();  // string literals: NUL-terminated, static
-  out->level = to_c(a.level);
-  out->die = a.die;
-  out->window = a.window;
-  out->need_bytes = a.detail.need_bytes;
-  out->limit_bytes = a.detail.limit_bytes;
-  return 0;
+void pnmem_reservation_settle(pnmem_reservation reservation) {
+  global_state& s = g();
+  std::lock_guard<std::mutex> lk(s.res_mu);
+  const auto it = s.reservations.find(reservation);
+  if (it == s.reservations.end()) return;
+  it->second.settle();
+  s.reservations.erase(it);
+}
+
+void pnmem_reservation_cancel(pnmem_reservation reservation) {
+  global_state& s = g();
+  std::lock_guard<std::mutex> lk(s.res_mu);
+  s.reservations.erase(reservation);  // the reservation's destructor gives the bytes back
+}
+
+uint64_t pnmem_pending_bytes(void) {
+  global_state& s = g();
+  std::lock_guard<std::mutex> lk(s.mu);
+  return s.ledger.pending_bytes(live_watcher{s.watcher.get()});
 }
 
 pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefill_window, bool kv_q4) {

@@ -4,10 +4,13 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "pnmem/watcher.hpp"
 #include "test_support.hpp"
 
 using namespace pnmem;
@@ -205,4 +208,59 @@ TEST_CASE("many threads admitting on one stale snapshot never promise more than 
   CHECK(ledger.pending_bytes(w) == promised);
   held.clear();
   CHECK(ledger.size() == 0);
+}
+
+namespace {
+
+// Time that moves only when told; the sampler moves it while it "reads /proc".
+struct manual_clock {
+  using rep = std::int64_t;
+  using period = std::nano;
+  using duration = std::chrono::nanoseconds;
+  using time_point = std::chrono::time_point<manual_clock>;
+  std::shared_ptr<std::atomic<std::int64_t>> ns = std::make_shared<std::atomic<std::int64_t>>(5'000);
+  time_point now() const { return time_point(duration(ns->load())); }
+};
+
+struct slow_sampler {
+  manual_clock clock;
+  std::uint64_t avail = 6 * GiB;
+  host_sample sample() {
+    clock.ns->fetch_add(700);  // the read takes 700 ns
+    host_sample h;
+    h.total_bytes = 8 * GiB;
+    h.avail_bytes = avail;
+    return h;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the watcher stamps host_read_ns before reading, and set_die leaves it alone") {
+  manual_clock clock;
+  watcher<slow_sampler, manual_clock> w{slow_sampler{clock}, {}, clock};
+  CHECK(w.read().host_read_ns == 0);  // never read
+  w.poll_now();
+  mem_state s = w.read();
+  CHECK(s.host_read_ns == 5'000);      // when the read began
+  CHECK(s.sample_time_ns == 5'700);    // when it was published
+  clock.ns->fetch_add(1'000);
+  REQUIRE(w.set_die(0, 10 * GiB, 20 * GiB, 0) == set_die_status::ok);
+  s = w.read();
+  CHECK(s.sample_time_ns == 6'700);    // a die update publishes...
+  CHECK(s.host_read_ns == 5'000);      // ...but the host numbers are still from that read
+
+  // A reservation settled at 5'200 (during the read) may be missing from it: still counted.
+  struct running_watcher {
+    const watcher<slow_sampler, manual_clock>& w;
+    bool running() const { return true; }
+    mem_state read() const { return w.read(); }
+  } rw{w};
+  host_ledger ledger;
+  auto a = ledger.admit(rw, cpu_model, 1024);
+  REQUIRE(a.held);
+  a.held.settle_at(5'200);
+  CHECK(ledger.pending_bytes(rw) == host_cost_bytes(1024, kv_format::fp32));
+  w.poll_now();  // the next read begins at 6'700: it sees the memory
+  CHECK(ledger.pending_bytes(rw) == 0);
 }

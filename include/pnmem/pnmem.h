@@ -90,10 +90,34 @@ typedef struct pnmem_admit_answer {
   int window;         /* the window used, after the ladder's clamp */
   uint64_t need_bytes;
   uint64_t limit_bytes;
+  uint64_t pending_bytes; /* pnmem_admit_reserved: promised to earlier admissions, not yet sampled */
 } pnmem_admit_answer;
 
 /* The seed's pn_admit. 0 on success, -1 if model or out is NULL. */
 int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out);
+
+/* Memory admitted is not free until a sample has seen it (the C++ host_ledger).
+ * pnmem_admit_reserved answers as pnmem_admit on MemAvailable minus the bytes
+ * promised to earlier reserved admissions that no sample has seen yet, and, when
+ * the request may start on the host path, sets *reservation (else 0). After the
+ * request's prefill memory is allocated, pnmem_reservation_settle(r); if it never
+ * is (shed, failed), pnmem_reservation_cancel(r). Each reservation is settled or
+ * cancelled once; 0 and unknown values are ignored.
+ *
+ *   pnmem_reservation r;
+ *   pnmem_admit_reserved(&m, n, &a, &r);
+ *   if (a.status == PNMEM_ADMITTED || a.status == PNMEM_CAPPED) {
+ *     allocate_kv_and_activations(a.fit_tokens);
+ *     pnmem_reservation_settle(r);
+ *   }
+ */
+typedef uint64_t pnmem_reservation;
+int pnmem_admit_reserved(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out,
+                         pnmem_reservation* reservation);
+void pnmem_reservation_settle(pnmem_reservation reservation);
+void pnmem_reservation_cancel(pnmem_reservation reservation);
+/* Bytes reserved and not yet seen by a sample. */
+uint64_t pnmem_pending_bytes(void);
 
 typedef struct pnmem_ladder_plan {
   pnmem_level level;

@@ -94,6 +94,34 @@ int main(void) {
   pnmem_gate_destroy(gate);
   pnmem_gate_destroy(NULL);
 
+  /* Reserved admissions: the second request sees the first one's bytes as pending
+   * until a sample that began after its settle. A host-path (CPU fp32) model. */
+  pnmem_model cpu = {.kv_q4 = 0, .gpu_resident = 0, .max_window = 0, .die = -1, .max_slots = 8};
+  pnmem_reservation r1 = 0;
+  pnmem_reservation r2 = 0;
+  CHECK(pnmem_admit_reserved(&cpu, 512, &a, NULL) == -1);
+  CHECK(pnmem_admit_reserved(&cpu, 512, &a, &r1) == 0);
+  CHECK(a.status == PNMEM_ADMITTED); /* ~324 MiB on a box with GiBs free */
+  CHECK(r1 != 0);
+  CHECK(a.pending_bytes == 0);
+  CHECK(pnmem_pending_bytes() == a.need_bytes);
+  pnmem_admit_answer b;
+  CHECK(pnmem_admit_reserved(&cpu, 512, &b, &r2) == 0);
+  CHECK(b.pending_bytes == a.need_bytes);
+  CHECK(r2 != 0 && r2 != r1);
+  pnmem_reservation_cancel(r2); /* shed before prefill: back at once */
+  CHECK(pnmem_pending_bytes() == a.need_bytes);
+  pnmem_reservation_settle(r1); /* allocated: counted until the next sample */
+  CHECK(pnmem_pending_bytes() == a.need_bytes);
+  pnmem_watcher_poll_now();
+  CHECK(pnmem_pending_bytes() == 0);
+  pnmem_reservation_settle(r1); /* settled already: ignored */
+  pnmem_reservation_cancel(0);
+  CHECK(pnmem_pending_bytes() == 0);
+  pnmem_model gpu = model;
+  CHECK(pnmem_admit_reserved(&gpu, 100, &a, &r1) == 0);
+  CHECK(r1 == 0); /* GPU-resident: the host is not charged */
+
   pnmem_set_log_sink(NULL, NULL);
   pnmem_watcher_poll_now();
   pnmem_watcher_stop();
