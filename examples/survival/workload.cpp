@@ -252,7 +252,12 @@ int run_workload(const workload_options& o) {
           end(r, outcome::rejected, reason, 0);
           break;
         }
-        auto a = ledger.admit(watcher, model, r.prompt, aopt);
+        pnmem::host_ledger::admission a;
+        if (o.use_ledger) {
+          a = ledger.admit(watcher, model, r.prompt, aopt);
+        } else {
+          a.answer = pnmem::admit(watcher, model, r.prompt, aopt);
+        }
         if (a.answer.status == pnmem::admit_status::denied) {
           held_for = std::string(pnmem::to_string(a.answer.reason));
           g.slot.release();

@@ -19,6 +19,7 @@ namespace survival {
 
 struct workload_options {
   bool policy_on = true;
+  bool use_ledger = true;    // policy on without the ledger: what admitting on stale snapshots does
   std::string events_path;  // event lines are appended here
   std::uint64_t seed = 7;
   int slots = 8;
