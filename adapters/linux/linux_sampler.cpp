@@ -40,10 +40,15 @@ std::int64_t steady_now_ns() {
       .count();
 }
 
-// Percent of the wall interval that the counter says was stalled.
-double stall_rate_pct(std::uint64_t before_us, std::uint64_t after_us, std::int64_t interval_ns) {
-  if (after_us < before_us || interval_ns <= 0) return 0.0;
-  const double rate = 100.0 * static_cast<double>(after_us - before_us) / (static_cast<double>(interval_ns) / 1000.0);
+// Percent of the wall interval that the counter says was stalled. A clock that
+// did not move or went back gives 0; the difference is taken unsigned, so no
+// pair of clock readings overflows.
+double stall_rate_pct(std::uint64_t before_us, std::uint64_t after_us, std::int64_t before_ns,
+                      std::int64_t after_ns) {
+  if (after_us < before_us || after_ns <= before_ns) return 0.0;
+  const double interval_ns =
+      static_cast<double>(static_cast<std::uint64_t>(after_ns) - static_cast<std::uint64_t>(before_ns));
+  const double rate = 100.0 * static_cast<double>(after_us - before_us) / (interval_ns / 1000.0);
   return rate > 100.0 ? 100.0 : rate;
 }
 
@@ -244,10 +249,9 @@ void linux_sampler::impl::read_psi(host_sample& h) {
   h.psi_some_avg10 = v.value.some.avg10_pct;
   h.psi_full_avg10 = v.value.has_full ? v.value.full.avg10_pct : 0.0;
   if (have_psi_reference) {
-    const std::int64_t interval_ns = now_ns - reference_ns;
-    h.psi_some_rate = stall_rate_pct(reference_some_us, v.value.some.total_us, interval_ns);
+    h.psi_some_rate = stall_rate_pct(reference_some_us, v.value.some.total_us, reference_ns, now_ns);
     if (v.value.has_full && reference_has_full) {
-      h.psi_full_rate = stall_rate_pct(reference_full_us, v.value.full.total_us, interval_ns);
+      h.psi_full_rate = stall_rate_pct(reference_full_us, v.value.full.total_us, reference_ns, now_ns);
     }
   }
   have_psi_reference = true;

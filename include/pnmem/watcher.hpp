@@ -15,7 +15,8 @@
 //
 // Hysteresis (DESIGN.md "Levels flap"): a higher level is published on the first
 // sample that shows it; a lower one only after the raw level stayed below the
-// published one for `step_down_dwell`. A dwell of 0 is exactly the seed.
+// published one for `step_down_dwell` (a clock that goes back restarts the
+// dwell). A dwell of 0 is exactly the seed.
 //
 // Poll cadence: `poll_interval` (250 ms, the seed's PN_MEMWATCH_POLL_MS) at OK,
 // `pressure_poll_interval` at WATCH or worse. A sampler that can wait for events
@@ -88,9 +89,13 @@ class level_hysteresis {
       below_ = true;
       below_since_ns_ = now_ns;
     } else {
-      // A clock that went backwards counts as no time passed, never as a long wait.
-      const std::int64_t waited = now_ns > below_since_ns_ ? now_ns - below_since_ns_ : 0;
-      if (waited >= dwell_.count()) {
+      // A clock that went backwards restarts the dwell from now: the jump never
+      // counts as time waited, and the level is not held for as long as the jump
+      // was (hours, for a wall clock set back) either.
+      if (now_ns < below_since_ns_) below_since_ns_ = now_ns;
+      // Unsigned: the difference of any two int64 times, with no overflow.
+      const std::uint64_t waited = static_cast<std::uint64_t>(now_ns) - static_cast<std::uint64_t>(below_since_ns_);
+      if (waited >= static_cast<std::uint64_t>(dwell_.count())) {
         published_ = raw;
         below_ = false;
       }
@@ -159,14 +164,20 @@ class watcher {
 
   // Samples now (any thread) and publishes.
   void poll_now() {
-    // Sampling happens outside the write lock: a slow /proc read never delays set_die.
-    std::lock_guard<std::mutex> sample_lock(sample_mu_);
-    const std::int64_t read_ns = now_ns();  // before the read: later allocations are not in it
-    const host_sample h = sampler_.sample();
-    publish([&](mem_state& s) {
-      assign_host(s, h);
-      s.host_read_ns = read_ns;
-    });
+    {
+      // Sampling happens outside the write lock: a slow /proc read never delays set_die.
+      std::lock_guard<std::mutex> sample_lock(sample_mu_);
+      const std::int64_t read_ns = now_ns();  // before the read: later allocations are not in it
+      const host_sample h = sampler_.sample();
+      commit([&](mem_state& s) {
+        assign_host(s, h);
+        s.host_read_ns = read_ns;
+      });
+    }
+    // Subscribers are called with sample_mu_ released: one that blocks must not
+    // hold up other poll_now() callers, and one that calls poll_now() must not
+    // deadlock on its own thread.
+    deliver_changes();
   }
 
   mem_state read() const noexcept { return published_.read(); }
@@ -190,7 +201,7 @@ class watcher {
   }
 
   // Calls `fn` for every published level change, on the thread that published it,
-  // with no lock of the watcher held (so it may call read() or set_die()).
+  // with no lock of the watcher held (so it may call read(), set_die() or poll_now()).
   // Changes are delivered one at a time, in publication order.
   subscription_id subscribe(subscriber fn) {
     std::lock_guard<std::mutex> lk(subs_mu_);
@@ -219,24 +230,28 @@ class watcher {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_.now().time_since_epoch()).count();
   }
 
-  // The one write path: change the working state, derive, publish, queue a level change.
+  // The one write path: change the working state, derive, publish, queue a level
+  // change (commit), then call the subscribers (deliver_changes).
   template <class Change>
   void publish(Change&& change) {
-    {
-      std::lock_guard<std::mutex> lk(write_mu_);
-      std::forward<Change>(change)(working_);
-      working_.sample_time_ns = now_ns();
-      working_.raw_level = derive_level(working_, options_.policy);
-      const mem_level before = working_.level;
-      working_.level = hysteresis_.update(working_.raw_level, working_.sample_time_ns);
-      ++working_.seq;
-      published_.store(working_);
-      if (working_.level != before) {
-        std::lock_guard<std::mutex> q(changes_mu_);
-        changes_.push_back(level_change{before, working_.level, working_});
-      }
-    }
+    commit(std::forward<Change>(change));
     deliver_changes();
+  }
+
+  template <class Change>
+  void commit(Change&& change) {
+    std::lock_guard<std::mutex> lk(write_mu_);
+    std::forward<Change>(change)(working_);
+    working_.sample_time_ns = now_ns();
+    working_.raw_level = derive_level(working_, options_.policy);
+    const mem_level before = working_.level;
+    working_.level = hysteresis_.update(working_.raw_level, working_.sample_time_ns);
+    ++working_.seq;
+    published_.store(working_);
+    if (working_.level != before) {
+      std::lock_guard<std::mutex> q(changes_mu_);
+      changes_.push_back(level_change{before, working_.level, working_});
+    }
   }
 
   // Drains the change queue. One thread delivers at a time; a publish made from

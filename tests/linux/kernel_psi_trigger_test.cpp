@@ -16,7 +16,8 @@
 //   kernel_psi_trigger_test cgroup-removed
 //     A trigger on a cgroup v2 memory.pressure file, then rmdir of that cgroup:
 //     the kernel reports POLLERR, wait_for() must return an event and the
-//     trigger fall back to polling.
+//     trigger fall back to polling; the next 200 ms wait must sleep its whole
+//     timeout (no busy loop on a dead descriptor).
 //
 // Exit 0 pass, 1 fail, 77 skip (Meson's SKIP) with one line saying why: not
 // root, no PSI, no writable cgroup hierarchy with what the scenario needs.
@@ -296,8 +297,21 @@ int run_cgroup_removed() {
     if (w != pnmem::wake::event) break;
     if (trigger.mode() == pnmem::psi_mode::poll) {
       const double seconds = std::chrono::duration<double>(steady::now() - start).count();
-      std::printf("PASS: removing the cgroup woke the wait after %.3f s and fell back to polling: %s\n", seconds,
-                  trigger.reason().c_str());
+      // No busy loop afterwards: a wait sleeps its whole timeout (nothing is left to poll but the interrupt fd).
+      const auto wait_start = steady::now();
+      const auto after = trigger.wait_for(200ms);
+      const auto waited = steady::now() - wait_start;
+      if (cgroup_sandbox::stop_requested()) return fail("interrupted by a signal");
+      if (after != pnmem::wake::timeout || waited < 200ms) {
+        const char* what =
+            after == pnmem::wake::event ? "event" : (after == pnmem::wake::timeout ? "timeout" : "interrupted");
+        return fail("after the fallback a 200 ms wait returned " + std::string(what) + " after " +
+                    std::to_string(std::chrono::duration<double>(waited).count()) + " s");
+      }
+      if (!trigger.armed().empty()) return fail("triggers still listed as armed after the fallback");
+      std::printf("PASS: removing the cgroup woke the wait after %.3f s and fell back to polling (%s); the next "
+                  "200 ms wait slept %.3f s\n",
+                  seconds, trigger.reason().c_str(), std::chrono::duration<double>(waited).count());
       return exit_pass;
     }
   }

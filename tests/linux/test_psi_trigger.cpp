@@ -6,7 +6,9 @@
 #include <linux/magic.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -18,6 +20,8 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+
+#include "pnmem/watcher.hpp"
 
 using namespace pnmem;
 using namespace std::chrono_literals;
@@ -67,6 +71,7 @@ struct fake_kernel {
   std::vector<std::string> writes;    // texts, without the NUL
   std::vector<bool> writes_had_nul;
   std::vector<::timespec> poll_timeouts;
+  std::vector<::nfds_t> poll_nfds;    // descriptors polled, per ppoll() call
   int closes = 0;
 };
 
@@ -89,6 +94,7 @@ int refuse_all_ebusy(const std::string&) { return EBUSY; }
 
 // The cgroup file refuses every trigger (ENOSPC, as no kernel would: "any other refusal").
 bool cgroup_writes_fail = false;
+int cgroup_write_errno = ENOSPC;
 const std::string host_file = "/fake/proc/pressure/memory";
 const std::string cgroup_file = "/fake/sys/fs/cgroup/job/memory.pressure";
 
@@ -116,7 +122,7 @@ ssize_t fake_write(int fd, const void* buf, std::size_t n) {
   const std::string text(p, n > 0 ? n - 1 : 0);
   fake->writes.push_back(text);
   int err = fake->write_rule != nullptr ? fake->write_rule(text) : 0;
-  if (err == 0 && cgroup_writes_fail && fake->open_fds[fd] == cgroup_file) err = ENOSPC;
+  if (err == 0 && cgroup_writes_fail && fake->open_fds[fd] == cgroup_file) err = cgroup_write_errno;
   if (err != 0) {
     errno = err;
     return -1;
@@ -138,6 +144,7 @@ int real_ppoll_masking_fakes(::pollfd* fds, ::nfds_t n, const ::timespec* timeou
 
 int fake_ppoll(::pollfd* fds, ::nfds_t n, const ::timespec* timeout) {
   fake->poll_timeouts.push_back(*timeout);
+  fake->poll_nfds.push_back(n);
   if (fake->poll_script.empty()) return real_ppoll_masking_fakes(fds, n, timeout);
   const auto step = fake->poll_script.front();
   fake->poll_script.pop_front();
@@ -184,6 +191,7 @@ struct fake_scope {
     k.write_rule = rule;
     fake = &k;
     cgroup_writes_fail = false;
+    cgroup_write_errno = ENOSPC;
   }
   ~fake_scope() { fake = nullptr; }
   fake_scope(const fake_scope&) = delete;
@@ -505,6 +513,118 @@ TEST_CASE("moving keeps the triggers; a moved-from object only says stop") {
   c = std::move(b);  // c's own trigger is closed, b's kept
   CHECK(f.k.open_fds.size() == 1);
   CHECK(c.mode() == psi_mode::trigger);
+}
+
+// ---- fault h: a trigger whose file goes away (docs/fault-injection.md) ------------
+
+TEST_CASE("fault h: after a trigger's file went away, each wait sleeps its whole timeout on the interrupt fd alone") {
+  fake_scope f;
+  auto c = fake_config();
+  c.cgroup_pressure = cgroup_file;
+  f.k.poll_script.push_back({0, {{cgroup_file, static_cast<short>(POLLERR | POLLPRI)}}});
+  psi_trigger t(c, fake_calls);
+  REQUIRE(t.mode() == psi_mode::trigger);
+  REQUIRE(f.k.poll_nfds.empty());
+  CHECK(t.wait_for(1h) == wake::event);  // sample now: the mode changed
+  REQUIRE(t.mode() == psi_mode::poll);
+  CHECK(f.k.poll_nfds == std::vector<::nfds_t>{3});  // the eventfd and both triggers
+  const std::size_t before = f.k.poll_nfds.size();
+  for (int i = 0; i < 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(t.wait_for(20ms) == wake::timeout);
+    CHECK(std::chrono::steady_clock::now() - start >= 20ms);  // slept, did not spin
+  }
+  // One ppoll() per wait, on the eventfd only, for the whole timeout: no busy loop.
+  REQUIRE(f.k.poll_nfds.size() == before + 3);
+  for (std::size_t i = before; i < f.k.poll_nfds.size(); ++i) {
+    CHECK(f.k.poll_nfds[i] == 1);
+    CHECK(ns_of(f.k.poll_timeouts[i]) > 0);
+    CHECK(ns_of(f.k.poll_timeouts[i]) <= 20'000'000);
+  }
+  // Still stoppable, never re-armed, and it says why.
+  t.interrupt();
+  CHECK(t.wait_for(1h) == wake::interrupted);
+  CHECK_FALSE(t.arm_cgroup_pressure(cgroup_file));
+  CHECK(t.mode() == psi_mode::poll);
+  CHECK(f.k.open_fds.empty());
+  CHECK(contains(t.reason(), cgroup_file));
+  CHECK(contains(t.reason(), "POLLERR"));
+}
+
+TEST_CASE("fault h: a cgroup removed between open and write (ENODEV): polling, saying why") {
+  fake_scope f;
+  cgroup_writes_fail = true;
+  cgroup_write_errno = ENODEV;
+  auto c = fake_config({{psi_stall::some, 300ms, 2s}});
+  c.cgroup_pressure = cgroup_file;
+  psi_trigger t(c, fake_calls);
+  CHECK(t.mode() == psi_mode::poll);
+  CHECK(t.armed().empty());
+  CHECK(f.k.open_fds.empty());  // the host trigger is dropped too: all or nothing
+  CHECK(contains(t.reason(), cgroup_file));
+  CHECK(contains(t.reason(), std::strerror(ENODEV)));
+  CHECK(t.wait_for(0ns) == wake::timeout);
+}
+
+namespace {
+// A sampler built on a psi_trigger, as linux_sampler is: provenance.psi is the
+// trigger's mode at the time of the sample.
+struct trigger_sampler {
+  psi_trigger* trigger;
+  std::atomic<int>* samples;
+  host_sample sample() {
+    host_sample h;
+    h.total_bytes = 64ULL << 30;
+    h.avail_bytes = 60ULL << 30;
+    h.provenance.mark_read(host_source::meminfo);
+    h.provenance.mark_read(host_source::psi);
+    h.provenance.psi = trigger->mode();
+    samples->fetch_add(1);
+    return h;
+  }
+  wake wait_for(std::chrono::nanoseconds d) { return trigger->wait_for(d); }
+  void interrupt() noexcept { trigger->interrupt(); }
+};
+static_assert(event_sampler<trigger_sampler>);
+}  // namespace
+
+TEST_CASE("fault h: the watcher whose trigger file goes away samples at once, then polls at its interval") {
+  fake_scope f;
+  auto c = fake_config();
+  c.cgroup_pressure = cgroup_file;
+  f.k.poll_script.push_back({0, {{cgroup_file, static_cast<short>(POLLERR | POLLPRI)}}});
+  psi_trigger t(c, fake_calls);
+  REQUIRE(t.mode() == psi_mode::trigger);
+  std::atomic<int> samples{0};
+  watcher_options o;
+  o.poll_interval = 20ms;
+  o.pressure_poll_interval = 20ms;
+  watcher<trigger_sampler> w{trigger_sampler{&t, &samples}, o};
+  REQUIRE(w.start());  // the first sample, with the triggers armed
+  // The watcher's first wait sees POLLERR: an event, so a fresh sample says "poll"
+  // (possibly before this thread gets to look at the first one).
+  const auto start = std::chrono::steady_clock::now();
+  while (w.read().provenance.psi != psi_mode::poll) {
+    REQUIRE(std::chrono::steady_clock::now() - start < 30s);
+    std::this_thread::sleep_for(1ms);
+  }
+  const int at_fallback = samples.load();
+  const auto fallback = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(200ms);
+  w.stop();
+  const auto elapsed = std::chrono::steady_clock::now() - fallback;
+  const int after = samples.load() - at_fallback;
+  // A busy loop would sample thousands of times; polling samples once per 20 ms
+  // at most (ppoll never returns before its timeout).
+  const auto most = static_cast<int>(elapsed / 20ms) + 2;
+  MESSAGE(after << " samples in " << std::chrono::duration<double>(elapsed).count() << " s after the fallback");
+  CHECK(after <= most);
+  CHECK(w.read().provenance.psi == psi_mode::poll);
+  CHECK(w.read().level == mem_level::ok);
+  CHECK(contains(w.sampler().trigger->reason(), "POLLERR"));
+  CHECK(f.k.open_fds.empty());
+  // Every wait after the fallback polled the eventfd alone.
+  for (std::size_t i = 1; i < f.k.poll_nfds.size(); ++i) CHECK(f.k.poll_nfds[i] == 1);
 }
 
 // ---- real descriptors -------------------------------------------------------------

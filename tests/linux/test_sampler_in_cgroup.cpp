@@ -15,6 +15,7 @@
 
 #include "pnmem/host_sample.hpp"
 #include "pnmem/linux/linux_sampler.hpp"
+#include "pnmem/linux/procfs.hpp"
 #include "pnmem/units.hpp"
 #include "real_cgroup.hpp"
 #include "source_file.hpp"
@@ -23,6 +24,7 @@ namespace fs = std::filesystem;
 using namespace pnmem::literals;
 using pnmem::cgroup_mode;
 using pnmem::host_sample;
+using pnmem::host_source;
 using pnmem::linux_sampler;
 using pnmem_test::real_cgroup_dir;
 
@@ -92,6 +94,93 @@ TEST_CASE("the real kernel: a removed cgroup's kept-open file reads as missing, 
   const auto after = f.read(buf);
   CHECK(after.status == pnmem::detail::source_status::missing);
   CHECK_FALSE(f.is_open());
+}
+
+TEST_CASE("fault a, the real kernel: the sampler's cgroup removed, then created again") {
+  // A tree laid out like / whose cgroup mount is a symlink to the real v1 memory
+  // hierarchy, and whose /proc/self/cgroup names a child cgroup this test makes
+  // (this process stays where it is: a populated cgroup cannot be removed). The
+  // sampler keeps the child's cgroupfs files open; rmdir makes them answer ENODEV.
+  linux_sampler own;
+  const host_sample before = own.sample();
+  std::string parent_path;
+  const std::string parent_dir = real_cgroup_dir(cgroup_mode::v1, &parent_path);
+  REQUIRE(!parent_dir.empty());
+  const std::string name = "pnmem-fault-test-" + std::to_string(getpid());
+  const fs::path child = fs::path(parent_dir) / name;
+  const std::string child_path = (parent_path == "/" ? "" : parent_path) + "/" + name;
+
+  std::string tmpl = (fs::temp_directory_path() / "pnmem-fault-root-XXXXXX").string();
+  REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+  const fs::path root = tmpl;
+  struct cleanup {
+    fs::path root, child;
+    ~cleanup() {
+      ::rmdir(child.c_str());
+      std::error_code ec;
+      fs::remove_all(root, ec);  // removes the symlinks, not what they point to
+    }
+  } guard{root, child};
+
+  const std::string mountinfo = pnmem_test::slurp("/proc/self/mountinfo");
+  const auto mount = pnmem::procfs::find_cgroup_mount(mountinfo, cgroup_mode::v1, parent_path);
+  REQUIRE(mount.ok());
+  REQUIRE(mount.value.lookup == pnmem::procfs::mount_lookup::found);
+  const fs::path mount_point(std::string(mount.value.mount.mount_point.view()));
+  fs::create_directories(root / "proc/self");
+  fs::create_symlink("/proc/meminfo", root / "proc/meminfo");
+  std::ofstream(root / "proc/self/mountinfo") << mountinfo;
+  std::ofstream(root / "proc/self/cgroup") << "4:memory:" << child_path << "\n";
+  fs::create_directories((root / mount_point.relative_path()).parent_path());
+  fs::create_symlink(mount_point, root / mount_point.relative_path());
+
+  const auto make_child = [&](std::uint64_t limit_bytes) {
+    std::error_code ec;
+    REQUIRE_MESSAGE(fs::create_directory(child, ec), "cannot create ", child.string(), ": ", ec.message());
+    std::ofstream(child / "memory.limit_in_bytes") << limit_bytes << "\n";
+  };
+  make_child(256_MiB);
+  pnmem::linux_sampler_options o;
+  o.root = root.string();
+  o.psi_triggers.clear();
+  linux_sampler s{o};
+  host_sample h = s.sample();
+  CHECK(h.provenance.cgroup == cgroup_mode::v1);
+  CHECK(h.provenance.sources_failed == 0);
+  CHECK(h.provenance.read(host_source::cgroup_usage));
+  if (before.provenance.cgroup_limit_bytes == 0 || before.provenance.cgroup_limit_bytes > 256_MiB) {
+    CHECK(h.provenance.limit_cgroup_path() == child_path);
+    CHECK(h.provenance.cgroup_limit_bytes == 256_MiB);
+  }
+  CHECK(h.total_bytes <= 256_MiB);
+
+  REQUIRE(::rmdir(child.c_str()) == 0);
+  h = s.sample();
+  // The removed cgroup's files read as absent (ENODEV, then ENOENT on reopen):
+  // nothing failed, no stale numbers; the ancestors' limits are what is left.
+  MESSAGE("after rmdir: limit " << h.provenance.cgroup_limit_bytes << " at '" << h.provenance.limit_cgroup_path()
+                                << "', total " << h.total_bytes << ", sources read " << h.provenance.sources_read);
+  CHECK(h.provenance.cgroup == cgroup_mode::v1);
+  CHECK(h.provenance.sources_failed == 0);
+  CHECK(h.provenance.read(host_source::meminfo));
+  CHECK(h.provenance.cgroup_limit_bytes == before.provenance.cgroup_limit_bytes);
+  CHECK(h.provenance.limit_cgroup_path() == before.provenance.limit_cgroup_path());
+  CHECK(h.total_bytes > 256_MiB);
+  if (before.provenance.cgroup_limit_bytes == 0) {
+    CHECK_FALSE(h.provenance.read(host_source::cgroup_usage));  // the child's usage is gone with it
+    CHECK(h.cgroup_current_bytes == 0);
+    CHECK(h.total_bytes == h.provenance.meminfo_total_bytes);
+  }
+
+  make_child(128_MiB);  // back, with another limit: read afresh, not remembered
+  h = s.sample();
+  CHECK(h.provenance.sources_failed == 0);
+  CHECK(h.provenance.read(host_source::cgroup_usage));
+  if (before.provenance.cgroup_limit_bytes == 0 || before.provenance.cgroup_limit_bytes > 128_MiB) {
+    CHECK(h.provenance.limit_cgroup_path() == child_path);
+    CHECK(h.provenance.cgroup_limit_bytes == 128_MiB);
+  }
+  CHECK(h.total_bytes <= 128_MiB);
 }
 
 int main(int argc, char** argv) {

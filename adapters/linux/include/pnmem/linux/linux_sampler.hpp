@@ -45,7 +45,8 @@
 //
 // PSI: the avg10 figures as read, plus the stall rate of the last interval,
 // 100 * delta(total= us) / delta(monotonic clock us), in [0, 100]; 0 on the first
-// sample, after a PSI read failed, and when a counter went backwards.
+// sample, after a PSI read failed, when a counter went backwards, and when the
+// clock did not move forward (the next interval then runs from the new reading).
 //
 // A missing source leaves its numbers at 0 and is not marked; one that exists but
 // cannot be read or parsed is marked failed in the provenance. Without MemTotal
