@@ -40,7 +40,6 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
 constexpr int kv_chunk_tokens = 16;
-constexpr std::uint64_t MiB = 1024ULL * 1024ULL;
 
 // Real host memory: mapped, every page touched, unmapped on destruction.
 class host_block {
