@@ -56,12 +56,19 @@ bool only_blanks(std::string_view s) noexcept {
   return true;
 }
 
-// A whole field of decimal digits: no sign, no spaces, overflow checked.
+bool all_digits(std::string_view s) noexcept {
+  for (const char c : s) {
+    if (!is_digit(c)) return false;
+  }
+  return true;
+}
+
+// A whole field of decimal digits: no sign, no spaces, overflow checked. A field
+// with a stray character is malformed however many digits come before it.
 result<std::uint64_t> to_u64(std::string_view digits) noexcept {
-  if (digits.empty()) return {0, errc::malformed};
+  if (digits.empty() || !all_digits(digits)) return {0, errc::malformed};
   std::uint64_t v = 0;
   for (const char c : digits) {
-    if (!is_digit(c)) return {0, errc::malformed};
     const auto d = static_cast<std::uint64_t>(c - '0');
     if (v > (u64_max - d) / 10) return {0, errc::out_of_range};
     v = v * 10 + d;
@@ -78,14 +85,13 @@ result<double> to_percent(std::string_view s) noexcept {
   if (whole_digits.empty() || (dot != std::string_view::npos && frac_digits.empty())) {
     return {0.0, errc::malformed};
   }
-  if (frac_digits.size() > 9) return {0.0, errc::malformed};
+  if (frac_digits.size() > 9 || !all_digits(frac_digits)) return {0.0, errc::malformed};
   const result<std::uint64_t> whole = to_u64(whole_digits);
   if (!whole.ok()) return {0.0, whole.error};
   if (whole.value > 100) return {0.0, errc::out_of_range};
   std::uint64_t frac = 0;
   std::uint64_t scale = 1;
   for (const char c : frac_digits) {
-    if (!is_digit(c)) return {0.0, errc::malformed};
     frac = frac * 10 + static_cast<std::uint64_t>(c - '0');
     scale *= 10;
   }

@@ -383,3 +383,21 @@ TEST_CASE("parsers survive every prefix and every corrupted byte") {
   }
   CHECK(runs > 1000);
 }
+
+// Found by fuzz/fuzz_cgroup_v1 (fuzz/corpus/fuzz_cgroup_v1/regress-overflow-before-stray-byte):
+// a field of digits past 2^64 followed by a stray byte was reported out_of_range,
+// before the stray byte was seen. It is not a number at all: malformed.
+TEST_CASE("a number field with a stray byte is malformed, however long its digits") {
+  CHECK(procfs::parse_cgroup_bytes("1844744076744073184467440737097095\xb5" "15616\n").error == errc::malformed);
+  CHECK(procfs::parse_cgroup_v1_limit("99999999999999999999x\n").error == errc::malformed);
+  CHECK(procfs::parse_cgroup_v2_limit("99999999999999999999x\n").error == errc::malformed);
+  CHECK(procfs::parse_memory_stat_inactive_file("inactive_file 99999999999999999999x\n", cgroup_mode::v2).error ==
+        errc::malformed);
+  CHECK(procfs::parse_meminfo("MemTotal: 99999999999999999999x kB\nMemAvailable: 1 kB\n").error == errc::malformed);
+  CHECK(procfs::parse_psi("some avg10=1000.x5 avg60=0.00 avg300=0.00 total=0\n").error == errc::malformed);
+  CHECK(procfs::parse_psi("some avg10=0.00 avg60=0.00 avg300=0.00 total=99999999999999999999x\n").error ==
+        errc::malformed);
+  // Digits alone past 2^64, or a percent above 100, stay out of range.
+  CHECK(procfs::parse_cgroup_bytes("99999999999999999999\n").error == errc::out_of_range);
+  CHECK(procfs::parse_psi("some avg10=1000.05 avg60=0.00 avg300=0.00 total=0\n").error == errc::out_of_range);
+}

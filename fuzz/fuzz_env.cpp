@@ -1,0 +1,197 @@
+// fuzz_env: pnmem::policy_from_env(lookup, base) over environments built from any bytes.
+//
+// Input: assignments separated by NUL bytes (a value never holds one). The first
+// byte of each picks the variable (its value mod 8: 0 PN_HOST_RESERVE_BYTES,
+// 1 PN_PSI_FULL_REJECT, 2 PN_DIE_RESERVE_BYTES, 3 PN_LADDER_DISABLE,
+// 4 PN_LOAD_SPIKE_BYTES, 5-7 names pnmem does not read); the rest is its value,
+// any bytes. A later assignment of a variable replaces an earlier one; an empty
+// assignment is skipped. So "02GiB\0" + "1abc" sets the reserve to 2GiB and the
+// PSI threshold to "abc". Each environment is read over the default policy and
+// over a policy where every field differs from the default.
+//
+// Properties (config.hpp's contract):
+//   - lookup is asked only for the five documented names, each at most once;
+//   - a variable that is set and valid for its parser (parse_bytes,
+//     parse_percent_bp above 0, parse_switch) sets exactly its field (and
+//     PN_HOST_RESERVE_BYTES zeroes the percentage share); one that is not gives
+//     exactly one error, which names the variable, carries the value as found,
+//     says what is wrong and what is kept, and the field keeps the base value;
+//   - unset variables and the fields no variable governs keep the base values;
+//   - ok() is errors.empty(); to_string() names the variable and the value.
+#include <array>
+#include <map>
+#include <string>
+
+#include "fuzz_support.hpp"
+#include "pnmem/config.hpp"
+
+using namespace pnmem_fuzz;
+
+namespace {
+
+constexpr std::array<const char*, 8> names = {
+    "PN_HOST_RESERVE_BYTES", "PN_PSI_FULL_REJECT", "PN_DIE_RESERVE_BYTES", "PN_LADDER_DISABLE",
+    "PN_LOAD_SPIKE_BYTES",   "PN_HOST_RESERVE",    "pn_psi_full_reject",   "PN_LOAD_SPIKE_BYTES ",
+};
+constexpr std::size_t documented = 5;
+
+constexpr pnmem::policy other_base = [] {
+  pnmem::policy p;
+  p.host_reserve_min_bytes = 3 * pnmem::GiB + 5;
+  p.host_reserve_bp = 0;
+  p.psi_full_reject_bp = 2025;
+  p.psi_some_tight_bp = 333;
+  p.die_reserve_bytes = 7 * pnmem::MiB;
+  p.die_tight_divisor = 5;
+  p.die_watch_divisor = 3;
+  p.die_scratch_bytes = 9;
+  p.load_spike_bytes = 0;
+  p.ladder_disabled = true;
+  return p;
+}();
+
+const std::string* find(const std::map<std::string, std::string>& env, const char* name) {
+  const auto it = env.find(name);
+  return it == env.end() ? nullptr : &it->second;
+}
+
+// The one error about `name`, or nullptr; two about it is a violation.
+const pnmem::config_error* error_for(const pnmem::env_config& cfg, const char* name) {
+  const pnmem::config_error* hit = nullptr;
+  for (const auto& e : cfg.errors) {
+    if (e.variable != name) continue;
+    FUZZ_CHECK(hit == nullptr);
+    hit = &e;
+  }
+  return hit;
+}
+
+void check_error(const pnmem::config_error& e, const std::string& value, const std::string& kept) {
+  FUZZ_CHECK(e.value == value);
+  FUZZ_CHECK(!e.message.empty() && e.message != "invalid");
+  FUZZ_CHECK(e.kept == kept);
+  const std::string line = e.to_string();
+  FUZZ_CHECK(line.find(e.variable) == 0);
+  FUZZ_CHECK(line.find(value) != std::string::npos);
+}
+
+void check(const std::map<std::string, std::string>& env, const pnmem::policy& base) {
+  std::array<int, names.size()> asked{};
+  const auto lookup = [&](const char* name) -> const char* {
+    std::size_t i = 0;
+    while (i < documented && std::string_view(names[i]) != name) ++i;
+    FUZZ_CHECK(i < documented);
+    ++asked[i];
+    const std::string* v = find(env, name);
+    return v == nullptr ? nullptr : v->c_str();
+  };
+  const pnmem::env_config cfg = pnmem::policy_from_env(lookup, base);
+  const pnmem::policy& p = cfg.value;
+  for (std::size_t i = 0; i < documented; ++i) FUZZ_CHECK(asked[i] <= 1);
+  FUZZ_CHECK(cfg.ok() == cfg.errors.empty());
+
+  std::size_t bad = 0;
+  for (const auto& e : cfg.errors) {
+    bool named = false;
+    for (std::size_t i = 0; i < documented; ++i) named = named || e.variable == names[i];
+    FUZZ_CHECK(named);
+  }
+
+  // PN_HOST_RESERVE_BYTES
+  if (const std::string* v = find(env, names[0])) {
+    const auto r = pnmem::parse_bytes(*v);
+    const auto* e = error_for(cfg, names[0]);
+    FUZZ_CHECK(r.ok() == (e == nullptr));
+    if (r.ok()) {
+      FUZZ_CHECK(p.host_reserve_min_bytes == r.value && p.host_reserve_bp == 0);
+    } else {
+      ++bad;
+      check_error(*e, *v, pnmem::detail::host_reserve_description(base));
+      FUZZ_CHECK(p.host_reserve_min_bytes == base.host_reserve_min_bytes && p.host_reserve_bp == base.host_reserve_bp);
+    }
+  } else {
+    FUZZ_CHECK(error_for(cfg, names[0]) == nullptr);
+    FUZZ_CHECK(p.host_reserve_min_bytes == base.host_reserve_min_bytes && p.host_reserve_bp == base.host_reserve_bp);
+  }
+
+  // PN_PSI_FULL_REJECT
+  if (const std::string* v = find(env, names[1])) {
+    const auto r = pnmem::parse_percent_bp(*v);
+    const bool valid = r.ok() && r.value > 0;
+    const auto* e = error_for(cfg, names[1]);
+    FUZZ_CHECK(valid == (e == nullptr));
+    if (valid) {
+      FUZZ_CHECK(p.psi_full_reject_bp == r.value && r.value <= pnmem::bp_whole);
+    } else {
+      ++bad;
+      check_error(*e, *v, pnmem::format_percent_bp(base.psi_full_reject_bp));
+      FUZZ_CHECK(p.psi_full_reject_bp == base.psi_full_reject_bp);
+    }
+  } else {
+    FUZZ_CHECK(error_for(cfg, names[1]) == nullptr && p.psi_full_reject_bp == base.psi_full_reject_bp);
+  }
+
+  // PN_DIE_RESERVE_BYTES and PN_LOAD_SPIKE_BYTES: plain byte sizes.
+  const auto bytes_var = [&](const char* name, std::uint64_t got, std::uint64_t base_value) {
+    if (const std::string* v = find(env, name)) {
+      const auto r = pnmem::parse_bytes(*v);
+      const auto* e = error_for(cfg, name);
+      FUZZ_CHECK(r.ok() == (e == nullptr));
+      if (r.ok()) {
+        FUZZ_CHECK(got == r.value);
+      } else {
+        ++bad;
+        check_error(*e, *v, pnmem::format_bytes(base_value));
+        FUZZ_CHECK(got == base_value);
+      }
+    } else {
+      FUZZ_CHECK(error_for(cfg, name) == nullptr && got == base_value);
+    }
+  };
+  bytes_var(names[2], p.die_reserve_bytes, base.die_reserve_bytes);
+  bytes_var(names[4], p.load_spike_bytes, base.load_spike_bytes);
+
+  // PN_LADDER_DISABLE
+  if (const std::string* v = find(env, names[3])) {
+    const auto r = pnmem::parse_switch(*v);
+    const auto* e = error_for(cfg, names[3]);
+    FUZZ_CHECK(r.ok() == (e == nullptr));
+    if (r.ok()) {
+      FUZZ_CHECK(p.ladder_disabled == r.value);
+    } else {
+      ++bad;
+      check_error(*e, *v, base.ladder_disabled ? "on" : "off");
+      FUZZ_CHECK(p.ladder_disabled == base.ladder_disabled);
+    }
+  } else {
+    FUZZ_CHECK(error_for(cfg, names[3]) == nullptr && p.ladder_disabled == base.ladder_disabled);
+  }
+
+  FUZZ_CHECK(cfg.errors.size() == bad);
+  // Fields no variable governs.
+  FUZZ_CHECK(p.psi_some_tight_bp == base.psi_some_tight_bp);
+  FUZZ_CHECK(p.die_tight_divisor == base.die_tight_divisor && p.die_watch_divisor == base.die_watch_divisor);
+  FUZZ_CHECK(p.die_scratch_bytes == base.die_scratch_bytes);
+  // Without any documented variable, the base comes back whole.
+  bool any = false;
+  for (std::size_t i = 0; i < documented; ++i) any = any || find(env, names[i]) != nullptr;
+  if (!any) FUZZ_CHECK(p == base && cfg.ok());
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string_view rest = as_text(data, size);
+  std::map<std::string, std::string> env;
+  while (!rest.empty()) {
+    const std::size_t nul = rest.find('\0');
+    const std::string_view assignment = rest.substr(0, nul);
+    rest.remove_prefix(nul == std::string_view::npos ? rest.size() : nul + 1);
+    if (assignment.empty()) continue;
+    const auto which = static_cast<unsigned char>(assignment.front()) % names.size();
+    env[names[which]] = std::string(assignment.substr(1));
+  }
+  check(env, pnmem::default_policy);
+  check(env, other_base);
+  return 0;
+}

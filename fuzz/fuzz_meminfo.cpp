@@ -1,0 +1,99 @@
+// fuzz_meminfo: procfs::parse_meminfo over any bytes (/proc/meminfo).
+//
+// Properties:
+//   - the text contract of procfs.hpp (empty / NUL / no final newline), a named error;
+//   - a success agrees with a reference reading of the documented format: exactly
+//     one "MemTotal:" and one "MemAvailable:" line, each "<n> kB" (n decimal, no
+//     sign, n * 1024 within 64 bits), other lines ignored; the values are those
+//     numbers times 1024, MemTotal is never 0;
+//   - CRLF line ends read the same; a success cut before its last '\n' is `truncated`;
+//   - an unrelated line appended changes nothing; a second MemTotal or MemAvailable
+//     line appended is `duplicate_key`; the canonical rendering of a success reads back.
+#include <cinttypes>
+#include <string>
+
+#include "procfs_checks.hpp"
+
+using namespace pnmem_fuzz;
+
+namespace {
+
+procfs::result<procfs::meminfo> parse(std::string_view t) { return procfs::parse_meminfo(t); }
+
+bool same(const procfs::meminfo& a, const procfs::meminfo& b) {
+  return a.total_bytes == b.total_bytes && a.avail_bytes == b.avail_bytes;
+}
+
+// The reference reading: ok with `value`, or some error.
+struct reference {
+  bool ok = false;
+  procfs::meminfo value;
+};
+
+reference read_reference(std::string_view t) {
+  if (!well_formed_kernel_text(t)) return {};
+  int seen_total = 0;
+  int seen_avail = 0;
+  procfs::meminfo m;
+  for (const std::string_view line : kernel_lines(t)) {
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    const std::string_view key = line.substr(0, colon);
+    std::uint64_t* slot = nullptr;
+    if (key == "MemTotal") {
+      slot = &m.total_bytes;
+      ++seen_total;
+    } else if (key == "MemAvailable") {
+      slot = &m.avail_bytes;
+      ++seen_avail;
+    } else {
+      continue;
+    }
+    if (seen_total > 1 || seen_avail > 1) return {};
+    const auto fields = blank_fields(line.substr(colon + 1));
+    if (fields.size() != 2 || fields[1] != "kB") return {};
+    const u64_ref kib = reference_u64(fields[0]);
+    if (kib.state != 1 || kib.value > UINT64_MAX / 1024) return {};
+    *slot = kib.value * 1024;
+  }
+  if (seen_total != 1 || seen_avail != 1 || m.total_bytes == 0) return {};
+  return {true, m};
+}
+
+std::string render(const procfs::meminfo& m) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "MemTotal:       %" PRIu64 " kB\nMemFree:  1 kB\nMemAvailable:   %" PRIu64 " kB\n",
+                m.total_bytes / 1024, m.avail_bytes / 1024);
+  return buf;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view t = as_text(data, size);
+  const auto r = parse(t);
+  check_kernel_text_contract(t, r.error);
+
+  const reference ref = read_reference(t);
+  FUZZ_CHECK(r.ok() == ref.ok);
+  if (r.ok()) {
+    FUZZ_CHECK(same(r.value, ref.value));
+    FUZZ_CHECK(r.value.total_bytes != 0);
+    FUZZ_CHECK(r.value.total_bytes % 1024 == 0 && r.value.avail_bytes % 1024 == 0);
+  }
+
+  check_crlf_same(t, r, parse, same);
+  if (!r.ok()) return 0;
+
+  check_cut_short(t, parse);
+  const auto unrelated = parse_appended(t, "Zswap:  12 kB\nHugePages_Total:       0\nnot a meminfo line\n", parse);
+  FUZZ_CHECK(unrelated.ok() && same(unrelated.value, r.value));
+  FUZZ_CHECK(parse_appended(t, "MemTotal: 1 kB\n", parse).error == procfs::errc::duplicate_key);
+  FUZZ_CHECK(parse_appended(t, "MemAvailable: 1 kB\n", parse).error == procfs::errc::duplicate_key);
+
+  const std::string canonical = render(r.value);
+  const exact_text again(canonical);
+  const auto back = parse(again.view());
+  FUZZ_CHECK(back.ok() && same(back.value, r.value));
+  return 0;
+}
