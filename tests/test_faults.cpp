@@ -29,75 +29,17 @@
 #include "pnmem/seqlock.hpp"
 #include "pnmem/watcher.hpp"
 #include "test_support.hpp"
+#include "watcher_fakes.hpp"
 
 using namespace pnmem;
 using namespace std::chrono_literals;
+using namespace pnmem::test;
 
 namespace {
 
 constexpr bool under_tsan = detail::seqlock_tsan;
 // Long enough for any loaded machine; reached only when something hangs.
 constexpr auto hang_deadline = 30s;
-
-// Time that only moves when the test says so, forwards or backwards.
-struct fake_clock {
-  using rep = std::int64_t;
-  using period = std::nano;
-  using duration = std::chrono::nanoseconds;
-  using time_point = std::chrono::time_point<fake_clock>;
-
-  std::shared_ptr<std::atomic<std::int64_t>> ns = std::make_shared<std::atomic<std::int64_t>>(1'000'000'000);
-  time_point now() const { return time_point(duration(ns->load())); }
-  void advance(duration d) const { ns->fetch_add(d.count()); }
-};
-
-// The host as the test wants it. `alternate`: every other sample is `other`.
-struct fake_host {
-  std::mutex mu;
-  host_sample next;
-  host_sample other;
-  bool alternate = false;
-  int samples = 0;
-};
-
-struct fake_sampler {
-  std::shared_ptr<fake_host> host;
-  host_sample sample() {
-    std::lock_guard<std::mutex> lk(host->mu);
-    ++host->samples;
-    return host->alternate && (host->samples % 2 == 0) ? host->other : host->next;
-  }
-};
-
-host_sample roomy() {
-  host_sample h;
-  h.total_bytes = 64 * GiB;
-  h.avail_bytes = 60 * GiB;
-  h.provenance.mark_read(host_source::meminfo);
-  return h;
-}
-
-host_sample at_level(mem_level l) {
-  host_sample h = roomy();
-  const std::uint64_t r = host_reserve_bytes(h.total_bytes);
-  switch (l) {
-    case mem_level::ok: break;
-    case mem_level::watch: h.avail_bytes = r + r / 2; break;
-    case mem_level::tight: h.avail_bytes = r + r / 8; break;
-    case mem_level::critical: h.avail_bytes = r; break;
-  }
-  return h;
-}
-
-void set_next(const std::shared_ptr<fake_host>& host, host_sample h) {
-  std::lock_guard<std::mutex> lk(host->mu);
-  host->next = h;
-}
-
-int samples_of(const std::shared_ptr<fake_host>& host) {
-  std::lock_guard<std::mutex> lk(host->mu);
-  return host->samples;
-}
 
 // A one-shot gate a test thread waits at until the test opens it.
 struct gate {

@@ -12,6 +12,7 @@
 
 #include "pnmem/watcher.hpp"
 #include "test_support.hpp"
+#include "watcher_fakes.hpp"
 
 using namespace pnmem;
 using pnmem::test::host_state;
@@ -212,18 +213,8 @@ TEST_CASE("many threads admitting on one stale snapshot never promise more than 
 
 namespace {
 
-// Time that moves only when told; the sampler moves it while it "reads /proc".
-struct manual_clock {
-  using rep = std::int64_t;
-  using period = std::nano;
-  using duration = std::chrono::nanoseconds;
-  using time_point = std::chrono::time_point<manual_clock>;
-  std::shared_ptr<std::atomic<std::int64_t>> ns = std::make_shared<std::atomic<std::int64_t>>(5'000);
-  time_point now() const { return time_point(duration(ns->load())); }
-};
-
 struct slow_sampler {
-  manual_clock clock;
+  pnmem::test::fake_clock clock;
   std::uint64_t avail = 6 * GiB;
   host_sample sample() {
     clock.ns->fetch_add(700);  // the read takes 700 ns
@@ -237,8 +228,9 @@ struct slow_sampler {
 }  // namespace
 
 TEST_CASE("the watcher stamps host_read_ns before reading, and set_die leaves it alone") {
-  manual_clock clock;
-  watcher<slow_sampler, manual_clock> w{slow_sampler{clock}, {}, clock};
+  pnmem::test::fake_clock clock;
+  clock.set(5'000);
+  watcher<slow_sampler, pnmem::test::fake_clock> w{slow_sampler{clock}, {}, clock};
   CHECK(w.read().host_read_ns == 0);  // never read
   w.poll_now();
   mem_state s = w.read();
@@ -252,7 +244,7 @@ TEST_CASE("the watcher stamps host_read_ns before reading, and set_die leaves it
 
   // A reservation settled at 5'200 (during the read) may be missing from it: still counted.
   struct running_watcher {
-    const watcher<slow_sampler, manual_clock>& w;
+    const watcher<slow_sampler, pnmem::test::fake_clock>& w;
     bool running() const { return true; }
     mem_state read() const { return w.read(); }
   } rw{w};

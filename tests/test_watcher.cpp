@@ -11,41 +11,16 @@
 #include <thread>
 #include <vector>
 
+#include "watcher_fakes.hpp"
+
 using namespace pnmem;
 using namespace std::chrono_literals;
+using namespace pnmem::test;
 
-namespace {
-
-// Time that only moves when the test says so.
-struct fake_clock {
-  using rep = std::int64_t;
-  using period = std::nano;
-  using duration = std::chrono::nanoseconds;
-  using time_point = std::chrono::time_point<fake_clock>;
-
-  std::shared_ptr<std::atomic<std::int64_t>> ns = std::make_shared<std::atomic<std::int64_t>>(1'000'000'000);
-  time_point now() const { return time_point(duration(ns->load())); }
-  void advance(duration d) const { ns->fetch_add(d.count()); }
-  void set(std::int64_t v) const { ns->store(v); }
-};
-
-// The host as the test wants it; shared between the test and the sampler the watcher owns.
-struct fake_host {
-  std::mutex mu;
-  host_sample next;
-  int samples = 0;
-};
-
-struct fake_sampler {
-  std::shared_ptr<fake_host> host;
-  host_sample sample() {
-    std::lock_guard<std::mutex> lk(host->mu);
-    ++host->samples;
-    return host->next;
-  }
-};
 static_assert(host_sampler<fake_sampler>);
 static_assert(!event_sampler<fake_sampler>);
+
+namespace {
 
 // An event sampler whose waits return only when the test releases them: the
 // watcher's thread advances one step per release, deterministically.
@@ -81,32 +56,6 @@ struct stepping_sampler {
   }
 };
 static_assert(event_sampler<stepping_sampler>);
-
-host_sample roomy() {
-  host_sample h;
-  h.total_bytes = 64 * GiB;
-  h.avail_bytes = 60 * GiB;
-  h.provenance.mark_read(host_source::meminfo);
-  return h;
-}
-
-host_sample at_level(mem_level l) {
-  host_sample h = roomy();
-  const std::uint64_t r = host_reserve_bytes(h.total_bytes);
-  switch (l) {
-    case mem_level::ok: break;
-    case mem_level::watch: h.avail_bytes = r + r / 2; break;
-    case mem_level::tight: h.avail_bytes = r + r / 8; break;
-    case mem_level::critical: h.avail_bytes = r; break;
-  }
-  return h;
-}
-
-template <class Host>
-void set_next(const std::shared_ptr<Host>& host, host_sample h) {
-  std::lock_guard<std::mutex> lk(host->mu);
-  host->next = h;
-}
 
 }  // namespace
 
