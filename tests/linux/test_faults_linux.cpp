@@ -28,10 +28,15 @@
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/linux/procfs.hpp"
 #include "pnmem/units.hpp"
+#include "fixture_tree.hpp"
 #include "source_file.hpp"
 
 namespace fs = std::filesystem;
 using namespace pnmem::literals;
+using pnmem_test::fixtures_dir;
+using pnmem_test::read_text;
+using pnmem_test::temp_tree;
+using pnmem_test::write_text;
 using pnmem::cgroup_mode;
 using pnmem::host_sample;
 using pnmem::host_source;
@@ -41,43 +46,6 @@ using pnmem::detail::source_file;
 using pnmem::detail::source_status;
 
 namespace {
-
-fs::path fixtures_dir() {
-  const char* dir = std::getenv("PNMEM_LINUX_FIXTURES");
-  REQUIRE_MESSAGE(dir != nullptr, "PNMEM_LINUX_FIXTURES is not set (run through meson test)");
-  return fs::path(dir);
-}
-
-// A private copy of a fixture tree (or an empty directory); removed at scope exit.
-struct temp_tree {
-  fs::path root;
-  explicit temp_tree(std::string_view fixture = {}) {
-    std::string tmpl = (fs::temp_directory_path() / "pnmem-faults-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    root = tmpl;
-    if (!fixture.empty()) fs::copy(fixtures_dir() / fixture, root, fs::copy_options::recursive);
-  }
-  ~temp_tree() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-  temp_tree(const temp_tree&) = delete;
-  temp_tree& operator=(const temp_tree&) = delete;
-  fs::path operator/(std::string_view rel) const { return root / rel; }
-};
-
-void write_file(const fs::path& p, std::string_view text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  REQUIRE(out.good());
-  out << text;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Replaces whatever is at `p` (file, symlink) with a symlink to `target`.
 void link_over(const fs::path& p, const fs::path& target) {
@@ -172,7 +140,7 @@ fs::path unopenable_file(const fs::path& dir) {
     }
   }
   const fs::path mode000 = dir / "mode000";
-  write_file(mode000, "x\n");
+  write_text(mode000, "x\n");
   ::chmod(mode000.c_str(), 0);
   const int fd = ::open(mode000.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0 && errno == EACCES) return mode000;
@@ -222,7 +190,7 @@ TEST_CASE("fault a: the process's cgroup directory removed, then back: its limit
 TEST_CASE("fault a: /proc/self/cgroup vanishes and comes back: no cgroup, then located again") {
   temp_tree tree("v2_nested");
   const fs::path self = tree / "proc/self/cgroup";
-  const std::string text = read_file(self);
+  const std::string text = read_text(self);
   linux_sampler s = sampler_over(tree.root);
   REQUIRE(s.sample().total_bytes == 3_GiB);
 
@@ -234,7 +202,7 @@ TEST_CASE("fault a: /proc/self/cgroup vanishes and comes back: no cgroup, then l
   CHECK(h.total_bytes == 32_GiB);
   CHECK(h.cgroup_current_bytes == 0);
 
-  write_file(self, text);
+  write_text(self, text);
   h = s.sample();
   CHECK(h.provenance.cgroup == cgroup_mode::v2);
   CHECK(h.provenance.limit_cgroup_path() == "/kubepods.slice/pod1.slice");
@@ -244,14 +212,14 @@ TEST_CASE("fault a: /proc/self/cgroup vanishes and comes back: no cgroup, then l
 TEST_CASE("fault a: a kept-open file whose read says ENODEV is reopened at once; twice in a row it has failed") {
   temp_tree dir;
   const fs::path p = dir / "memory.usage_in_bytes";
-  write_file(p, "42\n");
+  write_text(p, "42\n");
   source_file f(p.string(), &scripted_pread);
   std::vector<char> buf(64);
   REQUIRE(f.read(buf).status == source_status::ok);
 
   SUBCASE("back already (the cgroup re-created): read in the same call") {
     script_scope sc{{ENODEV, 0}};
-    write_file(p, "43\n");
+    write_text(p, "43\n");
     const auto r = f.read(buf);
     CHECK(r.status == source_status::ok);
     CHECK(r.text == "43\n");
@@ -282,7 +250,7 @@ TEST_CASE("fault a: a kept-open file whose read says ENODEV is reopened at once;
 TEST_CASE("fault b: EACCES or EIO from a read: failed with that errno, closed; the next read reopens") {
   temp_tree dir;
   const fs::path p = dir / "meminfo";
-  write_file(p, "MemTotal: 4 kB\n");
+  write_text(p, "MemTotal: 4 kB\n");
   source_file f(p.string(), &scripted_pread);
   std::vector<char> buf(64);
   for (const int err : {EACCES, EIO, EPERM}) {
@@ -302,7 +270,7 @@ TEST_CASE("fault b: EACCES or EIO from a read: failed with that errno, closed; t
 TEST_CASE("fault b: a real EIO (/proc/self/mem where /proc/meminfo belongs): meminfo failed, total unknown") {
   temp_tree tree("v1_limit");
   const fs::path meminfo = tree / "proc/meminfo";
-  const std::string text = read_file(meminfo);
+  const std::string text = read_text(meminfo);
   linux_sampler s = sampler_over(tree.root);
   REQUIRE(s.sample().provenance.read(host_source::meminfo));
 
@@ -329,7 +297,7 @@ TEST_CASE("fault b: a real EIO (/proc/self/mem where /proc/meminfo belongs): mem
   CHECK(level_of(h) == pnmem::mem_level::tight);  // the fixture's PSI (full avg10 0.5 %), nothing more
 
   fs::remove(meminfo);
-  write_file(meminfo, text);
+  write_text(meminfo, text);
   h = s.sample();
   CHECK(h.provenance.read(host_source::meminfo));
   CHECK(h.provenance.sources_failed == 0);
@@ -368,7 +336,7 @@ TEST_CASE("fault b: a real EACCES on open (a write-only kernfs file) where the c
   }
   SUBCASE("readable again") {
     fs::remove(limit);
-    write_file(limit, "2147483648\n");
+    write_text(limit, "2147483648\n");
     h = s.sample();
     CHECK(h.provenance.sources_failed == 0);
     CHECK(h.total_bytes == 2_GiB);
@@ -380,8 +348,8 @@ TEST_CASE("fault b: a real EACCES on open (a write-only kernfs file) where the c
 TEST_CASE("fault c: EINTR storms and one-byte reads: the whole file, byte for byte") {
   temp_tree dir;
   const fs::path p = dir / "meminfo";
-  const std::string text = read_file(fixtures_dir() / "v1_limit/proc/meminfo");
-  write_file(p, text);
+  const std::string text = read_text(fixtures_dir() / "v1_limit/proc/meminfo");
+  write_text(p, text);
   source_file f(p.string(), &scripted_pread);
   std::vector<char> buf(16 * 1024);
 
@@ -424,9 +392,9 @@ TEST_CASE("fault c: a short read that ends the file inside a number makes the sa
   // that ended early (test_linux_sampler.cpp "fixture truncated" checks every field).
   temp_tree tree("v1_limit");
   const fs::path meminfo = tree / "proc/meminfo";
-  const std::string text = read_file(meminfo);
+  const std::string text = read_text(meminfo);
   linux_sampler s = sampler_over(tree.root);
-  write_file(meminfo, text.substr(0, text.find("MemAvailable:") + 17));  // ends inside MemAvailable's number
+  write_text(meminfo, text.substr(0, text.find("MemAvailable:") + 17));  // ends inside MemAvailable's number
   const host_sample h = s.sample();
   CHECK(h.provenance.failed(host_source::meminfo));
   CHECK(h.total_bytes == 0);
@@ -448,13 +416,13 @@ TEST_CASE("fault d: the PSI stall rate when the sampler's clock jumps: finite, i
   const std::int64_t sec = 1'000'000'000;
   const std::int64_t hour = 3600 * sec;
 
-  write_file(psi, psi_text(1'000'000, 100'000));
+  write_text(psi, psi_text(1'000'000, 100'000));
   host_sample h = s.sample();
   CHECK(sane(h));
 
   // Forward 3 hours with 0.5 s more stall: the stall is spread over 3 hours.
   clock.now_ns += 3 * hour;
-  write_file(psi, psi_text(1'500'000, 100'000));
+  write_text(psi, psi_text(1'500'000, 100'000));
   h = s.sample();
   CHECK(sane(h));
   CHECK(h.psi_some_rate == doctest::Approx(100.0 * 0.5 / (3.0 * 3600.0)));
@@ -463,14 +431,14 @@ TEST_CASE("fault d: the PSI stall rate when the sampler's clock jumps: finite, i
 
   // Back 5 hours: no rate at all (not negative, not huge)...
   clock.now_ns -= 5 * hour;
-  write_file(psi, psi_text(2'000'000, 200'000));
+  write_text(psi, psi_text(2'000'000, 200'000));
   h = s.sample();
   CHECK(sane(h));
   CHECK(h.psi_some_rate == 0.0);
   CHECK(h.psi_full_rate == 0.0);
   // ...and the next interval is measured from the jumped-back time.
   clock.now_ns += 1 * sec;
-  write_file(psi, psi_text(2'200'000, 250'000));
+  write_text(psi, psi_text(2'200'000, 250'000));
   h = s.sample();
   CHECK(h.psi_some_rate == doctest::Approx(20.0));
   CHECK(h.psi_full_rate == doctest::Approx(5.0));
@@ -481,7 +449,7 @@ TEST_CASE("fault d: the PSI stall rate when the sampler's clock jumps: finite, i
   CHECK(sane(h));
   CHECK(h.psi_some_rate == 0.0);
   clock.now_ns = std::numeric_limits<std::int64_t>::max();
-  write_file(psi, psi_text(3'000'000, 250'000));
+  write_text(psi, psi_text(3'000'000, 250'000));
   h = s.sample();
   CHECK(sane(h));
   CHECK(h.psi_some_rate < 1e-6);  // 0.8 s of stall over 2^64 ns

@@ -19,6 +19,7 @@
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/linux/procfs.hpp"
 #include "pnmem/units.hpp"
+#include "fixture_tree.hpp"
 #include "real_cgroup.hpp"
 #include "source_file.hpp"
 
@@ -30,15 +31,13 @@ using pnmem::host_source;
 using pnmem::linux_sampler;
 using pnmem::linux_sampler_options;
 using pnmem::psi_mode;
+using pnmem_test::fixtures_dir;
+using pnmem_test::read_text;
 using pnmem_test::real_cgroup_dir;
+using pnmem_test::temp_tree;
+using pnmem_test::write_text;
 
 namespace {
-
-fs::path fixtures_dir() {
-  const char* dir = std::getenv("PNMEM_LINUX_FIXTURES");
-  REQUIRE_MESSAGE(dir != nullptr, "PNMEM_LINUX_FIXTURES is not set (run through meson test)");
-  return fs::path(dir);
-}
 
 // A clock the test moves by hand.
 struct fake_clock {
@@ -97,37 +96,6 @@ pnmem::mem_level level_of(const host_sample& h) {
   pnmem::mem_state s;
   pnmem::assign_host(s, h);
   return pnmem::derive_level(s);
-}
-
-// A private copy of a fixture tree; the checked-in fixtures are never modified.
-struct fixture_copy {
-  fs::path root;
-  explicit fixture_copy(std::string_view name) {
-    std::string tmpl = (fs::temp_directory_path() / "pnmem-fixture-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    root = tmpl;
-    fs::copy(fixtures_dir() / name, root, fs::copy_options::recursive);
-  }
-  ~fixture_copy() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-  fixture_copy(const fixture_copy&) = delete;
-  fixture_copy& operator=(const fixture_copy&) = delete;
-  fs::path operator/(std::string_view rel) const { return root / rel; }
-};
-
-void write_file(const fs::path& p, std::string_view text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  REQUIRE(out.good());
-  out << text;
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 std::string psi_text(std::uint64_t some_total_us, std::uint64_t full_total_us) {
@@ -332,45 +300,45 @@ TEST_CASE("a missing root directory: nothing read, nothing failed, total unknown
 }
 
 TEST_CASE("PSI stall rate from total= deltas over the injected clock") {
-  fixture_copy tree("v2_unlimited");
+  temp_tree tree("v2_unlimited");
   const fs::path psi_file = tree / "proc/pressure/memory";
   fake_clock clock;
   linux_sampler s = fixture_sampler(tree.root, &clock);
 
-  write_file(psi_file, psi_text(1'000'000, 100'000));
+  write_text(psi_file, psi_text(1'000'000, 100'000));
   host_sample h = s.sample();
   CHECK(h.psi_some_rate == 0.0);  // first sample: no interval yet
   CHECK(h.psi_full_rate == 0.0);
 
   // 0.5 s of "some" and 0.1 s of "full" stall over 1 s of wall time.
   clock.now_ns += 1'000'000'000;
-  write_file(psi_file, psi_text(1'500'000, 200'000));
+  write_text(psi_file, psi_text(1'500'000, 200'000));
   h = s.sample();
   CHECK(h.psi_some_rate == doctest::Approx(50.0));
   CHECK(h.psi_full_rate == doctest::Approx(10.0));
 
   // 250 ms later, 25 ms more "some": 10 %.
   clock.now_ns += 250'000'000;
-  write_file(psi_file, psi_text(1'525'000, 200'000));
+  write_text(psi_file, psi_text(1'525'000, 200'000));
   h = s.sample();
   CHECK(h.psi_some_rate == doctest::Approx(10.0));
   CHECK(h.psi_full_rate == 0.0);
 
   // A counter that went backwards (a different kernel? a reset?) is no stall.
   clock.now_ns += 1'000'000'000;
-  write_file(psi_file, psi_text(10, 300'000));
+  write_text(psi_file, psi_text(10, 300'000));
   h = s.sample();
   CHECK(h.psi_some_rate == 0.0);
   CHECK(h.psi_full_rate == doctest::Approx(10.0));
 
   // More stall than wall time (clock jitter, per-CPU accounting) is clamped to 100 %.
   clock.now_ns += 1'000'000'000;
-  write_file(psi_file, psi_text(3'000'010, 300'000));
+  write_text(psi_file, psi_text(3'000'010, 300'000));
   h = s.sample();
   CHECK(h.psi_some_rate == 100.0);
 
   // A clock that did not move gives no rate rather than a division by zero.
-  write_file(psi_file, psi_text(3'500'000, 400'000));
+  write_text(psi_file, psi_text(3'500'000, 400'000));
   h = s.sample();
   CHECK(h.psi_some_rate == 0.0);
   CHECK(h.psi_full_rate == 0.0);
@@ -384,36 +352,36 @@ TEST_CASE("PSI stall rate from total= deltas over the injected clock") {
   CHECK(h.provenance.psi == psi_mode::none);
   CHECK(h.psi_some_rate == 0.0);
   clock.now_ns += 1'000'000'000;
-  write_file(psi_file, psi_text(9'000'000, 900'000));
+  write_text(psi_file, psi_text(9'000'000, 900'000));
   h = s.sample();
   CHECK(h.provenance.read(host_source::psi));
   CHECK(h.psi_some_rate == 0.0);  // first sample again
   clock.now_ns += 1'000'000'000;
-  write_file(psi_file, psi_text(9'200'000, 900'000));
+  write_text(psi_file, psi_text(9'200'000, 900'000));
   h = s.sample();
   CHECK(h.psi_some_rate == doctest::Approx(20.0));
 }
 
 TEST_CASE("an old kernel's PSI without full: no full rate even with a reference") {
-  fixture_copy tree("no_cgroup");
+  temp_tree tree("no_cgroup");
   const fs::path psi_file = tree / "proc/pressure/memory";
   fake_clock clock;
   linux_sampler s = fixture_sampler(tree.root, &clock);
   (void)s.sample();
   clock.now_ns += 1'000'000'000;
-  write_file(psi_file, "some avg10=12.00 avg60=6.00 avg300=1.50 total=4300000\n");
+  write_text(psi_file, "some avg10=12.00 avg60=6.00 avg300=1.50 total=4300000\n");
   const host_sample h = s.sample();
   CHECK(h.psi_some_rate == doctest::Approx(10.0));
   CHECK(h.psi_full_rate == 0.0);
 }
 
 TEST_CASE("sources that vanish and come back") {
-  fixture_copy tree("v1_limit");
+  temp_tree tree("v1_limit");
   linux_sampler s = fixture_sampler(tree.root);
   const fs::path meminfo = tree / "proc/meminfo";
   const fs::path stat = tree / "sys/fs/cgroup/memory/docker/abc/memory.stat";
-  const std::string meminfo_text = read_file(meminfo);
-  const std::string stat_text = read_file(stat);
+  const std::string meminfo_text = read_text(meminfo);
+  const std::string stat_text = read_text(stat);
 
   host_sample h = s.sample();
   REQUIRE(h.total_bytes == 2_GiB);
@@ -429,7 +397,7 @@ TEST_CASE("sources that vanish and come back") {
   CHECK(h.provenance.cgroup_limit_bytes == 2_GiB);
   CHECK(pnmem::host_level(h.total_bytes, h.avail_bytes) == pnmem::mem_level::ok);  // skipped, not CRITICAL
 
-  write_file(meminfo, meminfo_text);
+  write_text(meminfo, meminfo_text);
   h = s.sample();
   CHECK(h.provenance.read(host_source::meminfo));
   CHECK(h.total_bytes == 2_GiB);
@@ -443,7 +411,7 @@ TEST_CASE("sources that vanish and come back") {
   CHECK(h.provenance.cgroup_working_set_bytes == 1536_MiB);
   CHECK(h.avail_bytes == 512_MiB);
 
-  write_file(stat, stat_text);
+  write_text(stat, stat_text);
   h = s.sample();
   CHECK(h.provenance.read(host_source::cgroup_stat));
   CHECK(h.avail_bytes == 1_GiB);
@@ -455,26 +423,26 @@ TEST_CASE("sources that vanish and come back") {
   CHECK(h.provenance.failed(host_source::meminfo));
   CHECK(h.total_bytes == 0);
   fs::remove(meminfo);
-  write_file(meminfo, meminfo_text);
+  write_text(meminfo, meminfo_text);
   h = s.sample();
   CHECK(h.provenance.read(host_source::meminfo));
   CHECK_FALSE(h.provenance.failed(host_source::meminfo));
 
   // The limit file rewritten in place: the kept descriptor reads the new value.
-  write_file(tree / "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "1610612736\n");
+  write_text(tree / "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "1610612736\n");
   h = s.sample();
   CHECK(h.total_bytes == 1536_MiB);
   CHECK(h.avail_bytes == 512_MiB);
 }
 
 TEST_CASE("a process moved to another cgroup: the cgroup files are reopened") {
-  fixture_copy tree("v2_nested");
+  temp_tree tree("v2_nested");
   const fs::path self_cgroup = tree / "proc/self/cgroup";
   linux_sampler s = fixture_sampler(tree.root);
   host_sample h = s.sample();
   CHECK(h.provenance.limit_cgroup_path() == "/kubepods.slice/pod1.slice");
 
-  write_file(self_cgroup, "0::/kubepods.slice\n");
+  write_text(self_cgroup, "0::/kubepods.slice\n");
   h = s.sample();
   CHECK(h.provenance.cgroup == cgroup_mode::v2);
   CHECK(h.provenance.limit_cgroup_path() == "/kubepods.slice");
@@ -484,23 +452,23 @@ TEST_CASE("a process moved to another cgroup: the cgroup files are reopened") {
   CHECK(h.cgroup_high_bytes == 0);
 
   // To the root cgroup: no memory.current, no cgroup numbers.
-  write_file(self_cgroup, "0::/\n");
+  write_text(self_cgroup, "0::/\n");
   h = s.sample();
   CHECK(h.provenance.cgroup == cgroup_mode::none);
   CHECK(h.total_bytes == 32_GiB);
   CHECK(h.provenance.limit_cgroup_path().empty());
 
-  write_file(self_cgroup, "0::/kubepods.slice/pod1.slice/ctr.scope\n");
+  write_text(self_cgroup, "0::/kubepods.slice/pod1.slice/ctr.scope\n");
   h = s.sample();
   CHECK(h.provenance.limit_cgroup_path() == "/kubepods.slice/pod1.slice");
   CHECK(h.total_bytes == 3_GiB);
 
   // A garbage membership file, then a good one again.
-  write_file(self_cgroup, "garbage\n");
+  write_text(self_cgroup, "garbage\n");
   h = s.sample();
   CHECK(h.provenance.cgroup == cgroup_mode::none);
   CHECK(h.provenance.failed(host_source::cgroup_limit));
-  write_file(self_cgroup, "0::/kubepods.slice/pod1.slice/ctr.scope\n");
+  write_text(self_cgroup, "0::/kubepods.slice/pod1.slice/ctr.scope\n");
   h = s.sample();
   CHECK(h.provenance.cgroup == cgroup_mode::v2);
   CHECK_FALSE(h.provenance.failed(host_source::cgroup_limit));
@@ -508,7 +476,7 @@ TEST_CASE("a process moved to another cgroup: the cgroup files are reopened") {
 }
 
 TEST_CASE("a v2 cgroup without the memory controller is charged to its nearest ancestor with it") {
-  fixture_copy tree("v2_nested");
+  temp_tree tree("v2_nested");
   const fs::path ctr = tree / "sys/fs/cgroup/kubepods.slice/pod1.slice/ctr.scope";
   for (const char* f : {"memory.current", "memory.max", "memory.high", "memory.stat"}) fs::remove(ctr / f);
   linux_sampler s = fixture_sampler(tree.root);
@@ -520,8 +488,8 @@ TEST_CASE("a v2 cgroup without the memory controller is charged to its nearest a
 
   // Unlimited everywhere: the usage shown is the pod's, the nearest with a memory.current.
   for (const char* dir : {"kubepods.slice", "kubepods.slice/pod1.slice"}) {
-    write_file(tree / "sys/fs/cgroup" / dir / "memory.max", "max\n");
-    write_file(tree / "sys/fs/cgroup" / dir / "memory.high", "max\n");
+    write_text(tree / "sys/fs/cgroup" / dir / "memory.max", "max\n");
+    write_text(tree / "sys/fs/cgroup" / dir / "memory.high", "max\n");
   }
   h = s.sample();
   CHECK(h.provenance.cgroup_limit_bytes == 0);
@@ -530,14 +498,14 @@ TEST_CASE("a v2 cgroup without the memory controller is charged to its nearest a
 }
 
 TEST_CASE("ties between levels go to the ancestor; a zero limit is CRITICAL, not unknown") {
-  fixture_copy tree("v2_nested");
+  temp_tree tree("v2_nested");
   const fs::path ctr = tree / "sys/fs/cgroup/kubepods.slice/pod1.slice/ctr.scope";
-  write_file(ctr / "memory.high", "3221225472\n");  // the pod's memory.high, exactly
+  write_text(ctr / "memory.high", "3221225472\n");  // the pod's memory.high, exactly
   linux_sampler s = fixture_sampler(tree.root);
   host_sample h = s.sample();
   CHECK(h.provenance.limit_cgroup_path() == "/kubepods.slice/pod1.slice");
 
-  write_file(ctr / "memory.max", "0\n");
+  write_text(ctr / "memory.max", "0\n");
   h = s.sample();
   CHECK(h.provenance.limit_cgroup_path() == "/kubepods.slice/pod1.slice/ctr.scope");
   CHECK(h.total_bytes == 1);

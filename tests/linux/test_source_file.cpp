@@ -12,12 +12,16 @@
 #include <string_view>
 #include <vector>
 
+#include "fixture_tree.hpp"
 #include "source_file.hpp"
 
 namespace fs = std::filesystem;
 using pnmem::detail::pread_status;
 using pnmem::detail::source_file;
 using pnmem::detail::source_status;
+
+using pnmem_test::temp_tree;
+using pnmem_test::write_text;
 
 namespace {
 
@@ -53,25 +57,6 @@ ssize_t fake_pread(int, void* buf, std::size_t count, off_t offset) {
   if (n > f.chunk) n = f.chunk;
   std::memcpy(buf, f.content.data() + off, n);
   return static_cast<ssize_t>(n);
-}
-
-// A temporary directory removed at scope exit.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string tmpl = (fs::temp_directory_path() / "pnmem-source-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-void write_file(const fs::path& p, std::string_view text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << text;
 }
 
 }  // namespace
@@ -112,9 +97,9 @@ TEST_CASE("pread_whole: an error is reported with its errno") {
 }
 
 TEST_CASE("source_file: an empty file reads as zero bytes") {
-  temp_dir d;
-  write_file(d.path / "empty", "");
-  source_file f((d.path / "empty").string());
+  temp_tree d;
+  write_text(d.root / "empty", "");
+  source_file f((d.root / "empty").string());
   std::vector<char> buf(64);
   const auto r = f.read(buf);
   CHECK(r.status == source_status::ok);
@@ -122,39 +107,39 @@ TEST_CASE("source_file: an empty file reads as zero bytes") {
 }
 
 TEST_CASE("source_file: missing, then present, then deleted, then back") {
-  temp_dir d;
-  const fs::path p = d.path / "meminfo";
+  temp_tree d;
+  const fs::path p = d.root / "meminfo";
   source_file f(p.string());
   std::vector<char> buf(64);
   CHECK(f.read(buf).status == source_status::missing);
 
-  write_file(p, "one\n");
+  write_text(p, "one\n");
   auto r = f.read(buf);
   REQUIRE(r.status == source_status::ok);
   CHECK(r.text == "one\n");
   CHECK(f.is_open());
 
   // Rewritten in place (same inode): the kept descriptor sees the new bytes.
-  write_file(p, "two\n");
+  write_text(p, "two\n");
   CHECK(f.read(buf).text == "two\n");
 
   fs::remove(p);
   CHECK(f.read(buf).status == source_status::missing);
   CHECK_FALSE(f.is_open());
 
-  write_file(p, "three\n");
+  write_text(p, "three\n");
   CHECK(f.read(buf).text == "three\n");
 
   // Replaced by rename (a new inode): the old descriptor is dropped.
-  write_file(d.path / "next", "four\n");
-  fs::rename(d.path / "next", p);
+  write_text(d.root / "next", "four\n");
+  fs::rename(d.root / "next", p);
   CHECK(f.read(buf).text == "four\n");
 }
 
 TEST_CASE("source_file: a directory where a file belongs has failed, not gone missing") {
-  temp_dir d;
-  fs::create_directory(d.path / "meminfo");
-  source_file f((d.path / "meminfo").string());
+  temp_tree d;
+  fs::create_directory(d.root / "meminfo");
+  source_file f((d.root / "meminfo").string());
   std::vector<char> buf(64);
   const auto r = f.read(buf);
   CHECK(r.status == source_status::failed);
@@ -163,9 +148,9 @@ TEST_CASE("source_file: a directory where a file belongs has failed, not gone mi
 }
 
 TEST_CASE("source_file: a file larger than the buffer has failed") {
-  temp_dir d;
-  write_file(d.path / "big", std::string(100, 'x'));
-  source_file f((d.path / "big").string());
+  temp_tree d;
+  write_text(d.root / "big", std::string(100, 'x'));
+  source_file f((d.root / "big").string());
   std::vector<char> buf(64);
   const auto r = f.read(buf);
   CHECK(r.status == source_status::failed);
@@ -173,9 +158,9 @@ TEST_CASE("source_file: a file larger than the buffer has failed") {
 }
 
 TEST_CASE("source_file: a path under a regular file is missing (ENOTDIR)") {
-  temp_dir d;
-  write_file(d.path / "file", "x\n");
-  source_file f((d.path / "file" / "child").string());
+  temp_tree d;
+  write_text(d.root / "file", "x\n");
+  source_file f((d.root / "file" / "child").string());
   std::vector<char> buf(64);
   CHECK(f.read(buf).status == source_status::missing);
 }
@@ -192,11 +177,11 @@ TEST_CASE("source_file: the kernel's own files are read whole") {
 }
 
 TEST_CASE("read_whole_file: grows past the per-sample buffer") {
-  temp_dir d;
+  temp_tree d;
   const std::string big(200 * 1024, 'm');
-  write_file(d.path / "mountinfo", big);
+  write_text(d.root / "mountinfo", big);
   std::string out;
-  CHECK(pnmem::detail::read_whole_file((d.path / "mountinfo").string(), out) == source_status::ok);
+  CHECK(pnmem::detail::read_whole_file((d.root / "mountinfo").string(), out) == source_status::ok);
   CHECK(out == big);
-  CHECK(pnmem::detail::read_whole_file((d.path / "absent").string(), out) == source_status::missing);
+  CHECK(pnmem::detail::read_whole_file((d.root / "absent").string(), out) == source_status::missing);
 }
