@@ -2,9 +2,11 @@
 // and a backend without devices.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "pnmem/config.hpp"
@@ -210,6 +212,57 @@ TEST_CASE("die_tally clamps at zero and moves used to retiring in one step") {
   CHECK(t.retiring() == 0);
   t.add_retiring(7);
   CHECK(t.retiring() == 7);
+}
+
+TEST_CASE("die_tally from many owner threads while the feed polls: a poll never sees bytes twice") {
+  // Owner thread t cycles one buffer of 4 KiB << t: allocate (used), retire behind
+  // an event (used -> retiring in one step), reap (retiring gone). The sizes are
+  // distinct powers of two, so every reading decomposes: thread t's buffer is in
+  // used (bit t), in retiring, or in neither, never in both (used & retiring == 0)
+  // and nothing else is ever there.
+  fake_backend gpu{fake_options{.devices = 1}};
+  die_feed feed{gpu};
+  REQUIRE(feed.die_count() == 1);
+  die_tally& tally = feed.tally(0);
+  constexpr int owners = 4;
+  constexpr std::uint64_t unit = 4096;
+  constexpr std::uint64_t all = unit * ((1U << owners) - 1);
+  constexpr int cycles = 20000;
+  std::atomic<int> running{owners};
+  std::atomic<int> polls{0};
+  std::atomic<int> bad{0};
+  const auto check = [&](std::uint64_t used, std::uint64_t retiring) {
+    if ((used & retiring) != 0 || ((used | retiring) & ~all) != 0) bad.fetch_add(1);
+  };
+  std::thread poller([&] {
+    const die_feed::sink sink = [&](int, std::uint64_t, std::uint64_t, std::uint64_t used, std::uint64_t retiring) {
+      check(used, retiring);
+    };
+    while (running.load() > 0) {
+      feed.poll(sink);
+      const die_tally::counts c = tally.read();
+      check(c.used, c.retiring);
+      polls.fetch_add(1);
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < owners; ++t) {
+    threads.emplace_back([&, t] {
+      const std::uint64_t buf = unit << t;
+      for (int i = 0; i < cycles; ++i) {
+        tally.add_used(buf);
+        tally.retire(buf);
+        tally.sub_retiring(buf);
+      }
+      running.fetch_sub(1);
+    });
+  }
+  for (auto& th : threads) th.join();
+  poller.join();
+  CHECK(bad.load() == 0);
+  CHECK(polls.load() > 0);
+  CHECK(tally.used() == 0);  // no update lost
+  CHECK(tally.retiring() == 0);
 }
 
 TEST_CASE("no driver: zero dies, a reason, no throw, and polls push nothing") {
