@@ -224,9 +224,13 @@ std::optional<cgroup_home> find_cgroup_home(std::string& why) {
   return std::nullopt;
 }
 
+// A one-number cgroup file, through the sampler's own strict parser; 0 when it is
+// missing or does not parse (the supervisor's samples then show no usage, never a wrong one).
 std::uint64_t read_u64(const pnmem_test::fs::path& p) {
   const auto t = pnmem_test::read_file(p);
-  return t ? std::strtoull(t->c_str(), nullptr, 10) : 0;
+  if (!t) return 0;
+  const auto v = pnmem::procfs::parse_cgroup_bytes(*t);
+  return v.ok() ? v.value : 0;
 }
 
 // "name value" lines (memory.oom_control, memory.events).

@@ -283,7 +283,8 @@ int run_workload(const workload_options& o) {
   std::vector<std::jthread> workers;
   for (int i = 0; i < o.slots; ++i) workers.emplace_back(worker);
 
-  for (request r : make_schedule(o)) {
+  const std::vector<request> schedule = make_schedule(o);
+  for (request r : schedule) {
     const auto at = t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double, std::milli>(r.arrival_ms));
     std::this_thread::sleep_until(at);
     r.queued_at = clock_type::now();
@@ -307,7 +308,7 @@ int run_workload(const workload_options& o) {
   timeline.request_stop();
   timeline.join();
   watcher.stop();
-  if (o.verbose) std::printf("workload: done in %.1f s, %zu requests\n", ms_since_start() / 1000.0, make_schedule(o).size());
+  if (o.verbose) std::printf("workload: done in %.1f s, %zu requests\n", ms_since_start() / 1000.0, schedule.size());
   return 0;
 }
 
