@@ -33,7 +33,8 @@ std::string hex(const void* p) {
 }
 
 std::string_view kind_name(std::uint8_t k) noexcept {
-  constexpr std::string_view names[] = {"kernel", "copy", "free_async", "event_record", "stream_wait_event"};
+  constexpr std::string_view names[] = {"kernel", "copy", "free_async", "event_record", "stream_wait_event",
+                                        "alloc_async"};
   return k < std::size(names) ? names[k] : "op";
 }
 
@@ -148,10 +149,46 @@ void fake_backend::check_use(const stream& st, const op& o, op_use& u, std::stri
   violation(std::move(what));
 }
 
+void fake_backend::check_races(const stream& st, const op& o) {
+  // Every buffer an op touches, with whether it writes: its uses, or the block
+  // an alloc/free takes or gives back.
+  const auto touches = [](const op& x) {
+    std::vector<buffer_use> t;
+    for (const op_use& u : x.uses) t.push_back(u.use);
+    if (x.footprint.ptr != nullptr) t.push_back(x.footprint);
+    return t;
+  };
+  const std::vector<buffer_use> mine = touches(o);
+  if (mine.empty()) return;
+  for (const auto& [h, other] : streams_) {
+    if (h == st.handle) continue;  // one stream runs in order
+    const auto known = st.clock.find(h);
+    const std::uint64_t ordered_up_to = known == st.clock.end() ? 0 : known->second;
+    for (const op& a : other.queue) {
+      if (a.seq <= ordered_up_to) continue;  // a wait on an event recorded after `a` orders it first
+      for (const buffer_use& x : touches(a)) {
+        const auto hit = std::find_if(mine.begin(), mine.end(), [&](const buffer_use& y) {
+          return (x.writes || y.writes) && overlaps(addr(x.ptr), x.bytes, addr(y.ptr), y.bytes);
+        });
+        if (hit == mine.end()) continue;
+        violation("t=" + std::to_string(now_) + " " + describe(st, o) + " when queued: races with " +
+                  describe(other, a) + (a.started ? ", running" : ", still queued") +
+                  ", which no event wait orders before it: " + (hit->writes ? "writes " : "reads ") +
+                  hex(hit->ptr) + " +" + std::to_string(hit->bytes) + " bytes while it " +
+                  (x.writes ? "writes " : "reads ") + hex(x.ptr) + " +" + std::to_string(x.bytes) + " bytes");
+        break;  // one report per pair of ops
+      }
+    }
+  }
+}
+
 std::uint64_t fake_backend::enqueue(stream& st, op o) {
   o.id = next_op_id_++;
+  o.seq = ++st.last_seq;
+  st.clock[st.handle] = o.seq;
   pending_.insert(o.id);
   for (op_use& u : o.uses) check_use(st, o, u, "when queued", false);
+  if (options_.report_races) check_races(st, o);
   const std::uint64_t id = o.id;
   st.queue.push_back(std::move(o));
   return id;
@@ -255,7 +292,8 @@ void fake_backend::apply_effects(const op& o) {
       break;
     }
     case op_kind::record:
-    case op_kind::wait: break;
+    case op_kind::wait:
+    case op_kind::alloc: break;
   }
 }
 
@@ -354,6 +392,12 @@ device_status fake_backend::alloc_async(int device, std::size_t bytes, stream_ha
   b.storage.reset(mem);
   live_device_[d] += bytes;
   blocks_.emplace(addr(mem), std::move(b));
+  // Live at once for the lifetime checks; for the race check the allocation is
+  // a point on `s`: other streams must be ordered after it before using it.
+  op o;
+  o.kind = op_kind::alloc;
+  o.footprint = buffer_use{mem, bytes, true};
+  enqueue(*st, std::move(o));
   out = mem;
   return status(device_errc::ok);
 }
@@ -384,6 +428,7 @@ device_status fake_backend::free_async(void* p, stream_handle s) noexcept {
   op o;
   o.kind = op_kind::free;
   o.free_base = addr(p);
+  o.footprint = buffer_use{p, b.bytes, true};
   enqueue(*st, std::move(o));
   return status(device_errc::ok);
 }
@@ -455,7 +500,7 @@ device_status fake_backend::event_create(int device, event_handle& out) noexcept
   out = {};
   if (!valid_device(device)) return status(device_errc::no_device);
   const std::uint64_t h = next_handle_++;
-  events_.emplace(h, event{device, 0});
+  events_.emplace(h, event{device, 0, {}});
   ++events_created_;
   out.value = h;
   return status(device_errc::ok);
@@ -476,6 +521,7 @@ device_status fake_backend::event_record(event_handle e, stream_handle s) noexce
   op o;
   o.kind = op_kind::record;
   ev->last_record = enqueue(*st, std::move(o));
+  ev->clock = st->clock;  // what a stream waiting on this record will be ordered after
   return status(device_errc::ok);
 }
 
@@ -498,6 +544,10 @@ device_status fake_backend::stream_wait_event(stream_handle s, event_handle e) n
   o.kind = op_kind::wait;
   o.waits_for = ev->last_record;
   enqueue(*st, std::move(o));
+  // Work queued on `s` from now on is ordered after everything before the record.
+  if (ev->last_record != 0) {
+    for (const auto& [h, seq] : ev->clock) st->clock[h] = std::max(st->clock[h], seq);
+  }
   return status(device_errc::ok);
 }
 

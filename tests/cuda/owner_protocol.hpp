@@ -13,6 +13,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <cstring>
 #include <optional>
 
 #include "owner_test_support.hpp"
@@ -24,11 +26,13 @@ template <class F>
 struct owner_rig {
   F f;
   stream_handle home;
+  stream_handle side;  // a second stream for steps; outlives the owner, as moves fence it
   std::optional<buffer_owner> owner;
   model_shape shape = small_shape();
 
   owner_rig() {
     REQUIRE(f.backend().stream_create(0, home));
+    REQUIRE(f.backend().stream_create(0, side));
     owner_options o;
     o.home_stream = home;
     o.shape = shape;
@@ -44,6 +48,7 @@ struct owner_rig {
     }
     owner.reset();
     (void)f.backend().stream_destroy(home);
+    (void)f.backend().stream_destroy(side);
     f.settle();
     f.check_clean();
   }
@@ -58,6 +63,29 @@ struct owner_rig {
     const decode_buffers& b = t.buffers();
     const auto bytes = static_cast<std::size_t>(kv_row_bytes(shape, b.kv));
     REQUIRE(f.backend().copy_async(b.v[0], b.k[0], bytes, t.stream()));
+  }
+  std::size_t row_bytes() const { return static_cast<std::size_t>(kv_row_bytes(shape, pnmem::kv_format::fp32)); }
+};
+
+// Pinned host memory the test fills and reads (the only host memory both
+// backends let a copy touch). Freed after everything has settled.
+template <class F>
+struct pinned_buffer {
+  F& f;
+  void* p = nullptr;
+  std::size_t bytes;
+  pinned_buffer(F& fixture, std::size_t n, unsigned char fill) : f(fixture), bytes(n) {
+    REQUIRE(f.backend().alloc_pinned(n, p));
+    std::memset(p, fill, n);
+  }
+  ~pinned_buffer() {
+    if (p != nullptr) (void)f.backend().free_pinned(p);
+  }
+  bool all(unsigned char value) const {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (std::size_t i = 0; i < bytes; ++i)
+      if (b[i] != value) return false;
+    return true;
   }
 };
 
@@ -119,9 +147,74 @@ TEST_CASE_TEMPLATE_DEFINE("protocol: ladder ceiling clamps, rung 4a picks Q4 at 
   CHECK(r.owner->try_resize({2, 16}, plan_at(pnmem::mem_level::watch)).kv == pnmem::kv_format::fp32);
 }
 
+// Ordering 1 (note_stream): a move copies on the home stream; a step on a
+// second stream must wait for those copies, or it reads the new buffers
+// before the live slots arrived in them.
+TEST_CASE_TEMPLATE_DEFINE("protocol: a step on a second stream reads the moved data, not the empty new buffer", F,
+                          owner_second_stream_after_move) {
+  owner_rig<F> r;
+  const stream_handle side = r.side;
+  {
+    pinned_buffer<F> pattern(r.f, r.row_bytes(), 0x5a);
+    pinned_buffer<F> out(r.f, r.row_bytes(), 0x00);
+    REQUIRE(r.owner->try_bind({2, 8}, plan_at(pnmem::mem_level::ok)).status.ok());
+    {
+      auto s = r.owner->try_step_begin(r.home);
+      REQUIRE(s.status.ok());
+      REQUIRE(r.f.backend().copy_async(s.token->buffers().k[0], pattern.p, pattern.bytes, r.home));
+      r.finish(*s.token);
+    }
+    r.f.hold(r.home);  // the move's copies queue behind this
+    const auto b = r.owner->try_resize({3, 8}, plan_at(pnmem::mem_level::ok));
+    REQUIRE(b.status.ok());
+    REQUIRE(b.moved);
+    auto s = r.owner->try_step_begin(side);
+    REQUIRE(s.status.ok());
+    REQUIRE(r.f.backend().copy_async(out.p, s.token->buffers().k[0], out.bytes, side));
+    r.f.release();
+    r.finish(*s.token);
+    CHECK(out.all(0x5a));  // slot 0's first row, moved before the step read it
+  }
+}
+
+// Ordering 2 (the retire fence's first step): work the engine queued on a
+// second stream of the model before a move still reads the old buffers; the
+// home stream must wait for it before their stream-ordered free.
+TEST_CASE_TEMPLATE_DEFINE("protocol: work on a second stream before a move is fenced before the old buffers go", F,
+                          owner_second_stream_before_move) {
+  owner_rig<F> r;
+  const stream_handle side = r.side;
+  {
+    pinned_buffer<F> pattern(r.f, r.row_bytes(), 0xa5);
+    pinned_buffer<F> out(r.f, r.row_bytes(), 0x00);
+    REQUIRE(r.owner->try_bind({2, 8}, plan_at(pnmem::mem_level::ok)).status.ok());
+    void* old_k = nullptr;
+    {
+      auto s = r.owner->try_step_begin(side);  // `side` becomes one of the model's streams
+      REQUIRE(s.status.ok());
+      old_k = s.token->buffers().k[0];
+      REQUIRE(r.f.backend().copy_async(old_k, pattern.p, pattern.bytes, side));
+      r.finish(*s.token);
+    }
+    // Between steps: read a finished sequence's KV out on that stream (held).
+    r.f.hold(side);
+    REQUIRE(r.f.backend().copy_async(out.p, old_k, out.bytes, side));
+    REQUIRE(r.owner->try_resize({3, 8}, plan_at(pnmem::mem_level::ok)).status.ok());
+    r.owner->reap();
+    CHECK(r.owner->tally().retiring_bytes > 0);  // the fence cannot pass the held read
+    r.f.release();
+    r.f.settle();
+    CHECK(out.all(0xa5));  // the read saw the old KV, not freed memory
+    r.owner->reap();
+    CHECK(r.owner->tally().retiring_bytes == 0);
+  }
+}
+
 }  // namespace owner_test
 
-#define PNMEM_OWNER_PROTOCOL(fixture)                        \
-  TEST_CASE_TEMPLATE_INVOKE(owner_turn, fixture);             \
-  TEST_CASE_TEMPLATE_INVOKE(owner_retire, fixture);           \
-  TEST_CASE_TEMPLATE_INVOKE(owner_ladder, fixture)
+#define PNMEM_OWNER_PROTOCOL(fixture)                                  \
+  TEST_CASE_TEMPLATE_INVOKE(owner_turn, fixture);                       \
+  TEST_CASE_TEMPLATE_INVOKE(owner_retire, fixture);                     \
+  TEST_CASE_TEMPLATE_INVOKE(owner_ladder, fixture);                     \
+  TEST_CASE_TEMPLATE_INVOKE(owner_second_stream_after_move, fixture);   \
+  TEST_CASE_TEMPLATE_INVOKE(owner_second_stream_before_move, fixture)

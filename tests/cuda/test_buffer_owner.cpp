@@ -6,6 +6,7 @@
 // detector, and the naive-owner test proves it fires.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -411,7 +412,7 @@ TEST_CASE("a resize keeps live slots: stripes are copied stream-ordered before t
   r.check_clean();
 }
 
-TEST_CASE("a step on another stream waits for the move and is fenced at retire (streams keyed by id)") {
+TEST_CASE("a step's completion covers every stream it added (streams keyed by id)") {
   rig r;
   REQUIRE(r.owner->try_bind({2, 16}, plan_at(mem_level::ok)).status.ok());
   auto s = r.owner->try_step_begin(r.other);
@@ -420,10 +421,15 @@ TEST_CASE("a step on another stream waits for the move and is fenced at retire (
   stream_handle copy;
   REQUIRE(r.dev.stream_create(0, copy));
   REQUIRE(s.token->add_stream(copy).ok());
+  // The engine orders its DtoH copy after the step's kernel (its own business).
+  event_handle kernel_done;
+  REQUIRE(r.dev.event_create(0, kernel_done));
+  REQUIRE(r.dev.event_record(kernel_done, r.other));
+  REQUIRE(r.dev.stream_wait_event(copy, kernel_done));
   const decode_buffers& b = s.token->buffers();
   r.dev.submit(copy, {{b.scratch, static_cast<std::size_t>(b.scratch_bytes), false}}, 9);
-  // The completion covers the copy stream's 9 ticks too.
-  for (int i = 0; i < 6; ++i) {
+  // The completion covers the copy stream's 4 + 9 ticks too.
+  for (int i = 0; i < 12; ++i) {
     r.dev.advance(1);
     CHECK(r.owner->poll(*s.token) == step_state::running);
   }
@@ -432,9 +438,82 @@ TEST_CASE("a step on another stream waits for the move and is fenced at retire (
   r.dev.run_until_idle();
   CHECK(r.owner->reap() >= 1);
   CHECK(r.owner->tally().retiring_bytes == 0);
+  REQUIRE(r.dev.event_destroy(kernel_done));
   r.shutdown();
   REQUIRE(r.dev.stream_destroy(copy));
   r.dev.run_until_idle();
+  r.check_clean();
+}
+
+// A move allocates and copies on the home stream. A step that then runs on
+// another stream must not start before those copies have landed: note_stream
+// makes that stream wait (device-side) for an event recorded after the move.
+// Without the wait the step reads the new buffers while they are still empty.
+TEST_CASE("ordering 1: a step on another stream starts only after the move's copies landed") {
+  rig r;
+  REQUIRE(r.owner->try_bind({2, 16}, plan_at(mem_level::ok)).status.ok());
+  std::uint64_t tag_op = 0;
+  {
+    auto s = r.owner->try_step_begin(r.home);
+    REQUIRE(s.status.ok());
+    tag_op = r.kernel(*s.token, 2);  // writes its tag into every buffer
+    r.poll_to_completion(*s.token);
+  }
+  r.dev.submit(r.home, {}, 50);  // the home stream is busy: the move's copies queue behind this
+  const auto moved = r.owner->try_resize({4, 16}, plan_at(mem_level::ok));
+  REQUIRE(moved.status.ok());
+  REQUIRE(moved.moved);
+  auto s = r.owner->try_step_begin(r.other);
+  REQUIRE(s.status.ok());
+  const decode_buffers& b = s.token->buffers();
+  const auto row = static_cast<std::size_t>(kv_row_bytes(r.shape, b.kv));
+  std::vector<std::uint8_t> out(row, 0);
+  r.dev.register_host(out.data(), out.size());
+  REQUIRE(r.dev.copy_async(out.data(), b.k[0], row, r.other));  // the step reads slot 0, token 0
+  INFO(joined(r.dev.violations()));
+  CHECK(r.dev.violations().empty());  // ordered after the copies: no race
+  r.dev.advance(20);
+  CHECK(out[0] == 0);  // still waiting for the move behind the busy home stream
+  r.poll_to_completion(*s.token);
+  CHECK(out.front() == fake_backend::write_tag(tag_op));  // the moved data, not an empty buffer
+  CHECK(out.back() == fake_backend::write_tag(tag_op));
+  r.dev.unregister_host(out.data());
+  r.shutdown();
+  r.check_clean();
+}
+
+// The other direction: work queued on a stream a step ran on, before a move,
+// still reads the old buffers. The retire fence makes the home stream wait for
+// every such stream before the stream-ordered free (retire_list.hpp, step 1).
+TEST_CASE("ordering 2: work on another stream before a move is fenced before the old buffers are freed") {
+  rig r;
+  REQUIRE(r.owner->try_bind({2, 16}, plan_at(mem_level::ok)).status.ok());
+  decode_buffers old;
+  {
+    auto s = r.owner->try_step_begin(r.other);  // `other` becomes one of the model's streams
+    REQUIRE(s.status.ok());
+    old = s.token->buffers();
+    r.kernel(*s.token, 1);
+    r.poll_to_completion(*s.token);
+  }
+  // Between steps the engine reads a finished sequence's KV out (say into a
+  // prefix cache) on that stream: 30 ticks, queued before the resize.
+  const auto kv_bytes = static_cast<std::size_t>(kv_layer_bytes(r.shape, old.kv, old.slot_capacity, old.max_seq_tokens));
+  r.dev.submit(r.other, {{old.k[0], kv_bytes, false}}, 30);
+  const std::uint64_t device_before = r.dev.live_device_bytes(0) + r.dev.retiring_bytes(0);
+  REQUIRE(r.owner->try_resize({4, 16}, plan_at(mem_level::ok)).status.ok());
+  INFO(joined(r.dev.violations()));
+  CHECK(r.dev.violations().empty());  // the free is ordered after the read: no race
+  r.dev.advance(20);
+  // The old buffers are not back with the allocator while the read goes on.
+  CHECK(r.dev.retiring_bytes(0) == device_before);
+  CHECK(r.owner->reap() == 0);
+  CHECK(r.owner->tally().retiring_bytes > 0);
+  r.dev.advance(15);
+  CHECK(r.dev.retiring_bytes(0) == 0);
+  CHECK(r.owner->reap() >= 1);
+  CHECK(r.owner->tally().retiring_bytes == 0);
+  r.shutdown();
   r.check_clean();
 }
 
@@ -489,11 +568,22 @@ void run_interleavings(std::uint64_t seed, int iterations) {
   rig r(o);
   stream_handle copy;
   REQUIRE(r.dev.stream_create(0, copy));
+  // The engine's own ordering inside and between steps (not the owner's job):
+  // a step's DtoH copy on the copy stream waits for its kernel, and a step
+  // waits for reads the engine queued between steps on another stream.
+  event_handle kernel_done;
+  event_handle side_done;
+  REQUIRE(r.dev.event_create(0, kernel_done));
+  REQUIRE(r.dev.event_create(0, side_done));
+  stream_handle side_stream;                 // where the last between-steps read ran, if any
+  std::optional<decode_buffers> last_view;   // the last step's buffers: valid until the next move
+  bool last_step_polled = false;             // ... and the device has finished that step
+  std::vector<stream_handle> used{r.home};   // streams a step ran on
   mem_level level = mem_level::ok;
   std::optional<step_token> step;
-  std::uint64_t stats[8] = {};
+  std::uint64_t stats[9] = {};
   int begin_codes[8] = {};
-  int busy_binds = 0, moves = 0, steps_completed = 0, abandoned = 0;
+  int busy_binds = 0, moves = 0, steps_completed = 0, abandoned = 0, side_reads = 0;
   const int seqs[] = {8, 16, 32};
   for (int it = 0; it < iterations; ++it) {
     INFO("iteration " << it);
@@ -513,14 +603,23 @@ void run_interleavings(std::uint64_t seed, int iterations) {
       ++stats[1];
     } else if (action < 40) {  // step begin (+ its kernels and a DtoH copy)
       if (!step) {
-        auto s = r.owner->try_step_begin(pick(0, 1) ? r.home : r.other);
+        const stream_handle on = pick(0, 1) ? r.home : r.other;
+        auto s = r.owner->try_step_begin(on);
         ++begin_codes[static_cast<int>(s.status.code)];
         if (s.status.ok()) {
           step.emplace(std::move(*s.token));
           const decode_buffers& b = step->buffers();
+          last_view = b;
+          last_step_polled = false;
+          if (std::find(used.begin(), used.end(), on) == used.end()) used.push_back(on);
+          if (side_stream && side_stream != on) REQUIRE(r.dev.stream_wait_event(on, side_done));
+          side_stream = {};
           r.dev.submit(step->stream(), step_uses(r.shape, b), static_cast<std::uint64_t>(pick(1, 6)));
           if (pick(0, 1)) {
             REQUIRE(step->add_stream(copy).ok());
+            if (std::find(used.begin(), used.end(), copy) == used.end()) used.push_back(copy);
+            REQUIRE(r.dev.event_record(kernel_done, step->stream()));
+            REQUIRE(r.dev.stream_wait_event(copy, kernel_done));
             REQUIRE(r.dev.copy_async(b.staging, b.scratch, dtoh_bytes(r.shape, b), copy));
           } else {
             REQUIRE(r.dev.copy_async(b.staging, b.scratch, dtoh_bytes(r.shape, b), step->stream()));
@@ -536,22 +635,38 @@ void run_interleavings(std::uint64_t seed, int iterations) {
         REQUIRE(st != step_state::device_error);
         if (st == step_state::complete) {
           step.reset();
+          last_step_polled = true;
           ++steps_completed;
         }
       }
       ++stats[3];
-    } else if (action < 85) {  // time passes
+    } else if (action < 82) {  // time passes
       r.dev.advance(static_cast<std::uint64_t>(pick(0, 16)));
       ++stats[4];
-    } else if (action < 93) {  // the ladder moves
+    } else if (action < 88) {  // the ladder moves
       level = static_cast<mem_level>(pick(0, 3));
       ++stats[5];
-    } else if (action < 96) {  // the engine drops a step without polling it
+    } else if (action < 91) {  // the engine drops a step without polling it
       if (step) {
         step.reset();
         ++abandoned;
       }
       ++stats[6];
+    } else if (action < 97) {
+      // Between steps, the engine reads a finished sequence's KV out on a stream
+      // a step ran on, through the last step's buffers (still valid: no move
+      // since). A later move must fence it before freeing those buffers.
+      if (!step && last_step_polled && !side_stream && last_view &&
+          last_view->generation == r.owner->generation()) {
+        const stream_handle on = used[static_cast<std::size_t>(pick(0, static_cast<int>(used.size()) - 1))];
+        const decode_buffers& b = *last_view;
+        const auto bytes = static_cast<std::size_t>(kv_layer_bytes(r.shape, b.kv, b.slot_capacity, b.max_seq_tokens));
+        r.dev.submit(on, {{b.k[0], bytes, false}}, static_cast<std::uint64_t>(pick(1, 30)));
+        REQUIRE(r.dev.event_record(side_done, on));
+        side_stream = on;
+        ++side_reads;
+      }
+      ++stats[8];
     } else {  // everything released (all requests done)
       (void)r.owner->try_release_all();
       ++stats[7];
@@ -559,7 +674,7 @@ void run_interleavings(std::uint64_t seed, int iterations) {
     const owner_tally t = r.owner->tally();
     REQUIRE(t.retiring_bytes <= 64 * pnmem::MiB);  // the retire list drains
     if (!r.dev.violations().empty()) {
-      std::printf("use-after-free at iteration %d, seed=0x%llx:\n%s", it, static_cast<unsigned long long>(seed),
+      std::printf("violation (use-after-free or race) at iteration %d, seed=0x%llx:\n%s", it, static_cast<unsigned long long>(seed),
                   joined(r.dev.violations()).c_str());
       FAIL("violation");
     }
@@ -567,18 +682,22 @@ void run_interleavings(std::uint64_t seed, int iterations) {
   step.reset();
   r.shutdown();
   REQUIRE(r.dev.stream_destroy(copy));
+  REQUIRE(r.dev.event_destroy(kernel_done));
+  REQUIRE(r.dev.event_destroy(side_done));
   r.dev.run_until_idle();
   std::printf("  binds=%llu resizes=%llu begins=%llu polls=%llu advances=%llu levels=%llu abandons=%llu "
-              "releases=%llu | moves=%d busy_binds=%d steps=%d abandoned=%d events_created=%llu ticks=%llu\n",
+              "releases=%llu side=%llu | moves=%d busy_binds=%d steps=%d abandoned=%d side_reads=%d "
+              "events_created=%llu ticks=%llu\n",
               static_cast<unsigned long long>(stats[0]), static_cast<unsigned long long>(stats[1]),
               static_cast<unsigned long long>(stats[2]), static_cast<unsigned long long>(stats[3]),
               static_cast<unsigned long long>(stats[4]), static_cast<unsigned long long>(stats[5]),
-              static_cast<unsigned long long>(stats[6]), static_cast<unsigned long long>(stats[7]), moves,
-              busy_binds, steps_completed, abandoned, static_cast<unsigned long long>(r.dev.events_created()),
-              static_cast<unsigned long long>(r.dev.now()));
+              static_cast<unsigned long long>(stats[6]), static_cast<unsigned long long>(stats[7]),
+              static_cast<unsigned long long>(stats[8]), moves, busy_binds, steps_completed, abandoned, side_reads,
+              static_cast<unsigned long long>(r.dev.events_created()), static_cast<unsigned long long>(r.dev.now()));
   std::printf("  step_begin answers: ok=%d busy=%d not_bound=%d\n", begin_codes[0], begin_codes[1], begin_codes[4]);
   CHECK(moves > 400);
   CHECK(steps_completed + abandoned > 300);
+  CHECK(side_reads > 20);
   CHECK(r.dev.events_created() < 64);  // without the pool: one per fence, ~1,500 here
   if (!r.dev.violations().empty() || !r.dev.leaks().empty())
     std::printf("seed=0x%llx failed\n", static_cast<unsigned long long>(seed));

@@ -13,6 +13,7 @@
 #include "pnmem/cuda/die_feed.hpp"
 #include "pnmem/cuda/fake_backend.hpp"
 #include "pnmem/watcher.hpp"
+#include "faulty_backend.hpp"
 
 namespace pnmem::cuda {
 namespace {
@@ -65,43 +66,6 @@ class no_driver_backend final : public device_backend {
 
  private:
   static device_status fail() noexcept { return {device_errc::driver_insufficient, 35}; }
-};
-
-// A fake whose mem_get_info can be made to fail for one die (a die that falls off the bus).
-class flaky_backend final : public device_backend {
- public:
-  explicit flaky_backend(fake_options o) : fake_(o) {}
-  int failing_die = -1;
-  fake_backend& fake() { return fake_; }
-
-  std::string_view name() const noexcept override { return "flaky"; }
-  device_status device_count(int& out) noexcept override { return fake_.device_count(out); }
-  device_status mem_get_info(int d, std::uint64_t& f, std::uint64_t& t) noexcept override {
-    if (d == failing_die) return {device_errc::failure, 999};
-    return fake_.mem_get_info(d, f, t);
-  }
-  device_status alloc_async(int d, std::size_t n, stream_handle s, void*& p) noexcept override {
-    return fake_.alloc_async(d, n, s, p);
-  }
-  device_status free_async(void* p, stream_handle s) noexcept override { return fake_.free_async(p, s); }
-  device_status alloc_pinned(std::size_t n, void*& p) noexcept override { return fake_.alloc_pinned(n, p); }
-  device_status free_pinned(void* p) noexcept override { return fake_.free_pinned(p); }
-  device_status stream_create(int d, stream_handle& s) noexcept override { return fake_.stream_create(d, s); }
-  device_status stream_destroy(stream_handle s) noexcept override { return fake_.stream_destroy(s); }
-  device_status event_create(int d, event_handle& e) noexcept override { return fake_.event_create(d, e); }
-  device_status event_destroy(event_handle e) noexcept override { return fake_.event_destroy(e); }
-  device_status event_record(event_handle e, stream_handle s) noexcept override { return fake_.event_record(e, s); }
-  device_status event_query(event_handle e) noexcept override { return fake_.event_query(e); }
-  device_status stream_wait_event(stream_handle s, event_handle e) noexcept override {
-    return fake_.stream_wait_event(s, e);
-  }
-  device_status stream_id(stream_handle s, std::uint64_t& id) noexcept override { return fake_.stream_id(s, id); }
-  device_status copy_async(void* d, const void* s, std::size_t n, stream_handle st) noexcept override {
-    return fake_.copy_async(d, s, n, st);
-  }
-
- private:
-  fake_backend fake_;
 };
 
 TEST_CASE("budget = total - die reserve, measured once per die") {
@@ -290,7 +254,7 @@ TEST_CASE("no devices: zero dies and no_device") {
 }
 
 TEST_CASE("a die whose query fails is skipped, never pushed as 0 bytes free") {
-  flaky_backend b{{.devices = 3, .total_bytes_per_device = 64 * MiB}};
+  testing::faulty_backend b{{.devices = 3, .total_bytes_per_device = 64 * MiB}};
   b.failing_die = 1;  // unmeasurable from the start
   die_feed feed{b, with_reserve(0)};
   CHECK(feed.die_count() == 3);

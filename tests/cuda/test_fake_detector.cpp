@@ -30,6 +30,11 @@ bool all_bytes(const void* p, std::size_t n, std::uint8_t value) {
   return std::all_of(b, b + n, [&](std::uint8_t x) { return x == value; });
 }
 
+// The timeline detector alone: the cases that show *when* a late use is seen on
+// the simulated timeline turn the race check off, since it would report the same
+// unordered pair earlier, when the second op is queued (see the "races" cases).
+constexpr fake_options timeline_only{.devices = 1, .total_bytes_per_device = 64 * MiB, .report_races = false};
+
 // A fake with one stream and helpers that REQUIRE success.
 struct rig {
   fake_backend dev;
@@ -128,7 +133,7 @@ TEST_CASE("free_pinned while an op is running is reported as running") {
 TEST_CASE("a use of freed memory is caught at the op's start") {
   // Stream b's kernel was queued while p was live, but b is busy; stream a frees p
   // stream-ordered, which happens before b's kernel starts: the cross-stream hazard.
-  rig r;
+  rig r{timeline_only};
   const stream_handle b = r.stream();
   void* p = r.device(256);
   r.dev.submit(b, {}, 10);                           // b busy until t=10
@@ -150,7 +155,7 @@ TEST_CASE("a use of freed memory is caught at the op's start") {
 }
 
 TEST_CASE("a use of freed memory is caught at the op's completion, and the late write is visible") {
-  rig r;
+  rig r{timeline_only};
   const stream_handle b = r.stream();
   void* p = r.device(256);
   const std::uint64_t k = r.dev.submit(b, {{p, 256, true}}, 10);  // running t=0..10
@@ -257,7 +262,7 @@ TEST_CASE("allocations are 256-byte aligned, as CUDA's are") {
 }
 
 TEST_CASE("quarantine over its limit releases the oldest unreferenced blocks, never a referenced one") {
-  rig r{{.devices = 1, .total_bytes_per_device = 64 * MiB, .quarantine_limit_bytes = 8 * KiB}};
+  rig r{{.devices = 1, .total_bytes_per_device = 64 * MiB, .quarantine_limit_bytes = 8 * KiB, .report_races = false}};
   const stream_handle b = r.stream();
   void* watched = r.device(4 * KiB);
   r.dev.submit(b, {}, 100);                         // keep b busy
@@ -280,6 +285,7 @@ TEST_CASE("ops run FIFO per stream and in parallel across streams") {
   const stream_handle b = r.stream();
   void* x = r.device(16);
   void* y = r.device(16);
+  r.dev.advance(0);  // the allocations take their place on r.s: b may use y from now on
   const std::uint64_t k1 = r.dev.submit(r.s, {{x, 16, true}}, 4);
   const std::uint64_t k2 = r.dev.submit(r.s, {{x, 16, true}}, 4);
   const std::uint64_t k3 = r.dev.submit(b, {{y, 16, true}}, 6);
@@ -374,6 +380,7 @@ TEST_CASE("no devices: device_count is no_device, as cudart says without a GPU")
 TEST_CASE("leaks lists live allocations, streams and events") {
   rig r;
   void* d = r.device(100);
+  r.dev.advance(0);  // the allocation is an op on r.s until time moves
   void* h = r.pinned(200);
   event_handle e;
   REQUIRE(r.dev.event_create(0, e).ok());
@@ -448,7 +455,7 @@ TEST_CASE("submit on a dead stream is a violation") {
 
 TEST_CASE("deterministic: the same calls give the same timeline and the same reports") {
   const auto run = [] {
-    rig r;
+    rig r{timeline_only};
     const stream_handle b = r.stream();
     void* p = r.device(64);
     r.dev.submit(b, {}, 7);
@@ -471,6 +478,132 @@ TEST_CASE("deterministic: the same calls give the same timeline and the same rep
   CHECK(a.first == b.first);
   CHECK(a.second == b.second);
   CHECK(a.second.size() == 1);
+}
+
+// ---- races: unordered conflicting work on two streams, reported when queued ----
+
+TEST_CASE("races: a read on another stream while a write is pending, with no event wait between, is reported") {
+  rig r;
+  const stream_handle b = r.stream();
+  void* p = r.device(256);
+  r.dev.advance(0);
+  const std::uint64_t w = r.dev.submit(r.s, {{p, 256, true}}, 5);
+  const std::uint64_t rd = r.dev.submit(b, {{p, 64, false}}, 1);
+  REQUIRE(r.dev.violations().size() == 1);
+  const std::string& v = r.dev.violations()[0];
+  CHECK(v.find("op#" + std::to_string(rd) + " (kernel on stream") != std::string::npos);
+  CHECK(v.find("races with op#" + std::to_string(w)) != std::string::npos);
+  CHECK(v.find("when queued") != std::string::npos);
+  CHECK(v.find("reads") != std::string::npos);
+  CHECK(v.find("writes") != std::string::npos);
+  // The other order (a write queued while a read elsewhere is pending) is a race too.
+  const std::uint64_t rd2 = r.dev.submit(b, {{p, 64, false}}, 9);
+  r.dev.clear_violations();
+  r.dev.advance(5);  // w is done; rd2 is still pending on b
+  r.dev.submit(r.s, {{p, 256, true}}, 1);
+  REQUIRE(r.dev.violations().size() == 1);
+  CHECK(r.dev.violations()[0].find("races with op#" + std::to_string(rd2)) != std::string::npos);
+  r.dev.run_until_idle();
+  REQUIRE(r.dev.free_async(p, r.s).ok());
+  r.dev.run_until_idle();
+}
+
+TEST_CASE("races: an event recorded after the write and waited on orders the streams") {
+  rig r;
+  const stream_handle b = r.stream();
+  const stream_handle c = r.stream();
+  void* p = r.device(256);
+  event_handle e1;
+  event_handle e2;
+  REQUIRE(r.dev.event_create(0, e1).ok());
+  REQUIRE(r.dev.event_create(0, e2).ok());
+  REQUIRE(r.dev.event_record(e1, r.s).ok());  // after the allocation: b may use p
+  REQUIRE(r.dev.stream_wait_event(b, e1).ok());
+  r.dev.submit(b, {{p, 256, true}}, 5);
+  REQUIRE(r.dev.event_record(e2, b).ok());
+  REQUIRE(r.dev.stream_wait_event(c, e2).ok());  // c after b's write, and (through b) after r.s
+  r.dev.submit(c, {{p, 256, false}}, 1);
+  void* q = r.device(64);
+  r.dev.advance(0);
+  r.dev.submit(r.s, {{q, 64, false}}, 4);  // reads on two streams never race
+  r.dev.submit(b, {{q, 64, false}}, 4);
+  CHECK_MESSAGE(r.dev.violations().empty(), lines(r.dev.violations()));
+  r.dev.run_until_idle();
+  REQUIRE(r.dev.free_async(p, r.s).ok());  // everything that used p has finished
+  REQUIRE(r.dev.free_async(q, r.s).ok());
+  r.dev.run_until_idle();
+  CHECK_MESSAGE(r.dev.violations().empty(), lines(r.dev.violations()));
+  REQUIRE(r.dev.event_destroy(e1).ok());
+  REQUIRE(r.dev.event_destroy(e2).ok());
+}
+
+TEST_CASE("races: a wait on an event recorded before the write does not order it") {
+  rig r;
+  const stream_handle b = r.stream();
+  void* p = r.device(256);
+  event_handle e;
+  REQUIRE(r.dev.event_create(0, e).ok());
+  REQUIRE(r.dev.event_record(e, r.s).ok());
+  r.dev.submit(r.s, {{p, 256, true}}, 5);  // after the record
+  REQUIRE(r.dev.stream_wait_event(b, e).ok());
+  r.dev.submit(b, {{p, 256, false}}, 1);
+  CHECK(any_contains(r.dev.violations(), "races with"));
+  r.dev.run_until_idle();
+  REQUIRE(r.dev.free_async(p, r.s).ok());
+  REQUIRE(r.dev.event_destroy(e).ok());
+  r.dev.run_until_idle();
+}
+
+TEST_CASE("races: stream-ordered memory used on another stream before its allocation is ordered") {
+  rig r;
+  const stream_handle b = r.stream();
+  void* p = r.device(128);  // an op on r.s, not yet reached
+  r.dev.submit(b, {{p, 128, true}}, 1);
+  CHECK(any_contains(r.dev.violations(), "races with"));
+  CHECK(any_contains(r.dev.violations(), "alloc_async"));
+  r.dev.run_until_idle();
+  REQUIRE(r.dev.free_async(p, b).ok());
+  r.dev.run_until_idle();
+}
+
+TEST_CASE("races: a free_async on one stream while another stream may still use the block") {
+  // The retire fence's first step exists for this: free on the home stream only
+  // after waiting for every other stream that used the buffer.
+  rig r;
+  const stream_handle b = r.stream();
+  void* p = r.device(512);
+  r.dev.advance(0);
+  r.dev.submit(b, {{p, 512, false}}, 20);
+  REQUIRE(r.dev.free_async(p, r.s).ok());
+  REQUIRE(any_contains(r.dev.violations(), "races with"));
+  CHECK(any_contains(r.dev.violations(), "free_async on stream"));
+  r.dev.run_until_idle();  // (the timeline then sees b read freed memory too)
+  r.dev.clear_violations();
+  // With the wait, the same free is fine, and it happens after b's read.
+  void* q = r.device(512);
+  r.dev.advance(0);
+  r.dev.submit(b, {{q, 512, false}}, 20);
+  event_handle e;
+  REQUIRE(r.dev.event_create(0, e).ok());
+  REQUIRE(r.dev.event_record(e, b).ok());
+  REQUIRE(r.dev.stream_wait_event(r.s, e).ok());
+  REQUIRE(r.dev.free_async(q, r.s).ok());
+  r.dev.run_until_idle();
+  CHECK_MESSAGE(!any_contains(r.dev.violations(), "op#"), lines(r.dev.violations()));
+  REQUIRE(r.dev.event_destroy(e).ok());
+}
+
+TEST_CASE("races: work that finished before the other is queued is ordered") {
+  rig r;
+  const stream_handle b = r.stream();
+  void* p = r.device(64);
+  r.dev.submit(r.s, {{p, 64, true}}, 3);
+  r.dev.advance(3);  // the host saw it done (as after an event query)
+  r.dev.submit(b, {{p, 64, true}}, 1);
+  r.dev.run_until_idle();
+  REQUIRE(r.dev.free_async(p, b).ok());
+  r.dev.run_until_idle();
+  CHECK_MESSAGE(r.dev.violations().empty(), lines(r.dev.violations()));
 }
 
 TEST_CASE("several threads may drive one fake") {

@@ -18,11 +18,14 @@
 //     Neither frees anything under the step.
 //   * Retire, don't free (retire_list.hpp). A moved buffer is fenced by an event
 //     recorded after its last use on every stream a step of this model ran on
-//     (streams are keyed by stream_id, not handle: handles may be reused);
-//     device memory is freed stream-ordered behind that fence, pinned memory
-//     when the fence completes. The list is reaped at safe points: step_begin,
-//     poll, bind/resize, reap(). Retiring bytes are reported apart from used
-//     bytes (tally()).
+//     (streams are keyed by stream_id, not handle: handles may be reused).
+//     So every stream a step ran on (step_begin's, add_stream's) must outlive
+//     the owner's moves: keep it until release_all() and a reap() that empties
+//     the retire list, or until the owner is destroyed. Device memory is freed
+//     stream-ordered behind that fence, pinned memory when the fence
+//     completes. The list is reaped at safe points: step_begin, poll,
+//     bind/resize, reap(). Retiring bytes are reported apart from used bytes
+//     (tally()).
 //   * Generations. Every move (a bind/resize that reallocates, a staging
 //     growth, release_all) bumps the generation. A captured graph is
 //     represented by a graph_token carrying the generation it was captured at;

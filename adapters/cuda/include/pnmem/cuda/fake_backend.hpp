@@ -29,6 +29,20 @@
 //   dev.advance(5);                        // kernel done, then the free: p poisoned
 //   REQUIRE(dev.violations().empty());
 //
+// Cross-stream ordering is checked too (`report_races`, on by default). Work on
+// two streams is ordered only by stream_wait_event on an event recorded after
+// the first piece of work (CUDA's rule), or by the first having finished before
+// the second is queued. When an op is queued while an op on another stream that
+// touches overlapping memory is still pending, at least one of them writes it,
+// and no chain of event waits orders the pending op before the new one, the pair
+// is a race and is reported at once ("races with"), whatever the timeline would
+// later do: a real GPU may run them in either order. alloc_async and free_async
+// count as writes of their whole block on their stream, so using stream-ordered
+// memory on another stream before its allocation is ordered, or freeing it while
+// another stream may still use it, is a race too. (Ordering is tracked with a
+// vector clock per stream: each stream knows, for every other stream, the last
+// op it has been made to wait for.)
+//
 // One violation is recorded per (op, buffer) at the earliest point it is seen
 // (when queued, at a free_pinned, at start, at completion), plus one per bad
 // free (double free, a pointer that is not an allocation's start, wrong kind).
@@ -37,9 +51,10 @@
 // from several threads.
 //
 // Handles are never reused; a destroyed or unknown handle is invalid_value.
-// alloc_async's memory is usable at once (not stream-ordered) and must be on the
-// stream's device (cudaMallocAsync's pool is the stream's device's); a bad free
-// returns invalid_value and is also recorded as a violation.
+// alloc_async's memory is live at once for the lifetime checks, and its
+// allocation is an op on the stream for the race check (see above); it must be on
+// the stream's device (cudaMallocAsync's pool is the stream's device's); a bad
+// free returns invalid_value and is also recorded as a violation.
 // Stream destruction, as in CUDA, lets already-queued work finish.
 // Event records on an idle stream complete at the next advance (advance(0) is
 // enough): nothing completes between two calls the test makes.
@@ -73,6 +88,9 @@ struct fake_options {
   std::uint64_t used_by_others_bytes = 0;  // per device: other processes' memory
   std::uint64_t copy_ticks = 1;            // duration of one copy_async
   std::uint64_t quarantine_limit_bytes = 256 * MiB;  // freed blocks kept poisoned
+  // Report unordered conflicting work on different streams when it is queued
+  // (see the header comment). Off only for tests of the timeline detector alone.
+  bool report_races = true;
 };
 
 class fake_backend final : public device_backend {
@@ -172,7 +190,11 @@ class fake_backend final : public device_backend {
     std::string_view freed_by;  // "free_async" / "free_pinned"
   };
 
-  enum class op_kind : std::uint8_t { kernel, copy, free, record, wait };
+  enum class op_kind : std::uint8_t { kernel, copy, free, record, wait, alloc };
+
+  // Per stream: the highest op sequence number of each stream (by handle) that
+  // the next op queued here is ordered after. Tiny: a handful of streams.
+  using stream_clock = std::map<std::uint64_t, std::uint64_t>;
 
   struct op_use {
     buffer_use use;
@@ -186,6 +208,8 @@ class fake_backend final : public device_backend {
     std::vector<op_use> uses;          // copy: [0] = src (read), [1] = dst (write)
     std::uintptr_t free_base = 0;      // free: the block to release
     std::uint64_t waits_for = 0;       // wait: op id of the event's record (0: none)
+    std::uint64_t seq = 0;             // position on its stream (1, 2, ...)
+    buffer_use footprint;              // alloc/free: the whole block, for the race check only
     bool started = false;
     std::uint64_t end = 0;
   };
@@ -196,11 +220,14 @@ class fake_backend final : public device_backend {
     int device = 0;
     bool destroyed = false;
     std::deque<op> queue;  // front may be running
+    std::uint64_t last_seq = 0;
+    stream_clock clock;    // includes this stream's own last_seq
   };
 
   struct event {
     int device = 0;
     std::uint64_t last_record = 0;  // op id of the latest record; 0 = never recorded
+    stream_clock clock;             // the recording stream's clock at that record
   };
 
   enum class use_check : std::uint8_t { ok, retiring, freed, unknown, out_of_bounds };
@@ -214,6 +241,7 @@ class fake_backend final : public device_backend {
   const block* find_block(const void* p, std::size_t bytes, use_check& result) const noexcept;
   bool registered_host(const void* p, std::size_t bytes) const noexcept;
   void check_use(const stream& st, const op& o, op_use& u, std::string_view when, bool retiring_ok);
+  void check_races(const stream& st, const op& o);
   void release_block(block& b, std::string_view by);
   void report_in_flight_users(const block& b, std::string_view by);
   void quarantine(std::uintptr_t base);
