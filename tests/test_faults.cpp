@@ -145,10 +145,19 @@ TEST_CASE("fault d: a watcher whose clock jumps back and forth by hours: no flap
   watcher<fake_sampler, fake_clock> w{fake_sampler{host}, o, clock};
   test::rng rng{42};
   const mem_level levels[] = {mem_level::ok, mem_level::watch, mem_level::tight, mem_level::critical};
+  const std::int64_t dwell_ns = std::chrono::nanoseconds(o.step_down_dwell).count();
   std::uint64_t last_seq = 0;
   mem_level published = mem_level::ok;
   int below_run = 0;  // consecutive samples with the raw level below the published one
+  // The dwell as the header documents it, kept apart from level_hysteresis: the
+  // clock time at which the raw level went below the published one, moved to
+  // "now" by a sample whose clock reads earlier (a clock that goes back restarts
+  // the dwell; the jump never counts as time waited).
+  bool below = false;
+  std::int64_t below_since = 0;
   int changes = 0;
+  int step_downs = 0;
+  int held = 0;  // samples below the published level that kept it (the dwell at work)
   for (int i = 0; i < 2000; ++i) {
     // Mostly small steps, sometimes a jump of hours either way.
     const std::uint64_t r = rng.below(100);
@@ -167,16 +176,46 @@ TEST_CASE("fault d: a watcher whose clock jumps back and forth by hours: no flap
     CHECK(s.sample_time_ns == clock.ns->load());  // the snapshot's time is the clock's, jumps included
     CHECK(s.raw_level == derive_level(s));
     CHECK(s.level >= s.raw_level);  // hysteresis only ever holds a higher level
-    if (s.level < published) {
-      // A step down needs the raw level below for at least two samples: one
-      // that starts the dwell, and a later one that ends it.
-      CHECK(below_run >= 1);
+    const std::int64_t now = s.sample_time_ns;
+    if (s.raw_level >= published) {
+      below = false;  // escalation (or no change): any dwell is over
+      CHECK(s.level == s.raw_level);
+    } else {
+      if (!below) {
+        below = true;
+        below_since = now;
+      } else if (now < below_since) {
+        below_since = now;
+      }
+      // Both times are the fake clock's, within hours of each other: no overflow.
+      const std::int64_t waited = now - below_since;
+      INFO("sample " << i << ": raw " << to_string(s.raw_level) << " below " << to_string(published) << " for "
+                     << waited << " ns of clock time; dwell " << dwell_ns << " ns");
+      if (s.level < published) {
+        // A step down: the raw level stayed below for the whole dwell, measured on
+        // the clock from the sample that started it (two samples at least: one that
+        // starts the dwell, and a later one that ends it).
+        CHECK(below_run >= 1);
+        CHECK(waited >= dwell_ns);
+        CHECK(s.level == s.raw_level);  // down to the raw level, never half way
+        below = false;
+        ++step_downs;
+      } else {
+        // Held: only while the dwell has not run out.
+        CHECK(s.level == published);
+        CHECK(waited < dwell_ns);
+        ++held;
+      }
     }
     if (s.level != published) ++changes;
     below_run = s.raw_level < s.level ? below_run + 1 : 0;
     published = s.level;
   }
-  MESSAGE(changes << " level changes over 2000 samples");
+  MESSAGE(changes << " level changes over 2000 samples: " << step_downs << " steps down after the dwell, " << held
+                  << " samples held inside it");
+  // The walk must exercise both sides of the dwell, or the checks above prove nothing.
+  CHECK(step_downs > 0);
+  CHECK(held > 0);
 }
 
 TEST_CASE("fault d: a snapshot timed ahead of the reader's steady clock has age 0 in the metrics, never negative") {

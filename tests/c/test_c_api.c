@@ -1,6 +1,16 @@
 /* The C ABI from a C11 program: start the watcher, read, feed a die, admit
- * (with the ladder's clamp logged through the sink), plan, stop, fail open. */
+ * (with the ladder's clamp logged through the sink), plan, stop, fail open.
+ *
+ * The level checks must not depend on the live box. Before the watcher starts
+ * (the C ABI reads its policy from the environment once, at first use), the host
+ * reserve is set to 1 byte and the PSI full stall that is CRITICAL to 100 %:
+ * the host's byte bands can then only read OK (avail > 1 byte), and PSI at most
+ * TIGHT. A die fed at TIGHT then puts the box at exactly TIGHT, and a roomy die
+ * at exactly the PSI level, which is OK on a quiet box. Where the box's PSI is
+ * not quiet, the run says which check it could not make (a NOTE line). */
+#define _POSIX_C_SOURCE 200809L /* setenv in strict C11 */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "pnmem/pnmem.h"
@@ -22,7 +32,20 @@ static void sink(void* user, const char* line) {
   snprintf(last_line, sizeof last_line, "%s", line);
 }
 
+static int psi_quiet(const pnmem_state* s) {
+  return s->host_psi_some_avg10 == 0.0 && s->host_psi_full_avg10 == 0.0 && s->host_psi_some_rate == 0.0 &&
+         s->host_psi_full_rate == 0.0;
+}
+
+static int psi_full_at_100(const pnmem_state* s) {
+  return s->host_psi_full_avg10 >= 100.0 || s->host_psi_full_rate >= 100.0;
+}
+
 int main(void) {
+  /* Before the first pnmem call: the policy is read from the environment once. */
+  CHECK(setenv("PN_HOST_RESERVE_BYTES", "1", 1) == 0);
+  CHECK(setenv("PN_PSI_FULL_REJECT", "100", 1) == 0);
+
   CHECK(pnmem_read(NULL) == -1);
   CHECK(pnmem_admit(NULL, 1, NULL) == -1);
   CHECK(strcmp(pnmem_level_name(PNMEM_LEVEL_TIGHT), "tight") == 0);
@@ -34,7 +57,11 @@ int main(void) {
   CHECK(a.status == PNMEM_FAIL_OPEN);
   CHECK(a.fit_tokens == 20000);
 
+  /* The environment above is valid: starting logs no "pnmem: PN_...: keeping ..." line. */
+  pnmem_set_log_sink(sink, &lines);
   CHECK(pnmem_watcher_start() == 0);
+  CHECK(lines == 0);
+  if (lines != 0) fprintf(stderr, "unexpected log line: %s\n", last_line);
   CHECK(pnmem_watcher_start() == 0); /* idempotent */
   CHECK(pnmem_watcher_running());
 
@@ -52,19 +79,28 @@ int main(void) {
   CHECK(pnmem_read(&s) == 0);
   CHECK(s.n_dies == 1);
   CHECK(s.per_die_retiring[0] == gib);
-  CHECK(s.level >= PNMEM_LEVEL_TIGHT);
+  /* The die decides: the host reads OK (1-byte reserve) and PSI at most TIGHT. Only a
+   * full stall of 100 % (CRITICAL at PN_PSI_FULL_REJECT=100) could make it worse. */
+  if (psi_full_at_100(&s)) {
+    printf("NOTE: not checked: the box's PSI full stall reads %.2f %% (rate %.2f %%): CRITICAL whatever the die "
+           "says; the exact TIGHT level, its clamp and its log line are not checked\n",
+           s.host_psi_full_avg10, s.host_psi_full_rate);
+    CHECK(s.level == PNMEM_LEVEL_CRITICAL);
+  } else {
+    CHECK(s.level == PNMEM_LEVEL_TIGHT);
+    CHECK(s.raw_level == PNMEM_LEVEL_TIGHT);
 
-  /* Admission at TIGHT: rung 3 halves the window and says so through the sink. */
-  pnmem_set_log_sink(sink, &lines);
-  CHECK(pnmem_admit(&model, 20000, &a) == 0);
-  if (s.level == PNMEM_LEVEL_TIGHT) {
+    /* Admission at TIGHT: rung 3 halves the window and says so through the sink,
+     * once. A GPU-resident request outside the host reserve is capped to that window. */
+    CHECK(pnmem_admit(&model, 20000, &a) == 0);
+    CHECK(a.level == PNMEM_LEVEL_TIGHT);
     CHECK(lines == 1);
     CHECK(strcmp(last_line, "[ladder] TIGHT -> prefill window clamped 16384 -> 8192 (rung 3)") == 0);
     CHECK(a.window == 8192);
+    CHECK(a.status == PNMEM_CAPPED);
+    CHECK(a.fit_tokens == 8192);
+    CHECK(a.reason != NULL && strcmp(a.reason, "window") == 0);
   }
-  CHECK(a.status == PNMEM_CAPPED || a.status == PNMEM_DENIED);
-  CHECK(a.reason != NULL);
-  CHECK(a.level == s.level);
 
   pnmem_ladder_plan p = pnmem_plan_ladder(PNMEM_LEVEL_TIGHT, 8, 16384, false);
   CHECK(p.max_slots == 4);
@@ -89,8 +125,24 @@ int main(void) {
   CHECK(pnmem_gate_acquire(gate, 1000) == PNMEM_GATE_OVERLOADED);
   /* The watcher reports the box back at OK: the gate clears by subscription. */
   CHECK(pnmem_set_die(0, 16 * gib, 16 * gib, 0, 0) == 0);
-  pnmem_read(&s);
-  if (s.level < PNMEM_LEVEL_TIGHT) CHECK(pnmem_gate_acquire(gate, 1000) == PNMEM_GATE_ACQUIRED);
+  CHECK(pnmem_read(&s) == 0);
+  if (psi_quiet(&s)) {
+    /* Nothing but the die could raise the level, and the die is roomy: exactly OK. */
+    CHECK(s.level == PNMEM_LEVEL_OK);
+    CHECK(s.raw_level == PNMEM_LEVEL_OK);
+    CHECK(pnmem_gate_acquire(gate, 1000) == PNMEM_GATE_ACQUIRED);
+    pnmem_gate_release(gate);
+  } else if (s.level < PNMEM_LEVEL_TIGHT) {
+    printf("NOTE: not checked: the box's PSI is not quiet (some %.2f %%, full %.2f %%): level %s, not OK; "
+           "the gate clearing below TIGHT is checked, the exact OK level is not\n",
+           s.host_psi_some_avg10, s.host_psi_full_avg10, pnmem_level_name(s.level));
+    CHECK(pnmem_gate_acquire(gate, 1000) == PNMEM_GATE_ACQUIRED);
+    pnmem_gate_release(gate);
+  } else {
+    printf("NOTE: not checked: the box's PSI reads a stall (some %.2f %%, full %.2f %%): level %s with a roomy "
+           "die; neither the exact OK level nor the gate clearing is checked\n",
+           s.host_psi_some_avg10, s.host_psi_full_avg10, pnmem_level_name(s.level));
+  }
   pnmem_gate_destroy(gate);
   pnmem_gate_destroy(NULL);
 

@@ -2,8 +2,12 @@
 // that must come back as an error rather than a number.
 #include <doctest/doctest.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "pnmem/linux/procfs.hpp"
 #include "pnmem/units.hpp"
@@ -311,6 +315,84 @@ TEST_CASE("mountinfo: a container's sub-tree mount, escaped, with combined contr
         procfs::mount_lookup::not_visible);
 }
 
+// One defect per path: a mutant that lets any one of them through fails here,
+// whatever the others do. The host table mounts both hierarchies at "/", so the
+// path alone decides; each defective path's plain sibling is found in the same
+// table (the defect, not the table, makes the difference).
+TEST_CASE("mountinfo: a path with one '.', one '..' or one '//' is not visible; its plain form is") {
+  struct defect {
+    std::string_view path;
+    std::string_view plain;
+  };
+  const defect defects[] = {
+      {"/a/./b", "/a/b"},   // "." in the middle
+      {"/a/.", "/a"},       // "." last
+      {"/./a", "/a"},       // "." first
+      {"/a/../b", "/a/b"},  // ".." in the middle
+      {"/a/..", "/a"},      // ".." last
+      {"/../a", "/a"},      // ".." first: outside the cgroup namespace
+      {"/a//b", "/a/b"},    // an empty component
+      {"//a", "/a"},        // an empty first component
+  };
+  for (const cgroup_mode mode : {cgroup_mode::v2, cgroup_mode::v1}) {
+    for (const defect& d : defects) {
+      INFO("mode " << (mode == cgroup_mode::v2 ? "v2" : "v1") << ", path \"" << d.path << "\"");
+      const auto bad = procfs::find_cgroup_mount(host_mountinfo, mode, d.path);
+      REQUIRE(bad.ok());
+      CHECK(bad.value.lookup == procfs::mount_lookup::not_visible);
+      const auto good = procfs::find_cgroup_mount(host_mountinfo, mode, d.plain);
+      REQUIRE(good.ok());
+      CHECK(good.value.lookup == procfs::mount_lookup::found);
+    }
+  }
+  // Names that merely contain dots are plain names.
+  for (const std::string_view dotted : {"/a.b", "/.a", "/a./b..", "/...", "/user.slice/app.service"}) {
+    INFO("path \"" << dotted << "\"");
+    CHECK(procfs::find_cgroup_mount(host_mountinfo, cgroup_mode::v2, dotted).value.lookup ==
+          procfs::mount_lookup::found);
+  }
+}
+
+// A mount root shows its own sub-tree, compared by whole path components: a root
+// that is a string prefix of the path (or the path a string prefix of the root) is
+// a sibling, not an ancestor.
+TEST_CASE("mountinfo: a sibling whose name extends the root's, either way round, is not inside it") {
+  constexpr std::string_view pod10 = "601 500 0:41 /kubepods/pod10 /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+  constexpr std::string_view pod1 = "601 500 0:41 /kubepods/pod1 /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+  CHECK(procfs::find_cgroup_mount(pod10, cgroup_mode::v2, "/kubepods/pod1").value.lookup ==
+        procfs::mount_lookup::not_visible);
+  CHECK(procfs::find_cgroup_mount(pod10, cgroup_mode::v2, "/kubepods/pod1/ctr").value.lookup ==
+        procfs::mount_lookup::not_visible);
+  CHECK(procfs::find_cgroup_mount(pod1, cgroup_mode::v2, "/kubepods/pod10").value.lookup ==
+        procfs::mount_lookup::not_visible);
+  CHECK(procfs::find_cgroup_mount(pod1, cgroup_mode::v2, "/kubepods/pod10/ctr").value.lookup ==
+        procfs::mount_lookup::not_visible);
+  CHECK(procfs::find_cgroup_mount(pod1, cgroup_mode::v2, "/kubepods/pod1x").value.lookup ==
+        procfs::mount_lookup::not_visible);
+  // The controls: the root itself and what is below it are shown.
+  CHECK(procfs::find_cgroup_mount(pod10, cgroup_mode::v2, "/kubepods/pod10").value.lookup ==
+        procfs::mount_lookup::found);
+  CHECK(procfs::find_cgroup_mount(pod1, cgroup_mode::v2, "/kubepods/pod1/ctr").value.lookup ==
+        procfs::mount_lookup::found);
+
+  // The sibling's mount comes first: it must be passed over for the mount that shows the cgroup.
+  constexpr std::string_view both =
+      "1 0 0:1 /kubepods/pod1 /mnt/pod1 rw - cgroup2 cgroup2 rw\n"
+      "2 0 0:1 /kubepods/pod10 /mnt/pod10 rw - cgroup2 cgroup2 rw\n";
+  const auto r = procfs::find_cgroup_mount(both, cgroup_mode::v2, "/kubepods/pod10/ctr");
+  REQUIRE(r.ok());
+  REQUIRE(r.value.lookup == procfs::mount_lookup::found);
+  CHECK(r.value.mount.mount_point.view() == "/mnt/pod10");
+  CHECK(procfs::path_below_root("/kubepods/pod10/ctr", r.value.mount.root.view()) == "/ctr");
+  constexpr std::string_view reversed =
+      "1 0 0:1 /kubepods/pod10 /mnt/pod10 rw - cgroup2 cgroup2 rw\n"
+      "2 0 0:1 /kubepods/pod1 /mnt/pod1 rw - cgroup2 cgroup2 rw\n";
+  const auto back = procfs::find_cgroup_mount(reversed, cgroup_mode::v2, "/kubepods/pod1/ctr");
+  REQUIRE(back.ok());
+  REQUIRE(back.value.lookup == procfs::mount_lookup::found);
+  CHECK(back.value.mount.mount_point.view() == "/mnt/pod1");
+}
+
 TEST_CASE("mountinfo: the first mount that shows the cgroup wins") {
   constexpr std::string_view two =
       "1 0 0:1 /other /mnt/a rw - cgroup2 cgroup2 rw\n"
@@ -347,41 +429,236 @@ TEST_CASE("path_below_root") {
 }
 
 // Every parser, over every prefix and every single-byte corruption of real text:
-// no crash, no read past the input (the sanitizer builds make that visible).
-TEST_CASE("parsers survive every prefix and every corrupted byte") {
-  const std::string_view samples[] = {real_meminfo, real_psi, host_mountinfo, "max\n", "9223372036854771712\n",
-                                      "4:memory:/a\n0::/b\n", "inactive_file 5\ntotal_inactive_file 6\n"};
-  const char bytes[] = {'\0', '\n', '\r', ' ', ':', '=', '.', '-', '\\', '/', '9', 'x', '\x80', '\xff'};
-  const auto all = [](std::string_view t) {
-    (void)procfs::parse_meminfo(t);
-    (void)procfs::parse_psi(t);
-    (void)procfs::parse_cgroup_bytes(t);
-    (void)procfs::parse_cgroup_v2_limit(t);
-    (void)procfs::parse_cgroup_v1_limit(t);
-    (void)procfs::parse_memory_stat_inactive_file(t, cgroup_mode::v1);
-    (void)procfs::parse_memory_stat_inactive_file(t, cgroup_mode::v2);
-    (void)procfs::parse_self_cgroup(t);
-    (void)procfs::find_cgroup_mount(t, cgroup_mode::v1, "/a");
-    (void)procfs::find_cgroup_mount(t, cgroup_mode::v2, "/b");
-  };
-  std::size_t runs = 0;
-  for (const std::string_view s : samples) {
-    for (std::size_t n = 0; n <= s.size(); ++n) {
-      all(s.substr(0, n));
-      ++runs;
+// no crash, no read past the input (the sanitizer builds make that visible), and
+// every answer keeps procfs.hpp's contract (checked by contract_checker below).
+namespace {
+
+bool is_line_start(std::string_view t, std::size_t pos) { return pos == 0 || t[pos - 1] == '\n'; }
+
+// The first blank-separated token after `key` where `key` starts a line; empty if none.
+std::string_view token_after_line_key(std::string_view t, std::string_view key) {
+  for (std::size_t pos = t.find(key); pos != std::string_view::npos; pos = t.find(key, pos + 1)) {
+    if (!is_line_start(t, pos)) continue;
+    std::size_t i = pos + key.size();
+    while (i < t.size() && (t[i] == ' ' || t[i] == '\t')) ++i;
+    std::size_t j = i;
+    while (j < t.size() && t[j] != ' ' && t[j] != '\t' && t[j] != '\n' && t[j] != '\r') ++j;
+    return t.substr(i, j - i);
+  }
+  return {};
+}
+
+// `field=<value>` appears in the text as a whole field (followed by a blank or a line end).
+bool has_field(std::string_view t, const std::string& field) {
+  for (std::size_t pos = t.find(field); pos != std::string_view::npos; pos = t.find(field, pos + 1)) {
+    const std::size_t end = pos + field.size();
+    if (end == t.size() || t[end] == ' ' || t[end] == '\t' || t[end] == '\n' || t[end] == '\r') return true;
+  }
+  return false;
+}
+
+// The one value of a one-line file, without its blanks and line end.
+std::string_view single_token(std::string_view t) {
+  std::size_t i = 0;
+  while (i < t.size() && (t[i] == ' ' || t[i] == '\t')) ++i;
+  std::size_t j = i;
+  while (j < t.size() && t[j] != ' ' && t[j] != '\t' && t[j] != '\n' && t[j] != '\r') ++j;
+  return t.substr(i, j - i);
+}
+
+// A decimal field as the kernel writes it: digits without a sign; leading zeros
+// are the same number.
+bool same_number(std::string_view digits, std::uint64_t value) {
+  while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
+  return digits == std::to_string(value);
+}
+
+bool views_into(std::string_view part, std::string_view whole) {
+  return part.empty() ||
+         (part.data() >= whole.data() && part.data() + part.size() <= whole.data() + whole.size());
+}
+
+// Counts what it checked, per parser, so the test can insist that each parser's
+// success path and error path were both reached.
+struct contract_checker {
+  std::size_t ok_count[10] = {};
+  std::size_t error_count[10] = {};
+
+  // procfs.hpp: empty -> empty; a NUL anywhere -> malformed; no final '\n' -> truncated.
+  static errc text_verdict(std::string_view t) {
+    if (t.empty()) return errc::empty;
+    if (t.find('\0') != std::string_view::npos) return errc::malformed;
+    if (t.back() != '\n') return errc::truncated;
+    return errc::ok;
+  }
+
+  template <class R>
+  void common(int which, std::string_view t, const R& r, std::initializer_list<errc> may_give) {
+    const errc verdict = text_verdict(t);
+    if (verdict != errc::ok) {
+      CHECK(r.error == verdict);
+    } else if (!r.ok()) {
+      bool allowed = false;
+      for (const errc e : may_give) allowed = allowed || r.error == e;
+      INFO("error: " << procfs::to_string(r.error));
+      CHECK(allowed);
     }
+    ++(r.ok() ? ok_count : error_count)[which];
+  }
+
+  void check(std::string_view t) {
+    INFO("input: \"" << t << "\" (" << t.size() << " bytes)");
+    const auto m = procfs::parse_meminfo(t);
+    common(0, t, m, {errc::malformed, errc::out_of_range, errc::missing_key, errc::duplicate_key});
+    if (m.ok()) {
+      // kB in the text, bytes in the answer: MemTotal never 0, each the number its line holds.
+      CHECK(m.value.total_bytes != 0);
+      CHECK(m.value.total_bytes % 1024 == 0);
+      CHECK(m.value.avail_bytes % 1024 == 0);
+      CHECK(same_number(token_after_line_key(t, "MemTotal:"), m.value.total_bytes / 1024));
+      CHECK(same_number(token_after_line_key(t, "MemAvailable:"), m.value.avail_bytes / 1024));
+    } else {
+      CHECK(m.value.total_bytes == 0);
+      CHECK(m.value.avail_bytes == 0);
+    }
+
+    const auto p = procfs::parse_psi(t);
+    common(1, t, p, {errc::malformed, errc::out_of_range, errc::missing_key, errc::duplicate_key});
+    const auto psi_line_ok = [&](const procfs::psi_line& l) {
+      for (const double v : {l.avg10_pct, l.avg60_pct, l.avg300_pct}) {
+        CHECK(v >= 0.0);
+        CHECK(v <= 100.0);
+      }
+      CHECK(has_field(t, "total=" + std::to_string(l.total_us)));
+    };
+    const auto psi_line_zero = [](const procfs::psi_line& l) {
+      return l.avg10_pct == 0.0 && l.avg60_pct == 0.0 && l.avg300_pct == 0.0 && l.total_us == 0;
+    };
+    if (p.ok()) {
+      CHECK(token_after_line_key(t, "some") != "");
+      psi_line_ok(p.value.some);
+      if (p.value.has_full) {
+        psi_line_ok(p.value.full);
+      } else {
+        CHECK(psi_line_zero(p.value.full));  // full unknown: nothing in it
+      }
+    } else {
+      CHECK(psi_line_zero(p.value.some));
+      CHECK(psi_line_zero(p.value.full));
+      CHECK_FALSE(p.value.has_full);
+    }
+
+    const auto b = procfs::parse_cgroup_bytes(t);
+    common(2, t, b, {errc::malformed, errc::out_of_range});
+    if (b.ok()) {
+      CHECK(same_number(single_token(t), b.value));
+    } else {
+      CHECK(b.value == 0);
+    }
+
+    const auto v2 = procfs::parse_cgroup_v2_limit(t);
+    common(3, t, v2, {errc::malformed, errc::out_of_range});
+    if (v2.ok() && v2.value.set) {
+      CHECK(same_number(single_token(t), v2.value.bytes));
+    } else if (v2.ok()) {
+      CHECK(single_token(t) == "max");
+      CHECK(v2.value.bytes == 0);
+    } else {
+      CHECK_FALSE(v2.value.set);
+      CHECK(v2.value.bytes == 0);
+    }
+
+    const auto v1 = procfs::parse_cgroup_v1_limit(t);
+    common(4, t, v1, {errc::malformed, errc::out_of_range});
+    if (v1.ok()) {
+      // The same number as memory.usage_in_bytes would give; unset from the sentinel's threshold up.
+      CHECK(b.ok());
+      CHECK(v1.value.set == (b.ok() && b.value < procfs::v1_unlimited_threshold_bytes));
+      CHECK(v1.value.bytes == (v1.value.set ? b.value : 0));
+    } else {
+      CHECK(v1.error == b.error);
+      CHECK_FALSE(v1.value.set);
+      CHECK(v1.value.bytes == 0);
+    }
+
+    int which = 5;
+    for (const cgroup_mode mode : {cgroup_mode::v1, cgroup_mode::v2}) {
+      const auto st = procfs::parse_memory_stat_inactive_file(t, mode);
+      common(which++, t, st, {errc::malformed, errc::out_of_range, errc::missing_key, errc::duplicate_key});
+      if (st.ok()) {
+        // v1 prefers the hierarchical total_inactive_file; v2 has only inactive_file.
+        const std::string_view total = token_after_line_key(t, "total_inactive_file ");
+        const std::string_view local = token_after_line_key(t, "inactive_file ");
+        const std::string_view used = mode == cgroup_mode::v1 && !total.empty() ? total : local;
+        CHECK(same_number(used, st.value));
+      } else {
+        CHECK(st.value == 0);
+      }
+    }
+
+    const auto sc = procfs::parse_self_cgroup(t);
+    common(7, t, sc, {errc::malformed, errc::duplicate_key});
+    if (sc.ok()) {
+      for (const std::string_view path : {sc.value.v2_path, sc.value.v1_memory_path}) {
+        if (path.empty()) continue;
+        CHECK(views_into(path, t));
+        CHECK(path.front() == '/');
+        CHECK(path.data() > t.data());
+        CHECK(path.data()[-1] == ':');
+      }
+    } else {
+      CHECK(sc.value.v2_path.empty());
+      CHECK(sc.value.v1_memory_path.empty());
+    }
+
+    which = 8;
+    for (const auto& [mode, path] : {std::pair{cgroup_mode::v1, "/a"sv}, std::pair{cgroup_mode::v2, "/b"sv}}) {
+      const auto mt = procfs::find_cgroup_mount(t, mode, path);
+      common(which++, t, mt, {errc::malformed});
+      if (mt.ok() && mt.value.lookup == procfs::mount_lookup::found) {
+        // The root shows the path, and the table holds the mount's fstype.
+        const std::string_view root = mt.value.mount.root.view();
+        CHECK((root == "/" || path == root || (path.substr(0, root.size()) == root && path[root.size()] == '/')));
+        CHECK(t.find(mode == cgroup_mode::v2 ? " - cgroup2 " : " - cgroup ") != std::string_view::npos);
+      } else if (!mt.ok()) {
+        CHECK(mt.value.lookup == procfs::mount_lookup::absent);
+        CHECK(mt.value.mount.root.size == 0);
+        CHECK(mt.value.mount.mount_point.size == 0);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("parsers survive every prefix and every corrupted byte, and keep the error contract") {
+  const std::string_view samples[] = {real_meminfo, real_psi, host_mountinfo, "max\n", "9223372036854771712\n",
+                                      "4:memory:/a\n0::/b\n", "inactive_file 5\ntotal_inactive_file 6\n",
+                                      "2147483648\n"};
+  const char bytes[] = {'\0', '\n', '\r', ' ', ':', '=', '.', '-', '\\', '/', '9', 'x', '\x80', '\xff'};
+  contract_checker c;
+  for (const std::string_view s : samples) {
+    for (std::size_t n = 0; n <= s.size(); ++n) c.check(s.substr(0, n));
     std::string copy(s);
     for (std::size_t i = 0; i < copy.size(); ++i) {
       const char saved = copy[i];
       for (const char b : bytes) {
         copy[i] = b;
-        all(copy);
-        ++runs;
+        c.check(copy);
       }
       copy[i] = saved;
     }
   }
-  CHECK(runs > 1000);
+  // Each parser both succeeded and failed somewhere in the walk: both halves of the
+  // contract above were checked, for every parser.
+  const char* const names[] = {"meminfo", "psi", "cgroup_bytes", "v2_limit", "v1_limit", "memory.stat v1",
+                               "memory.stat v2", "self_cgroup", "mountinfo v1", "mountinfo v2"};
+  for (int i = 0; i < 10; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    INFO(names[k] << ": " << c.ok_count[k] << " ok, " << c.error_count[k] << " errors");
+    CHECK(c.ok_count[k] > 0);
+    CHECK(c.error_count[k] > 0);
+  }
 }
 
 // Found by fuzz/fuzz_cgroup_v1 (fuzz/corpus/fuzz_cgroup_v1/regress-overflow-before-stray-byte):
