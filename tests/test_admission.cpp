@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <climits>
+#include <vector>
 
 #include "test_support.hpp"
 
@@ -19,22 +20,55 @@ const std::uint64_t reserve = host_reserve_bytes(total);
 mem_state with_budget(std::uint64_t budget) { return host_state(total, reserve + budget); }
 
 int rank(verdict v) { return v == verdict::admit ? 2 : (v == verdict::cap ? 1 : 0); }
+
+// Every field of a result, each on its own line of the report, and the caller's line.
+void check_result(const admit_result& got, const admit_result& want, int line) {
+  INFO("expected result written at line ", line);
+  CHECK(to_string(got.verdict) == to_string(want.verdict));
+  CHECK(got.fit_tokens == want.fit_tokens);
+  CHECK(to_string(got.reason) == to_string(want.reason));
+  CHECK(got.die == want.die);
+  CHECK(got.need_bytes == want.need_bytes);
+  CHECK(got.limit_bytes == want.limit_bytes);
+}
+#define CHECK_RESULT(got, ...) check_result((got), admit_result{__VA_ARGS__}, __LINE__)
+
+constexpr std::uint64_t u64_max = UINT64_MAX;
+
+// The reference for the CAP solve: a plain binary search over the exact cost,
+// knowing nothing of anchors or segments. cost(lo) fits, cost(hi) does not.
+int reference_fit(int n_max, kv_format kv, std::uint64_t limit) {
+  int lo = 0;
+  int hi = n_max;
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (host_cost_bytes(mid, kv) <= limit ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+std::uint64_t cost(int n, kv_format kv = kv_format::q4) { return host_cost_bytes(n, kv); }
 }  // namespace
 
 TEST_CASE("1. the PSI-full stall guard comes first") {
   const mem_state stalled = host_state(64 * GiB, 60 * GiB, 0.0, 15.0);
   for (bool gpu : {false, true}) {
-    const admit_result r = admit_request({.n_prompt = 10, .gpu_resident = gpu}, stalled);
-    CHECK(r.verdict == verdict::reject);
-    CHECK(r.reason == admit_reason::psi_stall);
-    CHECK(r.fit_tokens == 0);
-    CHECK(r.die == no_die);
+    CAPTURE(gpu);
+    CHECK_RESULT(admit_request({.n_prompt = 10, .gpu_resident = gpu}, stalled), verdict::reject, 0,
+                 admit_reason::psi_stall, no_die, 0, 0);
+    // A named die did not decide it: the whole box did.
+    CHECK_RESULT(admit_request({.n_prompt = 10, .gpu_resident = gpu, .die = 0}, add_die(stalled, 1, 16 * GiB)),
+                 verdict::reject, 0, admit_reason::psi_stall, no_die, 0, 0);
   }
   // Just below the threshold the stall guard lets it through (the blip is TIGHT, not a reject).
   CHECK(admit_request({.n_prompt = 10, .gpu_resident = true}, host_state(64 * GiB, 60 * GiB, 0.0, 14.99)).verdict ==
         verdict::admit);
+  CHECK(admit_request({.n_prompt = 10}, host_state(64 * GiB, 60 * GiB, 0.0, 14.99)).verdict == verdict::admit);
   // Before the reserve check too: a stalled box inside its reserve says psi_stall.
-  CHECK(admit_request({.n_prompt = 10}, host_state(total, 0, 0.0, 30.0)).reason == admit_reason::psi_stall);
+  CHECK_RESULT(admit_request({.n_prompt = 10}, host_state(total, 0, 0.0, 30.0)), verdict::reject, 0,
+               admit_reason::psi_stall, no_die, 0, 0);
+  CHECK_RESULT(admit_request({.n_prompt = 10, .gpu_resident = true}, host_state(total, 0, 0.0, 30.0)),
+               verdict::reject, 0, admit_reason::psi_stall, no_die, 0, 0);
   policy p;
   p.psi_full_reject_bp = 500;
   CHECK(admit_request({.n_prompt = 10, .gpu_resident = true}, host_state(64 * GiB, 60 * GiB, 0.0, 5.0), p).reason ==
@@ -44,24 +78,26 @@ TEST_CASE("1. the PSI-full stall guard comes first") {
 TEST_CASE("2. GPU-resident fast path: host cost 0, reserve line, window cap") {
   const request_spec rq{.n_prompt = 100000, .kv = kv_format::fp32, .gpu_resident = true};
   SUBCASE("inside the reserve (equality included) rejects") {
-    const admit_result r = admit_request(rq, host_state(total, reserve));
-    CHECK(r.verdict == verdict::reject);
-    CHECK(r.reason == admit_reason::host_reserve);
-    CHECK(r.limit_bytes == reserve);
+    // "limit" on a host_reserve reject is the available memory, already inside the reserve.
+    CHECK_RESULT(admit_request(rq, host_state(total, reserve)), verdict::reject, 0, admit_reason::host_reserve,
+                 no_die, 0, reserve);
+    CHECK_RESULT(admit_request(rq, host_state(total, 7)), verdict::reject, 0, admit_reason::host_reserve, no_die, 0,
+                 7);
   }
   SUBCASE("one byte above the reserve admits any length: the host pays nothing per token") {
-    const admit_result r = admit_request(rq, host_state(total, reserve + 1));
-    CHECK(r.verdict == verdict::admit);
-    CHECK(r.fit_tokens == 100000);
-    CHECK(r.reason == admit_reason::fits);
+    CHECK_RESULT(admit_request(rq, host_state(total, reserve + 1)), verdict::admit, 100000, admit_reason::fits,
+                 no_die, 0, 0);
+    // A die named with no room at all does not bound the GPU path's host cost either.
+    request_spec on_die = rq;
+    on_die.die = 0;
+    CHECK_RESULT(admit_request(on_die, add_die(host_state(total, reserve + 1), 1, 16 * GiB)), verdict::admit,
+                 100000, admit_reason::fits, no_die, 0, 0);
   }
   SUBCASE("n_prompt > max_window caps to the window") {
     request_spec w = rq;
     w.max_window = 16384;
     const admit_result r = admit_request(w, host_state(total, 4 * GiB));
-    CHECK(r.verdict == verdict::cap);
-    CHECK(r.fit_tokens == 16384);
-    CHECK(r.reason == admit_reason::window);
+    CHECK_RESULT(r, verdict::cap, 16384, admit_reason::window, no_die, 0, 0);
     w.n_prompt = 16384;
     CHECK(admit_request(w, host_state(total, 4 * GiB)).verdict == verdict::admit);
     w.n_prompt = 16385;
@@ -78,17 +114,18 @@ TEST_CASE("2. GPU-resident fast path: host cost 0, reserve line, window cap") {
 
 TEST_CASE("3. host path: admit when the whole prompt fits") {
   const std::uint64_t need = host_cost_bytes(1000, kv_format::q4);
-  const admit_result exact = admit_request({.n_prompt = 1000}, with_budget(need));
-  CHECK(exact.verdict == verdict::admit);
-  CHECK(exact.fit_tokens == 1000);
-  CHECK(exact.reason == admit_reason::fits);
-  CHECK(exact.need_bytes == need);
-  CHECK(exact.limit_bytes == need);
+  CHECK_RESULT(admit_request({.n_prompt = 1000}, with_budget(need)), verdict::admit, 1000, admit_reason::fits, no_die,
+               need, need);
   // One byte short: a cap, to the largest window that fits.
-  const admit_result short1 = admit_request({.n_prompt = 1000}, with_budget(need - 1));
-  CHECK(short1.verdict == verdict::cap);
-  CHECK(short1.fit_tokens == 999);
-  CHECK(short1.reason == admit_reason::host_budget);
+  CHECK_RESULT(admit_request({.n_prompt = 1000}, with_budget(need - 1)), verdict::cap, 999, admit_reason::host_budget,
+               no_die, need, need - 1);
+  // The same boundary on a die that binds: its index is named on the cap, never on the admit.
+  const mem_state roomy_host = with_budget(8 * GiB);
+  CHECK_RESULT(admit_request({.n_prompt = 1000, .die = 1}, add_die(add_die(roomy_host, 1, 16 * GiB), need, 16 * GiB)),
+               verdict::admit, 1000, admit_reason::fits, no_die, need, need);
+  CHECK_RESULT(
+      admit_request({.n_prompt = 1000, .die = 1}, add_die(add_die(roomy_host, 1, 16 * GiB), need - 1, 16 * GiB)),
+      verdict::cap, 999, admit_reason::die_vram, 1, need, need - 1);
 }
 
 TEST_CASE("3. host path: a CAP's fit_tokens is tight to one token") {
@@ -129,86 +166,139 @@ TEST_CASE("3. host path: the seed's mini, 8 GiB, fp32 KV on the CPU path") {
 }
 
 TEST_CASE("3. host path: reserve, nothing fits, zero-length prompts") {
-  CHECK(admit_request({.n_prompt = 1}, host_state(total, reserve)).reason == admit_reason::host_reserve);
-  CHECK(admit_request({.n_prompt = 1}, host_state(total, reserve)).verdict == verdict::reject);
+  // Inside the reserve: need is the cost of what was asked (the window, if smaller), limit the avail.
+  CHECK_RESULT(admit_request({.n_prompt = 1}, host_state(total, reserve)), verdict::reject, 0,
+               admit_reason::host_reserve, no_die, cost(1), reserve);
+  CHECK_RESULT(admit_request({.n_prompt = 20000, .kv = kv_format::fp32, .die = 0, .max_window = 1000},
+                             add_die(host_state(total, reserve - 5), 1, 16 * GiB)),
+               verdict::reject, 0, admit_reason::host_reserve, no_die, cost(1000, kv_format::fp32), reserve - 5);
   // Fixed buffers alone (peak(0) = 256 MiB) do not fit: reject, not a cap to 0.
-  const admit_result none = admit_request({.n_prompt = 1000}, with_budget(256 * MiB - 1));
-  CHECK(none.verdict == verdict::reject);
-  CHECK(none.reason == admit_reason::host_budget);
-  CHECK(none.fit_tokens == 0);
+  CHECK(cost(0) == 256 * MiB);
+  CHECK_RESULT(admit_request({.n_prompt = 1000}, with_budget(256 * MiB - 1)), verdict::reject, 0,
+               admit_reason::host_budget, no_die, cost(1000), 256 * MiB - 1);
   // Exactly the fixed buffers: a 0-token prefix fits, which is still a reject.
-  CHECK(admit_request({.n_prompt = 1000}, with_budget(256 * MiB)).verdict == verdict::reject);
+  CHECK_RESULT(admit_request({.n_prompt = 1000}, with_budget(256 * MiB)), verdict::reject, 0,
+               admit_reason::host_budget, no_die, cost(1000), 256 * MiB);
   // An empty prompt that fits is admitted.
-  CHECK(admit_request({.n_prompt = 0}, with_budget(256 * MiB)).verdict == verdict::admit);
+  CHECK_RESULT(admit_request({.n_prompt = 0}, with_budget(256 * MiB)), verdict::admit, 0, admit_reason::fits, no_die,
+               256 * MiB, 256 * MiB);
+}
+
+// The two rejects of the host path after the reserve line: the fixed buffers do not fit
+// (cost(0) > limit), or they do but not one token more (the largest prefix is 0 tokens).
+// Each names the budget that bound it, and the die only when the die bound it.
+TEST_CASE("3. host path: the budget-bound rejects name the binding budget and die") {
+  const std::uint64_t roomy = 8 * GiB;
+  for (const auto kv : {kv_format::q4, kv_format::fp32}) {
+    CAPTURE(to_string(kv));
+    const request_spec rq{.n_prompt = 3000, .kv = kv, .die = 1};
+    const std::uint64_t need = cost(3000, kv);
+    // Limits just below the fixed buffers, exactly them, and one byte short of a 1-token prefix.
+    const std::uint64_t none_fits = cost(0, kv) - 1;
+    const std::uint64_t zero_fits[] = {cost(0, kv), cost(0, kv) + 1, cost(1, kv) - 1};
+    SUBCASE("host budget binds; the named die has room and is not named") {
+      const auto box = [&](std::uint64_t budget) {
+        return add_die(add_die(with_budget(budget), 1, 16 * GiB), roomy, 16 * GiB);
+      };
+      CHECK_RESULT(admit_request(rq, box(none_fits)), verdict::reject, 0, admit_reason::host_budget, no_die, need,
+                   none_fits);
+      for (const std::uint64_t limit : zero_fits) {
+        CAPTURE(limit);
+        CHECK(reference_fit(3000, kv, limit) == 0);
+        CHECK_RESULT(admit_request(rq, box(limit)), verdict::reject, 0, admit_reason::host_budget, no_die, need, limit);
+      }
+    }
+    SUBCASE("die 1's free VRAM binds and is named") {
+      const auto box = [&](std::uint64_t die_free) {
+        return add_die(add_die(with_budget(roomy), roomy, 16 * GiB), die_free, 16 * GiB);
+      };
+      CHECK_RESULT(admit_request(rq, box(none_fits)), verdict::reject, 0, admit_reason::die_vram, 1, need, none_fits);
+      for (const std::uint64_t limit : zero_fits) {
+        CAPTURE(limit);
+        CHECK_RESULT(admit_request(rq, box(limit)), verdict::reject, 0, admit_reason::die_vram, 1, need, limit);
+      }
+    }
+    SUBCASE("host not sampled: the die alone binds") {
+      const mem_state box = add_die(add_die(host_state(0, 0), roomy, 16 * GiB), cost(0, kv), 16 * GiB);
+      CHECK_RESULT(admit_request(rq, box), verdict::reject, 0, admit_reason::die_vram, 1, need, cost(0, kv));
+    }
+  }
 }
 
 TEST_CASE("3. host path: the die's free VRAM bounds it too, and is named when it binds") {
   const std::uint64_t need = host_cost_bytes(2000, kv_format::q4);
   SUBCASE("die smaller than the host budget binds") {
     const mem_state s = add_die(add_die(with_budget(8 * GiB), 8 * GiB, 16 * GiB), need - 1, 16 * GiB);
-    const admit_result r = admit_request({.n_prompt = 2000, .die = 1}, s);
-    CHECK(r.verdict == verdict::cap);
-    CHECK(r.reason == admit_reason::die_vram);
-    CHECK(r.die == 1);
-    CHECK(r.limit_bytes == need - 1);
-    CHECK(r.fit_tokens == 1999);
+    CHECK_RESULT(admit_request({.n_prompt = 2000, .die = 1}, s), verdict::cap, 1999, admit_reason::die_vram, 1, need,
+                 need - 1);
   }
   SUBCASE("host smaller than the die binds") {
     const mem_state s = add_die(with_budget(need - 1), 8 * GiB, 16 * GiB);
-    const admit_result r = admit_request({.n_prompt = 2000, .die = 0}, s);
-    CHECK(r.reason == admit_reason::host_budget);
-    CHECK(r.die == no_die);
+    CHECK_RESULT(admit_request({.n_prompt = 2000, .die = 0}, s), verdict::cap, 1999, admit_reason::host_budget, no_die,
+                 need, need - 1);
+  }
+  SUBCASE("equal budgets: the host is named (the die binds only when strictly smaller)") {
+    const mem_state s = add_die(with_budget(need - 1), need - 1, 16 * GiB);
+    CHECK_RESULT(admit_request({.n_prompt = 2000, .die = 0}, s), verdict::cap, 1999, admit_reason::host_budget, no_die,
+                 need, need - 1);
   }
   SUBCASE("a die too small for anything rejects with its index") {
     const mem_state s = add_die(with_budget(8 * GiB), 1 * MiB, 16 * GiB);
-    const admit_result r = admit_request({.n_prompt = 2000, .die = 0}, s);
-    CHECK(r.verdict == verdict::reject);
-    CHECK(r.reason == admit_reason::die_vram);
-    CHECK(r.die == 0);
+    CHECK_RESULT(admit_request({.n_prompt = 2000, .die = 0}, s), verdict::reject, 0, admit_reason::die_vram, 0, need,
+                 1 * MiB);
   }
   SUBCASE("a die with budget 0 is not measured and does not bound") {
     const mem_state s = add_die(with_budget(8 * GiB), 0, 0);
-    CHECK(admit_request({.n_prompt = 2000, .die = 0}, s).verdict == verdict::admit);
+    CHECK_RESULT(admit_request({.n_prompt = 2000, .die = 0}, s), verdict::admit, 2000, admit_reason::fits, no_die, need,
+                 8 * GiB);
   }
   SUBCASE("no die named: only the host bounds") {
     const mem_state s = add_die(with_budget(8 * GiB), 1, 16 * GiB);
-    CHECK(admit_request({.n_prompt = 2000}, s).verdict == verdict::admit);
+    CHECK_RESULT(admit_request({.n_prompt = 2000}, s), verdict::admit, 2000, admit_reason::fits, no_die, need, 8 * GiB);
   }
 }
 
 TEST_CASE("3. host path: the window applies before the memory check") {
   SUBCASE("window fits: CAP for the window") {
     const admit_result r = admit_request({.n_prompt = 20000, .max_window = 1000}, with_budget(8 * GiB));
-    CHECK(r.verdict == verdict::cap);
-    CHECK(r.reason == admit_reason::window);
-    CHECK(r.fit_tokens == 1000);
-    CHECK(r.need_bytes == host_cost_bytes(1000, kv_format::q4));
+    CHECK_RESULT(r, verdict::cap, 1000, admit_reason::window, no_die, cost(1000), 8 * GiB);
+    // Exactly at the window's cost, and with a die named that has room: still the window, no die.
+    CHECK_RESULT(admit_request({.n_prompt = 20000, .die = 0, .max_window = 1000},
+                               add_die(with_budget(8 * GiB), cost(1000), 16 * GiB)),
+                 verdict::cap, 1000, admit_reason::window, no_die, cost(1000), cost(1000));
   }
   SUBCASE("window does not fit either: CAP below the window, memory named") {
-    const std::uint64_t budget = host_cost_bytes(500, kv_format::q4);
+    const std::uint64_t budget = cost(500);
     const admit_result r = admit_request({.n_prompt = 20000, .max_window = 1000}, with_budget(budget));
-    CHECK(r.verdict == verdict::cap);
-    CHECK(r.reason == admit_reason::host_budget);
-    CHECK(r.fit_tokens == 500);
+    CHECK_RESULT(r, verdict::cap, 500, admit_reason::host_budget, no_die, cost(1000), budget);
+    CHECK_RESULT(admit_request({.n_prompt = 20000, .die = 0, .max_window = 1000},
+                               add_die(with_budget(8 * GiB), budget, 16 * GiB)),
+                 verdict::cap, 500, admit_reason::die_vram, 0, cost(1000), budget);
   }
 }
 
 TEST_CASE("bad requests are named, not guessed") {
   const mem_state s = add_die(host_state(total, 4 * GiB), 8 * GiB, 16 * GiB);
-  CHECK(admit_request({.n_prompt = -1}, s).reason == admit_reason::bad_request);
-  CHECK(admit_request({.n_prompt = 10, .die = 1}, s).reason == admit_reason::bad_request);
-  CHECK(admit_request({.n_prompt = 10, .die = -7}, s).reason == admit_reason::bad_request);
-  CHECK(admit_request({.n_prompt = 10, .die = 1}, s).verdict == verdict::reject);
-  CHECK(admit_request({.n_prompt = 10, .die = 1}, s).die == 1);
+  CHECK_RESULT(admit_request({.n_prompt = -1}, s), verdict::reject, 0, admit_reason::bad_request, no_die, 0, 0);
+  CHECK_RESULT(admit_request({.n_prompt = -1, .gpu_resident = true}, s), verdict::reject, 0, admit_reason::bad_request,
+               no_die, 0, 0);
+  // The die asked for is named, so the caller sees which one was wrong.
+  CHECK_RESULT(admit_request({.n_prompt = 10, .die = 1}, s), verdict::reject, 0, admit_reason::bad_request, 1, 0, 0);
+  CHECK_RESULT(admit_request({.n_prompt = 10, .die = -7}, s), verdict::reject, 0, admit_reason::bad_request, -7, 0, 0);
+  // Bad input is bad before any pressure is looked at.
+  CHECK(admit_request({.n_prompt = -1}, host_state(total, 0, 0.0, 50.0)).reason == admit_reason::bad_request);
 }
 
 TEST_CASE("a host that was not sampled does not reject (fail open)") {
   const mem_state unknown = host_state(0, 0);
-  CHECK(admit_request({.n_prompt = 4096, .kv = kv_format::fp32}, unknown).verdict == verdict::admit);
-  CHECK(admit_request({.n_prompt = 4096, .gpu_resident = true}, unknown).verdict == verdict::admit);
+  // No host bound at all: the limit is "everything".
+  CHECK_RESULT(admit_request({.n_prompt = 4096, .kv = kv_format::fp32}, unknown), verdict::admit, 4096,
+               admit_reason::fits, no_die, cost(4096, kv_format::fp32), u64_max);
+  CHECK_RESULT(admit_request({.n_prompt = 4096, .gpu_resident = true}, unknown), verdict::admit, 4096,
+               admit_reason::fits, no_die, 0, 0);
   // ...but a named die still bounds it.
-  const admit_result r = admit_request({.n_prompt = 4096, .die = 0}, add_die(unknown, 1 * MiB, 16 * GiB));
-  CHECK(r.reason == admit_reason::die_vram);
+  CHECK_RESULT(admit_request({.n_prompt = 4096, .die = 0}, add_die(unknown, 1 * MiB, 16 * GiB)), verdict::reject, 0,
+               admit_reason::die_vram, 0, cost(4096), 1 * MiB);
 }
 
 TEST_CASE("sweep: more free memory never gives a worse verdict") {
@@ -279,68 +369,73 @@ TEST_CASE("admit_model_load: weights + KV@max ctx + 1.5 GiB within die free - di
   const std::uint64_t free_exact = need + 1 * GiB;  // die reserve 1 GiB
   const mem_state s = add_die(add_die(host_state(total, 4 * GiB), free_exact - 1, 80 * GiB), free_exact, 80 * GiB);
   SUBCASE("boundary on a named die") {
-    const admit_result fits = admit_model_load({w, kv}, s, 1);
-    CHECK(fits.verdict == verdict::admit);
-    CHECK(fits.die == 1);
-    CHECK(fits.need_bytes == need);
-    CHECK(fits.limit_bytes == need);
-    const admit_result tight = admit_model_load({w, kv}, s, 0);
-    CHECK(tight.verdict == verdict::reject);
-    CHECK(tight.reason == admit_reason::die_vram);
-    CHECK(tight.die == 0);
+    CHECK_RESULT(admit_model_load({w, kv}, s, 1), verdict::admit, 0, admit_reason::fits, 1, need, need);
+    CHECK_RESULT(admit_model_load({w, kv}, s, 0), verdict::reject, 0, admit_reason::die_vram, 0, need, need - 1);
   }
   SUBCASE("no die named picks the roomiest") {
     CHECK(roomiest_die(s) == 1);
-    CHECK(admit_model_load({w, kv}, s).die == 1);
-    CHECK(admit_model_load({w, kv}, s).verdict == verdict::admit);
+    CHECK_RESULT(admit_model_load({w, kv}, s), verdict::admit, 0, admit_reason::fits, 1, need, need);
+    // The roomiest is chosen even when it is too small, and named on the reject.
+    const mem_state both_small = add_die(add_die(host_state(total, 4 * GiB), free_exact - 2, 80 * GiB),
+                                         free_exact - 1, 80 * GiB);
+    CHECK_RESULT(admit_model_load({w, kv}, both_small), verdict::reject, 0, admit_reason::die_vram, 1, need,
+                 need - 1);
   }
   SUBCASE("die reserve is policy") {
     policy p;
     p.die_reserve_bytes = 0;
-    CHECK(admit_model_load({w, kv}, s, 0, p).verdict == verdict::admit);
+    CHECK_RESULT(admit_model_load({w, kv}, s, 0, p), verdict::admit, 0, admit_reason::fits, 0, need, free_exact - 1);
   }
   SUBCASE("no dies, bad die, overflowing sizes") {
-    CHECK(admit_model_load({w, kv}, host_state(total, 4 * GiB)).reason == admit_reason::bad_request);
-    CHECK(admit_model_load({w, kv}, s, 5).reason == admit_reason::bad_request);
-    const admit_result huge = admit_model_load({UINT64_MAX, UINT64_MAX}, s, 1);
-    CHECK(huge.verdict == verdict::reject);
-    CHECK(huge.need_bytes == UINT64_MAX);
+    // Nothing to load onto: no die is named, and there is no limit to name.
+    CHECK_RESULT(admit_model_load({w, kv}, host_state(total, 4 * GiB)), verdict::reject, 0, admit_reason::bad_request,
+                 no_die, need, 0);
+    CHECK_RESULT(admit_model_load({w, kv}, s, 5), verdict::reject, 0, admit_reason::bad_request, 5, need, 0);
+    CHECK_RESULT(admit_model_load({w, kv}, s, -2), verdict::reject, 0, admit_reason::bad_request, -2, need, 0);
+    CHECK_RESULT(admit_model_load({UINT64_MAX, UINT64_MAX}, s, 1), verdict::reject, 0, admit_reason::die_vram, 1,
+                 u64_max, need);
   }
   SUBCASE("free below the die reserve is no room at all") {
     const mem_state small = add_die(host_state(total, 4 * GiB), 512 * MiB, 80 * GiB);
-    const admit_result r = admit_model_load({0, 0}, small, 0);
-    CHECK(r.verdict == verdict::reject);
-    CHECK(r.limit_bytes == 0);
+    CHECK_RESULT(admit_model_load({0, 0}, small, 0), verdict::reject, 0, admit_reason::die_vram, 0, 3 * GiB / 2, 0);
   }
 }
 
 TEST_CASE("admit_model_load_die: slice + 1.5 GiB scratch within the die's free VRAM") {
   const std::uint64_t need = 6 * GiB + 1 * GiB + 3 * GiB / 2;
   const mem_state s = add_die(add_die(host_state(total, 4 * GiB), need, 80 * GiB), need - 1, 80 * GiB);
-  CHECK(admit_model_load_die(6 * GiB, 1 * GiB, s, 0).verdict == verdict::admit);
-  const admit_result r = admit_model_load_die(6 * GiB, 1 * GiB, s, 1);
-  CHECK(r.verdict == verdict::reject);
-  CHECK(r.reason == admit_reason::die_vram);
-  CHECK(r.die == 1);
-  CHECK(r.need_bytes == need);
-  CHECK(admit_model_load_die(6 * GiB, 1 * GiB, s, 2).reason == admit_reason::bad_request);
+  // No die reserve here (the seed's rule): the whole free VRAM is the limit.
+  CHECK_RESULT(admit_model_load_die(6 * GiB, 1 * GiB, s, 0), verdict::admit, 0, admit_reason::fits, 0, need, need);
+  CHECK_RESULT(admit_model_load_die(6 * GiB, 1 * GiB, s, 1), verdict::reject, 0, admit_reason::die_vram, 1, need,
+               need - 1);
+  CHECK_RESULT(admit_model_load_die(6 * GiB, 1 * GiB, s, 2), verdict::reject, 0, admit_reason::bad_request, 2, need, 0);
+  CHECK_RESULT(admit_model_load_die(6 * GiB, 1 * GiB, s, no_die), verdict::reject, 0, admit_reason::bad_request,
+               no_die, need, 0);
+  CHECK_RESULT(admit_model_load_die(UINT64_MAX, 1, s, 0), verdict::reject, 0, admit_reason::die_vram, 0, u64_max,
+               need);
   CHECK(default_policy.die_scratch_bytes == 1610612736);
 }
 
 TEST_CASE("admit_load_spike: 2.4 GiB must fit above the host reserve") {
   CHECK(default_policy.load_spike_bytes == 2576980377);  // 2.4 GiB, floored
   const std::uint64_t spike = default_policy.load_spike_bytes;
-  CHECK(admit_load_spike(with_budget(spike)).verdict == verdict::admit);
-  const admit_result r = admit_load_spike(with_budget(spike - 1));
-  CHECK(r.verdict == verdict::reject);
-  CHECK(r.reason == admit_reason::host_budget);
-  CHECK(r.need_bytes == spike);
-  CHECK(r.limit_bytes == spike - 1);
-  CHECK(admit_load_spike(host_state(total, reserve)).reason == admit_reason::host_reserve);
+  CHECK_RESULT(admit_load_spike(with_budget(spike)), verdict::admit, 0, admit_reason::fits, no_die, spike, spike);
+  CHECK_RESULT(admit_load_spike(with_budget(spike - 1)), verdict::reject, 0, admit_reason::host_budget, no_die, spike,
+               spike - 1);
+  // At the reserve line (equality included) and one byte above it.
+  CHECK_RESULT(admit_load_spike(host_state(total, reserve)), verdict::reject, 0, admit_reason::host_reserve, no_die,
+               spike, reserve);
+  CHECK_RESULT(admit_load_spike(host_state(total, reserve + 1)), verdict::reject, 0, admit_reason::host_budget, no_die,
+               spike, 1);
   policy p;
   p.load_spike_bytes = 1 * GiB;
-  CHECK(admit_load_spike(with_budget(1 * GiB), p).verdict == verdict::admit);
-  CHECK(admit_load_spike(host_state(0, 0)).verdict == verdict::admit);  // host unknown: fail open
+  CHECK_RESULT(admit_load_spike(with_budget(1 * GiB), p), verdict::admit, 0, admit_reason::fits, no_die, 1 * GiB,
+               1 * GiB);
+  // Host unknown: fail open, with no limit to name.
+  CHECK_RESULT(admit_load_spike(host_state(0, 0)), verdict::admit, 0, admit_reason::fits, no_die, spike, u64_max);
+  // Dies play no part in the host burst.
+  CHECK_RESULT(admit_load_spike(add_die(with_budget(spike), 0, 16 * GiB)), verdict::admit, 0, admit_reason::fits,
+               no_die, spike, spike);
 }
 
 TEST_CASE("tightest_die is the seed's default admission die (worst free VRAM)") {
@@ -372,15 +467,6 @@ TEST_CASE("the stall guard also sees a fresh stall rate before avg10 does") {
 }
 
 TEST_CASE("the segment solve finds the same largest window as a plain binary search") {
-  auto reference = [](int n_max, kv_format kv, std::uint64_t limit) {
-    int lo = 0;
-    int hi = n_max;
-    while (hi - lo > 1) {
-      const int mid = lo + (hi - lo) / 2;
-      (host_cost_bytes(mid, kv) <= limit ? lo : hi) = mid;
-    }
-    return lo;
-  };
   pnmem::test::rng g{99};
   for (int i = 0; i < 20000; ++i) {
     const auto kv = g.below(2) == 0 ? kv_format::q4 : kv_format::fp32;
@@ -391,7 +477,7 @@ TEST_CASE("the segment solve finds the same largest window as a plain binary sea
     const std::uint64_t limit = lo_cost + g.below(hi_cost - lo_cost);  // cost(0) fits, cost(n_max) does not
     CAPTURE(n_max);
     CAPTURE(limit);
-    CHECK(pnmem::detail::largest_fitting_prompt(n_max, kv, limit) == reference(n_max, kv, limit));
+    CHECK(pnmem::detail::largest_fitting_prompt(n_max, kv, limit) == reference_fit(n_max, kv, limit));
   }
   // Exactly at anchors and one byte either side of their costs.
   for (const auto& a : activation_anchors) {
@@ -400,8 +486,195 @@ TEST_CASE("the segment solve finds the same largest window as a plain binary sea
       if (t == 0) continue;
       const std::uint64_t c = host_cost_bytes(t, kv);
       for (const std::uint64_t limit : {c - 1, c, c + 1}) {
-        CHECK(pnmem::detail::largest_fitting_prompt(2 * t + 5, kv, limit) == reference(2 * t + 5, kv, limit));
+        CHECK(pnmem::detail::largest_fitting_prompt(2 * t + 5, kv, limit) == reference_fit(2 * t + 5, kv, limit));
       }
     }
+  }
+}
+
+namespace {
+
+// For a limit of cost(n) + delta (delta in -1, 0, +1) the largest fitting prompt is
+// known without searching: cost() rises by at least k >= 2 bytes per token (k > 1
+// is checked where this is used), so cost(n) - 1 leaves n - 1 tokens and cost(n)
+// or cost(n) + 1 leaves n.
+int fit_at(int n, int delta) { return delta < 0 ? n - 1 : n; }
+
+// n values across one segment [a, b] of the activation table: both ends and their
+// neighbours, the middle, and a spread of points between.
+std::vector<int> segment_points(int a, int b, pnmem::test::rng& g) {
+  std::vector<int> out;
+  for (int d = 0; d <= 3; ++d) {
+    out.push_back(a + d);
+    out.push_back(b - d);
+  }
+  out.push_back(a + (b - a) / 2);
+  for (int i = 0; i < 120; ++i) out.push_back(a + static_cast<int>(g.below(static_cast<std::uint64_t>(b - a) + 1)));
+  return out;
+}
+
+// admit_request on a box whose binding budget is exactly `limit`, asked for n_prompt
+// tokens, against what the fit says: ADMIT when the whole prompt fits, a CAP to the
+// fit when some prefix does, a REJECT when only the 0-token prefix does.
+void check_admit_at(int n_prompt, kv_format kv, std::uint64_t limit, int fit, bool die_binds) {
+  CAPTURE(n_prompt);
+  CAPTURE(die_binds);
+  const std::uint64_t reserve8 = host_reserve_bytes(8 * GiB);
+  mem_state s;
+  request_spec rq{.n_prompt = n_prompt, .kv = kv, .die = 2};
+  admit_reason binding = admit_reason::host_budget;
+  int die = no_die;
+  if (die_binds) {
+    // Host not sampled (no host bound): die 2's free VRAM is the whole budget.
+    s = add_die(add_die(add_die(host_state(0, 0), 64 * GiB, 80 * GiB), 64 * GiB, 80 * GiB), limit, u64_max);
+    binding = admit_reason::die_vram;
+    die = 2;
+  } else {
+    if (limit > u64_max - reserve8) return;  // not expressible as avail - reserve on an 8 GiB box
+    s = add_die(add_die(add_die(host_state(8 * GiB, reserve8 + limit), 1, 80 * GiB), 1, 80 * GiB), u64_max, u64_max);
+  }
+  const std::uint64_t need = host_cost_bytes(n_prompt, kv);
+  const admit_result r = admit_request(rq, s);
+  if (n_prompt <= fit) {
+    CHECK_RESULT(r, verdict::admit, n_prompt, admit_reason::fits, no_die, need, limit);
+  } else if (fit >= 1) {
+    CHECK_RESULT(r, verdict::cap, fit, binding, die, need, limit);
+  } else {
+    CHECK_RESULT(r, verdict::reject, 0, binding, die, need, limit);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CAP boundary: limits at cost(n) - 1, cost(n), cost(n) + 1 in every segment of the table") {
+  pnmem::test::rng g{2024};
+  for (const auto kv : {kv_format::q4, kv_format::fp32}) {
+    CAPTURE(to_string(kv));
+    REQUIRE(kv_bytes_per_token(kv) > 1);
+    for (std::size_t i = 1; i < activation_anchors.size(); ++i) {
+      const int a = static_cast<int>(activation_anchors[i - 1].tokens);
+      const int b = static_cast<int>(activation_anchors[i].tokens);
+      CAPTURE(b);
+      for (const int n : segment_points(a, b, g)) {
+        CAPTURE(n);
+        for (const int delta : {-1, 0, 1}) {
+          if (n == 0 && delta < 0) continue;  // below cost(0): nothing fits, no solve
+          CAPTURE(delta);
+          const std::uint64_t limit = cost(n, kv) + static_cast<std::uint64_t>(delta + 1) - 1;
+          const int fit = fit_at(n, delta);
+          CHECK(reference_fit(b + 1000, kv, limit) == fit);  // the two references agree
+          // n_max right above the fit (the anchor walk stops at n_max), past the segment, and unbounded.
+          for (const int n_max : {fit + 1, fit + 2, b + 1, 2 * b + 7, INT_MAX}) {
+            CAPTURE(n_max);
+            CHECK(pnmem::detail::largest_fitting_prompt(n_max, kv, limit) == fit);
+          }
+          for (const int n_prompt : {fit, fit + 1, n + 1, b + 1, 300000}) {
+            check_admit_at(n_prompt, kv, limit, fit, false);
+            check_admit_at(n_prompt, kv, limit, fit, true);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("CAP boundary past the last anchor (N^2 growth) and up to limits near 2^64") {
+  for (const auto kv : {kv_format::q4, kv_format::fp32}) {
+    CAPTURE(to_string(kv));
+    // The first prompt whose cost saturates at 2^64-1.
+    int lo = static_cast<int>(activation_anchors.back().tokens);
+    int hi = INT_MAX;
+    REQUIRE(cost(hi, kv) == u64_max);
+    while (hi - lo > 1) {
+      const int mid = lo + (hi - lo) / 2;
+      (cost(mid, kv) < u64_max ? lo : hi) = mid;
+    }
+    const int saturated = hi;
+    CAPTURE(saturated);
+
+    std::vector<int> points;
+    const int last = static_cast<int>(activation_anchors.back().tokens);
+    for (int d = 1; d <= 3; ++d) points.push_back(last + d);
+    for (std::int64_t n = 2 * last; n < saturated; n = n * 3 / 2) points.push_back(static_cast<int>(n));
+    for (int d = 1; d <= 3; ++d) points.push_back(saturated - d);
+    pnmem::test::rng g{77};
+    for (int i = 0; i < 100; ++i) {
+      points.push_back(last + 1 + static_cast<int>(g.below(static_cast<std::uint64_t>(saturated - last - 1))));
+    }
+    for (const int n : points) {
+      CAPTURE(n);
+      for (const int delta : {-1, 0, 1}) {
+        CAPTURE(delta);
+        const std::uint64_t limit = cost(n, kv) + static_cast<std::uint64_t>(delta + 1) - 1;
+        const int fit = fit_at(n, delta);
+        REQUIRE(limit < u64_max);  // cost(n + 1) > limit: the precondition holds
+        CHECK(reference_fit(INT_MAX, kv, limit) == fit);
+        for (const int n_max : {fit + 1, INT_MAX}) {
+          CAPTURE(n_max);
+          CHECK(pnmem::detail::largest_fitting_prompt(n_max, kv, limit) == fit);
+        }
+        for (const int n_prompt : {fit, fit + 1, INT_MAX}) {
+          check_admit_at(n_prompt, kv, limit, fit, false);
+          check_admit_at(n_prompt, kv, limit, fit, true);
+        }
+      }
+    }
+    // A limit of 2^64-2: everything short of the saturated cost fits.
+    CHECK(pnmem::detail::largest_fitting_prompt(INT_MAX, kv, u64_max - 1) == saturated - 1);
+    check_admit_at(INT_MAX, kv, u64_max - 1, saturated - 1, true);
+  }
+}
+
+TEST_CASE("garbage free bytes (2^64-1) on a die or the host never wrap into a reject") {
+  // A die reporting 2^64-1 free on an unsampled host: nothing bounds the request.
+  const mem_state die_max = add_die(host_state(0, 0), u64_max, u64_max);
+  CHECK_RESULT(admit_request({.n_prompt = INT_MAX, .kv = kv_format::fp32, .die = 0}, die_max), verdict::admit, INT_MAX,
+               admit_reason::fits, no_die, u64_max, u64_max);
+  // The host reporting 2^64-1 available: the budget is that less the reserve, and a prompt
+  // whose cost saturates is capped to the largest one below it.
+  const std::uint64_t limit = u64_max - reserve;
+  for (const auto kv : {kv_format::q4, kv_format::fp32}) {
+    const int fit = reference_fit(INT_MAX, kv, limit);
+    CHECK(cost(fit, kv) <= limit);
+    CHECK(cost(fit + 1, kv) > limit);
+    CHECK_RESULT(admit_request({.n_prompt = INT_MAX, .kv = kv, .die = 0}, add_die(host_state(total, u64_max), u64_max,
+                                                                                  u64_max)),
+                 verdict::cap, fit, admit_reason::host_budget, no_die, u64_max, limit);
+  }
+}
+
+TEST_CASE("the segment solve is exact at every n of the table: limits cost(n) - 1, cost(n), cost(n) + 1") {
+  // Exhaustive over the table, both KV formats, with n_max just above the answer (the
+  // anchor walk stops at n_max) and unbounded (the walk stops at the first anchor that
+  // does not fit). Mismatches are counted, and the first one reported.
+  const int last = static_cast<int>(activation_anchors.back().tokens);
+  for (const auto kv : {kv_format::q4, kv_format::fp32}) {
+    CAPTURE(to_string(kv));
+    long long checked = 0;
+    long long wrong = 0;
+    long long too_flat = 0;
+    int first_n = -1;
+    int first_delta = 0;
+    int first_got = 0;
+    for (int n = 0; n <= last; ++n) {
+      if (n > 0 && cost(n, kv) - cost(n - 1, kv) < 2) ++too_flat;  // fit_at's premise
+      for (const int delta : {-1, 0, 1}) {
+        if (n == 0 && delta < 0) continue;
+        const std::uint64_t limit = cost(n, kv) + static_cast<std::uint64_t>(delta + 1) - 1;
+        const int fit = fit_at(n, delta);
+        for (const int n_max : {fit + 1, INT_MAX}) {
+          ++checked;
+          const int got = pnmem::detail::largest_fitting_prompt(n_max, kv, limit);
+          if (got != fit && wrong++ == 0) {
+            first_n = n;
+            first_delta = delta;
+            first_got = got;
+          }
+        }
+      }
+    }
+    INFO("checked ", checked, "; first mismatch: n ", first_n, " delta ", first_delta, " got ", first_got);
+    CHECK(too_flat == 0);
+    CHECK(wrong == 0);
   }
 }

@@ -123,3 +123,38 @@ TEST_CASE("the decision on a snapshot equals admit_request on the clamped window
     CHECK(a.detail == want);
   }
 }
+
+TEST_CASE("only the fixed buffers fit: denied, the binding budget and die named, counted by reason") {
+  const std::uint64_t fixed = host_cost_bytes(0, kv_format::q4);  // 256 MiB: a 0-token prefix
+  const std::uint64_t need = host_cost_bytes(100, kv_format::q4);
+  SUBCASE("the tightest die has room for the fixed buffers only") {
+    engine_counters c;
+    const fake_watcher w =
+        at(add_die(add_die(host_state(64 * GiB, 60 * GiB), 40 * GiB, 79 * GiB), fixed, 79 * GiB));
+    const admit_answer a = admit(w, {.kv = kv_format::q4}, 100, {.counters = &c});
+    CHECK(a.status == admit_status::denied);
+    CHECK(a.fit_tokens == 0);
+    CHECK(a.reason == admit_reason::die_vram);
+    CHECK(a.die == 1);
+    CHECK(a.detail.die == 1);
+    CHECK(a.detail.need_bytes == need);
+    CHECK(a.detail.limit_bytes == fixed);
+    CHECK(c.denied[static_cast<std::size_t>(admit_reason::die_vram)].load() == 1);
+    CHECK(c.denied[static_cast<std::size_t>(admit_reason::host_budget)].load() == 0);
+  }
+  SUBCASE("the host budget has room for the fixed buffers only; the die had room") {
+    engine_counters c;
+    const std::uint64_t r = host_reserve_bytes(8 * GiB);
+    const fake_watcher w = at(add_die(host_state(8 * GiB, r + fixed), 40 * GiB, 79 * GiB));
+    const admit_answer a = admit(w, {.kv = kv_format::q4}, 100, {.counters = &c});
+    CHECK(a.status == admit_status::denied);
+    CHECK(a.fit_tokens == 0);
+    CHECK(a.reason == admit_reason::host_budget);
+    CHECK(a.die == 0);              // the die it was checked against...
+    CHECK(a.detail.die == no_die);  // ...did not decide it
+    CHECK(a.detail.need_bytes == need);
+    CHECK(a.detail.limit_bytes == fixed);
+    CHECK(c.denied[static_cast<std::size_t>(admit_reason::host_budget)].load() == 1);
+    CHECK(c.denied[static_cast<std::size_t>(admit_reason::die_vram)].load() == 0);
+  }
+}

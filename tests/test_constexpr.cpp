@@ -47,7 +47,14 @@ static_assert(ladder_plan_for(mem_level::tight, {8, 16384, false}).prefill_windo
 static_assert(ladder_plan_for(mem_level::tight, {8, 16384, false}).max_slots == 4);
 static_assert(ladder_plan_for(mem_level::critical, {8, 16384, false}).max_slots == 1);
 static_assert(ladder_plan_for(mem_level::watch, {8, 16384, false}).force_kv_q4);
-static_assert(ladder_plan_for(mem_level::ok, {8, 16384, false}) == ladder_plan_for(mem_level::ok, {8, 16384, false}));
+static_assert(ladder_plan_for(mem_level::tight, {8, 16384, false}).kv_evict);
+static_assert(ladder_plan_for(mem_level::critical, {8, 16384, false}).prefill_window == 4096);
+// At OK the plan is the operator config, unchanged.
+static_assert(ladder_plan_for(mem_level::ok, {8, 16384, false}).max_slots == 8);
+static_assert(ladder_plan_for(mem_level::ok, {8, 16384, false}).prefill_window == 16384);
+static_assert(!ladder_plan_for(mem_level::ok, {8, 16384, false}).force_kv_q4);
+static_assert(!ladder_plan_for(mem_level::ok, {8, 16384, false}).kv_evict);
+static_assert(!ladder_plan_for(mem_level::ok, {8, 16384, false}).degraded);
 
 // --- cost model and admission ---
 static_assert(activation_peak_bytes(4096) == 1610612736);
@@ -57,6 +64,18 @@ static_assert(admit_request({.n_prompt = 10, .gpu_resident = true}, make(64_GiB,
 static_assert(admit_request({.n_prompt = 20000, .gpu_resident = true, .max_window = 16384}, make(64_GiB, 60_GiB))
                   .fit_tokens == 16384);
 static_assert(admit_request({.n_prompt = 8192, .kv = kv_format::fp32}, make(8_GiB, 4_GiB)).fit_tokens == 4962);
+// Only a 0-token prefix fits (the budget is exactly the 256 MiB of fixed buffers): a reject
+// that names the budget that bound it, and the die only when the die did. A 100-token Q4
+// prompt needs its KV plus the peak interpolated between the 0 and 1024 anchors.
+constexpr std::uint64_t need_100 = 100 * 5898 + 256_MiB + 100 * 128_MiB / 1024;
+static_assert(admit_request({.n_prompt = 100}, make(8_GiB, 1288490188 + 256_MiB)) ==
+              admit_result{verdict::reject, 0, admit_reason::host_budget, no_die, need_100, 256_MiB});
+static_assert(admit_request({.n_prompt = 100, .die = 1},
+                            with_die(with_die(make(64_GiB, 60_GiB), 8_GiB, 16_GiB), 256_MiB, 16_GiB)) ==
+              admit_result{verdict::reject, 0, admit_reason::die_vram, 1, need_100, 256_MiB});
+// The CAP solve at a compile-time boundary: cost(1024) in Q4 is 1024 * 5898 + 384 MiB.
+static_assert(detail::largest_fitting_prompt(5000, kv_format::q4, 1024 * 5898 + 384_MiB) == 1024);
+static_assert(detail::largest_fitting_prompt(5000, kv_format::q4, 1024 * 5898 + 384_MiB - 1) == 1023);
 static_assert(admit_model_load({10_GiB, 2_GiB}, with_die(make(8_GiB, 4_GiB), 20_GiB, 79_GiB)).verdict ==
               verdict::admit);
 static_assert(admit_model_load_die(6_GiB, 1_GiB, with_die(make(8_GiB, 4_GiB), 9_GiB, 79_GiB), 0).verdict ==

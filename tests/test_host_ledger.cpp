@@ -68,11 +68,14 @@ TEST_CASE("a burst on one snapshot: each admission sees what those before it wer
   CHECK(second.answer.status != admit_status::admitted);
   CHECK(second.answer.reason == admit_reason::host_budget);
   CHECK(second.answer.detail.limit_bytes == one / 2);  // the budget left after the promise
-  if (second.answer.status == admit_status::capped) {
-    // A capped request reserves what may start, never what was asked.
-    CHECK(second.held.bytes() == host_cost_bytes(second.answer.fit_tokens, kv_format::fp32));
-    CHECK(second.held.bytes() <= one / 2);
-  }
+  // Half a 2048-token prefill still holds the fixed buffers and some tokens: a cap.
+  REQUIRE(second.answer.status == admit_status::capped);
+  // A capped request reserves what may start, never what was asked.
+  REQUIRE(second.held);
+  CHECK(second.held.bytes() == host_cost_bytes(second.answer.fit_tokens, kv_format::fp32));
+  CHECK(second.held.bytes() <= one / 2);
+  CHECK(host_cost_bytes(second.answer.fit_tokens + 1, kv_format::fp32) > one / 2);
+  CHECK(ledger.pending_bytes(w) == one + second.held.bytes());
 }
 
 TEST_CASE("a reservation dropped without settle gives its bytes back at once") {
@@ -255,4 +258,59 @@ TEST_CASE("the watcher stamps host_read_ns before reading, and set_die leaves it
   CHECK(ledger.pending_bytes(rw) == host_cost_bytes(1024, kv_format::fp32));
   w.poll_now();  // the next read begins at 6'700: it sees the memory
   CHECK(ledger.pending_bytes(rw) == 0);
+}
+
+TEST_CASE("admission: a sample that began before settle() does not release it, even published after") {
+  fake_watcher w;
+  const std::uint64_t one = host_cost_bytes(1024, kv_format::fp32);
+  w.set(box_with_budget(4 * one), 1000);
+  host_ledger ledger;
+  auto a = ledger.admit(w, cpu_model, 1024);
+  REQUIRE(a.held);
+  a.held.settle_at(2000);
+
+  // Read began at 1500 (before the settle), published at 2500 (after it): it may not
+  // contain the allocation, so the next admission still counts it.
+  mem_state s = box_with_budget(4 * one);
+  s.sample_time_ns = 2500;
+  w.set(s, 1500);
+  auto b = ledger.admit(w, cpu_model, 16);
+  CHECK(b.pending_bytes == one);
+  CHECK(b.answer.detail.limit_bytes == 3 * one);
+  CHECK(ledger.size() == 2);
+  b.held.cancel();
+
+  // Read began at the settle's own instant: still not proof the memory was in it.
+  s.sample_time_ns = 3000;
+  w.set(s, 2000);
+  CHECK(ledger.admit(w, cpu_model, 16).pending_bytes == one);
+
+  // The first read that began after the settle has it: forgotten, the budget is the sample's.
+  s = box_with_budget(3 * one);
+  s.sample_time_ns = 3500;
+  w.set(s, 2001);
+  auto c = ledger.admit(w, cpu_model, 16);
+  CHECK(c.pending_bytes == 0);
+  CHECK(c.answer.detail.limit_bytes == 3 * one);
+  c.held.cancel();
+  CHECK(ledger.size() == 0);
+}
+
+TEST_CASE("admission: pending bytes come off MemAvailable, not off the host total") {
+  fake_watcher w;
+  const std::uint64_t one = host_cost_bytes(1024, kv_format::fp32);
+  w.set(box_with_budget(2 * one), 1000);
+  host_ledger ledger;
+  auto a = ledger.admit(w, cpu_model, 1024);
+  REQUIRE(a.answer.status == admit_status::admitted);
+  // The second sees the first's promise as memory already gone: exactly one more fits.
+  auto b = ledger.admit(w, cpu_model, 1024);
+  CHECK(b.pending_bytes == one);
+  CHECK(b.answer.status == admit_status::admitted);
+  CHECK(b.answer.detail.limit_bytes == one);
+  auto c = ledger.admit(w, cpu_model, 1024);
+  CHECK(c.pending_bytes == 2 * one);
+  CHECK(c.answer.status == admit_status::denied);
+  CHECK(c.answer.reason == admit_reason::host_reserve);
+  CHECK(c.answer.detail.limit_bytes == host_reserve_bytes(8 * GiB));
 }

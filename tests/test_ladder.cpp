@@ -136,31 +136,58 @@ TEST_CASE("PN_LADDER_DISABLE: the OK plan's values at every level, the real leve
   policy off;
   off.ladder_disabled = true;
   for (const auto& cfg : sweep_configs()) {
-    const ladder_plan ok = ladder_plan_for(mem_level::ok, cfg);
     for (auto l : levels) {
+      // The OK plan is the operator config (every swept config is in range).
       const ladder_plan p = ladder_plan_for(l, cfg, off);
       CHECK(p.level == l);
-      CHECK(p.max_slots == ok.max_slots);
-      CHECK(p.prefill_window == ok.prefill_window);
-      CHECK(p.force_kv_q4 == ok.force_kv_q4);
-      CHECK(p.kv_evict == ok.kv_evict);
+      CHECK(p.max_slots == cfg.max_slots);
+      CHECK(p.prefill_window == cfg.prefill_window);
+      CHECK(p.force_kv_q4 == cfg.kv_q4);
+      CHECK_FALSE(p.kv_evict);
       CHECK_FALSE(p.degraded);
       CHECK(std::string_view(p.note).find("disabled") != std::string_view::npos);
     }
   }
 }
 
-TEST_CASE("ladder_plan_from_state plans for the snapshot's level") {
-  mem_state s;
-  s.level = mem_level::tight;
+TEST_CASE("ladder_plan_from_state plans for the snapshot's level (the seed's table)") {
   const ladder_config cfg{8, 16384, false};
-  CHECK(ladder_plan_from_state(s, cfg) == ladder_plan_for(mem_level::tight, cfg));
-  s.level = mem_level::ok;
-  CHECK(ladder_plan_from_state(s, cfg) == ladder_plan_for(mem_level::ok, cfg));
+  mem_state s;
+  s.level = mem_level::tight;  // rungs 2, 3, 4a, 4b: cfg/2 slots and window
+  ladder_plan p = ladder_plan_from_state(s, cfg);
+  CHECK(p.level == mem_level::tight);
+  CHECK(p.max_slots == 4);
+  CHECK(p.prefill_window == 8192);
+  CHECK(p.force_kv_q4);
+  CHECK(p.kv_evict);
+  s.level = mem_level::critical;  // 1 slot, cfg/4 window
+  p = ladder_plan_from_state(s, cfg);
+  CHECK(p.level == mem_level::critical);
+  CHECK(p.max_slots == 1);
+  CHECK(p.prefill_window == 4096);
+  s.level = mem_level::watch;  // rung 4a alone
+  p = ladder_plan_from_state(s, cfg);
+  CHECK(p.max_slots == 8);
+  CHECK(p.prefill_window == 16384);
+  CHECK(p.force_kv_q4);
+  CHECK_FALSE(p.kv_evict);
+  s.level = mem_level::ok;  // the operator config
+  p = ladder_plan_from_state(s, cfg);
+  CHECK(p.level == mem_level::ok);
+  CHECK(p.max_slots == 8);
+  CHECK(p.prefill_window == 16384);
+  CHECK_FALSE(p.force_kv_q4);
+  CHECK_FALSE(p.kv_evict);
+  CHECK_FALSE(p.degraded);
+  // The policy is passed through: disabled, the TIGHT snapshot plans the config.
+  policy off;
+  off.ladder_disabled = true;
+  s.level = mem_level::tight;
+  CHECK(ladder_plan_from_state(s, cfg, off).max_slots == 8);
 }
 
-TEST_CASE("plans are values: equal inputs give equal plans, note included") {
+TEST_CASE("plans compare by value: plans for different levels differ") {
   const ladder_config cfg{8, 16384, false};
-  CHECK(ladder_plan_for(mem_level::critical, cfg) == ladder_plan_for(mem_level::critical, cfg));
   CHECK_FALSE(ladder_plan_for(mem_level::critical, cfg) == ladder_plan_for(mem_level::tight, cfg));
+  CHECK_FALSE(ladder_plan_for(mem_level::watch, cfg) == ladder_plan_for(mem_level::ok, cfg));
 }

@@ -105,14 +105,36 @@ constexpr admit_result make_result(verdict v, int fit, admit_reason r, int die, 
 constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_bytes != 0; }
 
 // The largest n in [0, n_max) with host_cost_bytes(n) <= limit, given that
-// cost(0) fits and cost(n_max) does not. cost() is non-decreasing in n.
+// cost(0) fits and cost(n_max) does not (admit_request calls it only then).
+// cost() is increasing in n (k > 0 bytes per token, a non-decreasing peak).
 //
-// Between two anchors of the activation table the cost is linear in n (up to the
-// table's rounding up), so instead of a blind binary search over the whole range
+// Between two anchors of the activation table the cost is linear in n up to the
+// table's rounding up, so instead of a blind binary search over the whole range
 // (~18 dependent steps for a 128k prompt) this finds the segment holding the
-// answer by testing the anchors, solves the segment's line for n, and corrects
-// the estimate by a token or two against the exact cost. Past the last anchor
-// the peak grows with N^2, and a binary search over that segment does the work.
+// answer by testing the anchors and solves that segment's line for n. Past the
+// last anchor the peak grows with N^2, and a binary search over that segment
+// does the work.
+//
+// Why the solve is exact (no correction step is needed; tested exhaustively at
+// cost(n)-1, cost(n), cost(n)+1 for every n of the table, both KV formats):
+// in a segment from anchor a to anchor b, with span = b.tokens - a.tokens,
+// rise = b.peak - a.peak, k = KV bytes per token and 0 <= d <= span,
+//   cost(a + d) = cost(a) + k*d + ceil(rise*d / span)          (cost_model.hpp)
+// cost(a) <= limit (a is 0, which fits, or an anchor tested to fit), so with
+// L = limit - cost(a) and d = floor(L*span / (k*span + rise)):
+//   * cost(a + d) <= limit: d*(k*span + rise) <= L*span gives rise*d/span <= L - k*d,
+//     and L - k*d is an integer, so ceil(rise*d/span) <= L - k*d.
+//   * cost(a + d + 1) > limit: (d+1)*(k*span + rise) > L*span gives
+//     k*(d+1) + rise*(d+1)/span > L, and the ceil only adds.
+//   * a + d < hi: d >= span would mean k*span + rise <= L, i.e. cost(b) <= limit.
+//     If hi = b (b did not fit), then d < span. If hi = n_max <= b, then
+//     a + d >= n_max would give cost(n_max) <= cost(a + d) <= limit, against
+//     the precondition. So a + d + 1 <= b is on the line, and a + d >= lo = a.
+// So the guess is the answer, and the correction loops and clamps that used to
+// follow it could never run. mul_div(L, span, D) with D = k*span + rise is exact:
+// (L / D) * span is at most the result (< limit / k, no saturation), and
+// (L % D) * span < D * span <= 8.2e17 < 2^64 for the widest segment (fp32,
+// 65536..262144), whatever the limit, 2^64-1 (a die's garbage free bytes) included.
 constexpr int largest_fitting_prompt(int n_max, kv_format kv, std::uint64_t limit) noexcept {
   const std::uint64_t k = kv_bytes_per_token(kv);
   // At an anchor the peak is the anchor's own value: no table walk needed.
@@ -138,15 +160,10 @@ constexpr int largest_fitting_prompt(int n_max, kv_format kv, std::uint64_t limi
     const activation_anchor a = activation_anchors[seg - 1];
     const activation_anchor b = activation_anchors[seg];
     const std::uint64_t span = b.tokens - a.tokens;
-    const std::uint64_t base = anchor_cost(a);
-    // cost(a + d) ~ base + d * (k + rise/span): solve for d.
-    const std::uint64_t d = mul_div(sat_sub(limit, base), span, sat_add(sat_mul(k, span), b.peak_bytes - a.peak_bytes));
-    const std::uint64_t guess = a.tokens + d;
-    int n = guess >= static_cast<std::uint64_t>(hi) ? hi - 1 : static_cast<int>(guess);
-    if (n < lo) n = lo;
-    while (n + 1 < hi && host_cost_bytes(n + 1, kv) <= limit) ++n;
-    while (n > lo && host_cost_bytes(n, kv) > limit) --n;
-    return n;
+    // None of these saturate (see above); d is exactly the answer's offset from a.
+    const std::uint64_t den = sat_add(sat_mul(k, span), b.peak_bytes - a.peak_bytes);
+    const std::uint64_t d = mul_div(sat_sub(limit, anchor_cost(a)), span, den);
+    return static_cast<int>(a.tokens + d);
   }
   while (hi - lo > 1) {
     const int mid = lo + (hi - lo) / 2;
