@@ -2,6 +2,9 @@
 // absl/flags/internal/sequence_lock_test.cc: the writer stores payloads made of
 // one repeated byte (a new byte each store) and readers count any copy whose
 // bytes differ as torn, across payload sizes and reader counts.
+// On x86 (TSO) these hunts cannot catch a missing or relaxed fence: the
+// hardware orders loads and stores as the fences would. The fences are
+// checked by test_seqlock_relacy.cpp, on a model of the C++ memory model.
 #include "pnmem/seqlock.hpp"
 
 #include <doctest/doctest.h>

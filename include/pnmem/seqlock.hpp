@@ -20,6 +20,18 @@
 // fence, its acquire fence makes the odd store visible to its second seq load,
 // so s1 != s0 and the copy is thrown away.
 //
+// Who checks the fences: not the torn-read tests on x86. x86 is TSO: the CPU
+// never reorders loads with loads or stores with stores, and both fences
+// compile to no instruction, so a missing or relaxed fence passes every
+// hardware test there (it would tear on ARM or POWER). Under ThreadSanitizer
+// the fences are not compiled at all (see PNMEM_SEQLOCK_TSAN below). The
+// fence path is checked by tests/test_seqlock_relacy.cpp (Meson test
+// seqlock_relacy): it instantiates this very class on the Relacy race
+// detector's model of the C++ memory model (the second template parameter,
+// below: Relacy's atomics, fence and yield in place of std::atomic,
+// std::atomic_thread_fence and cpu_relax), whose relaxed loads may return any
+// value the standard allows, and fails if either fence is removed or relaxed.
+//
 // Cost: a read is one 8-byte atomic load and one store per word plus two seq
 // loads; no atomic read-modify-write, no shared write. A plain memcpy moves 16-64
 // bytes per instruction and relaxed atomic loads cannot be widened, so reading a
@@ -79,14 +91,31 @@ inline constexpr std::memory_order seqlock_word_store =
 inline constexpr std::memory_order seqlock_word_load =
     seqlock_tsan ? std::memory_order_acquire : std::memory_order_relaxed;
 
+// What the seqlock is built on: the atomic type of its words and seq, the
+// fence, and the spin hint. seqlock<T> always uses this one; the seam exists so
+// the Relacy test can run the same seqlock code on a model of the C++ memory
+// model (it costs nothing: everything inlines to what std::atomic would do).
+// The fence order is a template argument so it is a constant even at -O0.
+struct seqlock_std_model {
+  template <class U>
+  using atomic = std::atomic<U>;
+  template <std::memory_order Order>
+  static void thread_fence() noexcept {
+    std::atomic_thread_fence(Order);
+  }
+  static void spin_pause() noexcept { cpu_relax(); }
+};
+
+template <class Model>
 inline void seqlock_release_fence() noexcept {
 #if !PNMEM_SEQLOCK_TSAN
-  std::atomic_thread_fence(std::memory_order_release);
+  Model::template thread_fence<std::memory_order_release>();
 #endif
 }
+template <class Model>
 inline void seqlock_acquire_fence() noexcept {
 #if !PNMEM_SEQLOCK_TSAN
-  std::atomic_thread_fence(std::memory_order_acquire);
+  Model::template thread_fence<std::memory_order_acquire>();
 #endif
 }
 
@@ -102,7 +131,10 @@ struct seqlock_test_access;
 // writers: callers that may write from several threads must hold a mutex around
 // store() (the watcher does: its poll thread and set_die callers share one).
 // Readers never take that mutex.
-template <class T>
+//
+// Model: leave it alone (detail::seqlock_std_model). Only the Relacy test
+// passes another (see "Who checks the fences" above).
+template <class T, class Model = detail::seqlock_std_model>
 class seqlock {
   static_assert(std::is_trivially_copyable_v<T>, "seqlock copies T bytewise: T must be trivially copyable");
   // A lock-based atomic would let a reader block the writer, the one thing a
@@ -137,7 +169,7 @@ class seqlock {
     // The words land directly in the returned object (NRVO): a failed attempt
     // is simply overwritten by the next, and no staging copy is paid.
     T out = zeroed();
-    while (!try_copy(as_bytes(out))) detail::cpu_relax();
+    while (!try_copy(as_bytes(out))) Model::spin_pause();
     return out;
   }
 
@@ -180,7 +212,7 @@ class seqlock {
     const std::uint64_t s = seq_.load(std::memory_order_relaxed);  // only the writer changes seq
     seq_.store(s + 1, std::memory_order_relaxed);
     // Orders the odd seq before every word store below (see the header comment).
-    detail::seqlock_release_fence();
+    detail::seqlock_release_fence<Model>();
     return s;
   }
 
@@ -204,7 +236,7 @@ class seqlock {
     const std::uint64_t last = words_[word_count - 1].load(detail::seqlock_word_load);
     std::memcpy(dst + (word_count - 1) * sizeof(std::uint64_t), &last, tail_bytes);
     // Orders the word loads before the second seq load (see the header comment).
-    detail::seqlock_acquire_fence();
+    detail::seqlock_acquire_fence<Model>();
     return seq_.load(std::memory_order_relaxed) == s0;
   }
 
@@ -214,8 +246,9 @@ class seqlock {
   // next line. The alignment also makes the whole object 64-aligned and rounds
   // sizeof up to whole lines, so nothing the owner places next to the seqlock
   // (the writers' mutex, say) shares a line with data every reader touches.
-  alignas(64) std::atomic<std::uint64_t> seq_{0};
-  alignas(64) std::array<std::atomic<std::uint64_t>, word_count> words_{};
+  using atomic_word = typename Model::template atomic<std::uint64_t>;
+  alignas(64) atomic_word seq_{0};
+  alignas(64) std::array<atomic_word, word_count> words_{};
 };
 
 }  // namespace pnmem
