@@ -150,42 +150,48 @@ void fake_backend::check_use(const stream& st, const op& o, op_use& u, std::stri
 }
 
 void fake_backend::check_races(const stream& st, const op& o) {
-  // Every buffer an op touches, with whether it writes: its uses, or the block
-  // an alloc/free takes or gives back.
-  const auto touches = [](const op& x) {
-    std::vector<buffer_use> t;
-    for (const op_use& u : x.uses) t.push_back(u.use);
-    if (x.footprint.ptr != nullptr) t.push_back(x.footprint);
-    return t;
+  // The first buffer of `x` that conflicts with one of `y` (overlap, one side
+  // writes), as {x's, y's}; an op touches its uses, or the block an alloc/free
+  // takes or gives back.
+  const auto conflict = [](const op& x, const op& y) -> std::optional<std::pair<buffer_use, buffer_use>> {
+    const auto each = [](const op& z, const auto& f) {
+      for (const op_use& u : z.uses)
+        if (f(u.use)) return true;
+      return z.footprint.ptr != nullptr && f(z.footprint);
+    };
+    std::optional<std::pair<buffer_use, buffer_use>> hit;
+    each(x, [&](const buffer_use& a) {
+      return each(y, [&](const buffer_use& b) {
+        if (!(a.writes || b.writes) || !overlaps(addr(a.ptr), a.bytes, addr(b.ptr), b.bytes)) return false;
+        hit.emplace(a, b);
+        return true;
+      });
+    });
+    return hit;
   };
-  const std::vector<buffer_use> mine = touches(o);
-  if (mine.empty()) return;
+  if (o.uses.empty() && o.footprint.ptr == nullptr) return;  // records and waits touch no memory
   for (const auto& [h, other] : streams_) {
     if (h == st.handle) continue;  // one stream runs in order
     const auto known = st.clock.find(h);
     const std::uint64_t ordered_up_to = known == st.clock.end() ? 0 : known->second;
     for (const op& a : other.queue) {
       if (a.seq <= ordered_up_to) continue;  // a wait on an event recorded after `a` orders it first
-      for (const buffer_use& x : touches(a)) {
-        const auto hit = std::find_if(mine.begin(), mine.end(), [&](const buffer_use& y) {
-          return (x.writes || y.writes) && overlaps(addr(x.ptr), x.bytes, addr(y.ptr), y.bytes);
-        });
-        if (hit == mine.end()) continue;
-        violation("t=" + std::to_string(now_) + " " + describe(st, o) + " when queued: races with " +
-                  describe(other, a) + (a.started ? ", running" : ", still queued") +
-                  ", which no event wait orders before it: " + (hit->writes ? "writes " : "reads ") +
-                  hex(hit->ptr) + " +" + std::to_string(hit->bytes) + " bytes while it " +
-                  (x.writes ? "writes " : "reads ") + hex(x.ptr) + " +" + std::to_string(x.bytes) + " bytes");
-        break;  // one report per pair of ops
-      }
+      const auto hit = conflict(o, a);  // one report per pair of ops
+      if (!hit) continue;
+      const auto& [mine, theirs] = *hit;
+      violation("t=" + std::to_string(now_) + " " + describe(st, o) + " when queued: races with " +
+                describe(other, a) + (a.started ? ", running" : ", still queued") +
+                ", which no event wait orders before it: " + (mine.writes ? "writes " : "reads ") +
+                hex(mine.ptr) + " +" + std::to_string(mine.bytes) + " bytes while it " +
+                (theirs.writes ? "writes " : "reads ") + hex(theirs.ptr) + " +" + std::to_string(theirs.bytes) +
+                " bytes");
     }
   }
 }
 
 std::uint64_t fake_backend::enqueue(stream& st, op o) {
   o.id = next_op_id_++;
-  o.seq = ++st.last_seq;
-  st.clock[st.handle] = o.seq;
+  o.seq = ++st.clock[st.handle];
   pending_.insert(o.id);
   for (op_use& u : o.uses) check_use(st, o, u, "when queued", false);
   if (options_.report_races) check_races(st, o);

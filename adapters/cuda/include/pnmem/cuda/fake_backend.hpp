@@ -220,8 +220,7 @@ class fake_backend final : public device_backend {
     int device = 0;
     bool destroyed = false;
     std::deque<op> queue;  // front may be running
-    std::uint64_t last_seq = 0;
-    stream_clock clock;    // includes this stream's own last_seq
+    stream_clock clock;    // clock[handle]: the seq of the last op queued here
   };
 
   struct event {
