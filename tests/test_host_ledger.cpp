@@ -217,7 +217,7 @@ TEST_CASE("many threads admitting on one stale snapshot never promise more than 
 namespace {
 
 struct slow_sampler {
-  pnmem::test::fake_clock clock;
+  pnmem::fake_clock clock;
   std::uint64_t avail = 6 * GiB;
   host_sample sample() {
     clock.ns->fetch_add(700);  // the read takes 700 ns
@@ -231,9 +231,9 @@ struct slow_sampler {
 }  // namespace
 
 TEST_CASE("the watcher stamps host_read_ns before reading, and set_die leaves it alone") {
-  pnmem::test::fake_clock clock;
+  pnmem::fake_clock clock;
   clock.set(5'000);
-  watcher<slow_sampler, pnmem::test::fake_clock> w{slow_sampler{clock}, {}, clock};
+  watcher<slow_sampler, pnmem::fake_clock> w{slow_sampler{clock}, {}, clock};
   CHECK(w.read().host_read_ns == 0);  // never read
   w.poll_now();
   mem_state s = w.read();
@@ -247,7 +247,7 @@ TEST_CASE("the watcher stamps host_read_ns before reading, and set_die leaves it
 
   // A reservation settled at 5'200 (during the read) may be missing from it: still counted.
   struct running_watcher {
-    const watcher<slow_sampler, pnmem::test::fake_clock>& w;
+    const watcher<slow_sampler, pnmem::fake_clock>& w;
     bool running() const { return true; }
     mem_state read() const { return w.read(); }
   } rw{w};

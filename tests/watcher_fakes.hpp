@@ -1,50 +1,19 @@
-// tests/watcher_fakes.hpp - a clock and a host sampler the watcher tests drive by hand.
-// Shared by test_watcher, test_faults and test_host_ledger. Test code only.
+// tests/watcher_fakes.hpp - host samples the watcher tests set on the library's fakes.
+// The fakes themselves (pnmem/fake_clock.hpp, pnmem/fake_sampler.hpp) are public,
+// beside host_sample.hpp, for engines to test with too. Test code only.
 #pragma once
 
-#include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 
+#include "pnmem/fake_clock.hpp"
+#include "pnmem/fake_sampler.hpp"
 #include "pnmem/host_sample.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/units.hpp"
 
 namespace pnmem::test {
-
-// Time that only moves when the test says so, forwards or backwards. Copies share one time.
-struct fake_clock {
-  using rep = std::int64_t;
-  using period = std::nano;
-  using duration = std::chrono::nanoseconds;
-  using time_point = std::chrono::time_point<fake_clock>;
-
-  std::shared_ptr<std::atomic<std::int64_t>> ns = std::make_shared<std::atomic<std::int64_t>>(1'000'000'000);
-  time_point now() const { return time_point(duration(ns->load())); }
-  void advance(duration d) const { ns->fetch_add(d.count()); }
-  void set(std::int64_t v) const { ns->store(v); }
-};
-
-// The host as the test wants it; shared between the test and the sampler the watcher
-// owns. `alternate`: every other sample is `other`.
-struct fake_host {
-  std::mutex mu;
-  host_sample next;
-  host_sample other;
-  bool alternate = false;
-  int samples = 0;
-};
-
-struct fake_sampler {
-  std::shared_ptr<fake_host> host;
-  host_sample sample() {
-    std::lock_guard<std::mutex> lk(host->mu);
-    ++host->samples;
-    return host->alternate && (host->samples % 2 == 0) ? host->other : host->next;
-  }
-};
 
 // 64 GiB, 60 GiB available: OK.
 inline host_sample roomy() {

@@ -9,37 +9,6 @@ namespace {
 std::uint64_t sub_floor0(std::uint64_t a, std::uint64_t b) noexcept { return a > b ? a - b : 0; }
 }  // namespace
 
-void die_tally::add_used(std::uint64_t bytes) noexcept {
-  std::lock_guard lk(mu_);
-  c_.used += bytes;
-}
-
-void die_tally::sub_used(std::uint64_t bytes) noexcept {
-  std::lock_guard lk(mu_);
-  c_.used = sub_floor0(c_.used, bytes);
-}
-
-void die_tally::add_retiring(std::uint64_t bytes) noexcept {
-  std::lock_guard lk(mu_);
-  c_.retiring += bytes;
-}
-
-void die_tally::sub_retiring(std::uint64_t bytes) noexcept {
-  std::lock_guard lk(mu_);
-  c_.retiring = sub_floor0(c_.retiring, bytes);
-}
-
-void die_tally::retire(std::uint64_t bytes) noexcept {
-  std::lock_guard lk(mu_);
-  c_.used = sub_floor0(c_.used, bytes);
-  c_.retiring += bytes;
-}
-
-die_tally::counts die_tally::read() const noexcept {
-  std::lock_guard lk(mu_);
-  return c_;
-}
-
 die_feed::die_feed(device_backend& backend, const policy& p) : backend_(backend) {
   const std::string who(backend_.name());
   int n = 0;

@@ -244,27 +244,37 @@ struct model_load_spec {
   std::uint64_t kv_max_ctx_bytes = 0;  // KV cache at the maximum context
 };
 
-// The die with the most free VRAM among the measured ones (budget > 0), or no_die.
-constexpr int roomiest_die(const mem_state& s) noexcept {
-  int best = no_die;
+namespace detail {
+// The measured die (budget > 0) whose free VRAM is best by `better(a, b)`; lowest index on ties; no_die if none.
+template <class Better>
+constexpr int pick_die(const mem_state& s, Better better) noexcept {
+  int pick = no_die;
   for (int i = 0; i < die_count(s); ++i) {
     const auto idx = static_cast<std::size_t>(i);
     if (s.per_die_budget[idx] == 0) continue;
-    if (best == no_die || s.per_die_free[idx] > s.per_die_free[static_cast<std::size_t>(best)]) best = i;
+    if (pick == no_die || better(s.per_die_free[idx], s.per_die_free[static_cast<std::size_t>(pick)])) pick = i;
   }
-  return best;
+  return pick;
+}
+
+// What both model-load checks end with: `need` against one die's free VRAM less `reserve`.
+constexpr admit_result fit_on_die(const mem_state& s, int die, std::uint64_t need, std::uint64_t reserve) noexcept {
+  if (!valid_die(s, die)) return make_result(verdict::reject, 0, admit_reason::bad_request, die, need, 0);
+  const std::uint64_t limit = sat_sub(s.per_die_free[static_cast<std::size_t>(die)], reserve);
+  return need <= limit ? make_result(verdict::admit, 0, admit_reason::fits, die, need, limit)
+                       : make_result(verdict::reject, 0, admit_reason::die_vram, die, need, limit);
+}
+}  // namespace detail
+
+// The die with the most free VRAM among the measured ones (budget > 0), or no_die.
+constexpr int roomiest_die(const mem_state& s) noexcept {
+  return detail::pick_die(s, [](std::uint64_t a, std::uint64_t b) { return a > b; });
 }
 
 // The die with the least free VRAM among the measured ones: the seed's default
 // die for admission ("worst free VRAM"), or no_die.
 constexpr int tightest_die(const mem_state& s) noexcept {
-  int worst = no_die;
-  for (int i = 0; i < die_count(s); ++i) {
-    const auto idx = static_cast<std::size_t>(i);
-    if (s.per_die_budget[idx] == 0) continue;
-    if (worst == no_die || s.per_die_free[idx] < s.per_die_free[static_cast<std::size_t>(worst)]) worst = i;
-  }
-  return worst;
+  return detail::pick_die(s, [](std::uint64_t a, std::uint64_t b) { return a < b; });
 }
 
 // Seed pn_admit_model_load: weights + KV at max context + activation scratch must
@@ -274,10 +284,7 @@ constexpr admit_result admit_model_load(const model_load_spec& m, const mem_stat
   using detail::sat_add;
   if (die == no_die) die = roomiest_die(s);
   const std::uint64_t need = sat_add(sat_add(m.weights_bytes, m.kv_max_ctx_bytes), p.die_scratch_bytes);
-  if (!valid_die(s, die)) return detail::make_result(verdict::reject, 0, admit_reason::bad_request, die, need, 0);
-  const std::uint64_t limit = detail::sat_sub(s.per_die_free[static_cast<std::size_t>(die)], p.die_reserve_bytes);
-  return need <= limit ? detail::make_result(verdict::admit, 0, admit_reason::fits, die, need, limit)
-                       : detail::make_result(verdict::reject, 0, admit_reason::die_vram, die, need, limit);
+  return detail::fit_on_die(s, die, need, p.die_reserve_bytes);
 }
 
 // Seed pn_admit_model_load_die: one die's slice of a multi-die split. The slice
@@ -288,10 +295,7 @@ constexpr admit_result admit_model_load_die(std::uint64_t weights_slice_bytes, s
                                             const policy& p = default_policy) noexcept {
   using detail::sat_add;
   const std::uint64_t need = sat_add(sat_add(weights_slice_bytes, kv_slice_bytes), p.die_scratch_bytes);
-  if (!valid_die(s, die)) return detail::make_result(verdict::reject, 0, admit_reason::bad_request, die, need, 0);
-  const std::uint64_t limit = s.per_die_free[static_cast<std::size_t>(die)];
-  return need <= limit ? detail::make_result(verdict::admit, 0, admit_reason::fits, die, need, limit)
-                       : detail::make_result(verdict::reject, 0, admit_reason::die_vram, die, need, limit);
+  return detail::fit_on_die(s, die, need, 0);
 }
 
 // Seed pn_admit_load_spike: the host dequant/staging burst of a weight upload must

@@ -95,36 +95,48 @@ struct level_report {
   std::uint64_t host_reserve_bytes = 0;
 };
 
-constexpr level_report explain_level(const mem_state& s, const policy& p = default_policy) noexcept {
-  level_report r;
-  r.host_reserve_bytes = host_reserve_bytes(s.host_total_bytes, p);
-  r.host_level = host_level(s.host_total_bytes, s.host_avail_bytes, p);
-  r.psi_level = psi_level(psi_some_pct(s), psi_full_pct(s), p);
-  r.os_level = s.host_os_level;
-  r.n_dies = die_count(s);
-  for (int i = 0; i < r.n_dies; ++i) {
+namespace detail {
+// The one definition of the level. With `r`, every part is recorded in it
+// (explain_level); without, the walk stops at the first CRITICAL (derive_level,
+// on every publish: the recording branches fold away after inlining).
+constexpr mem_level level_of(const mem_state& s, const policy& p, level_report* r) noexcept {
+  const mem_level host = host_level(s.host_total_bytes, s.host_avail_bytes, p);
+  const mem_level psi = psi_level(psi_some_pct(s), psi_full_pct(s), p);
+  mem_level l = worst_of(worst_of(host, psi), s.host_os_level);
+  const int n = die_count(s);
+  if (r != nullptr) {
+    r->host_reserve_bytes = host_reserve_bytes(s.host_total_bytes, p);
+    r->host_level = host;
+    r->psi_level = psi;
+    r->os_level = s.host_os_level;
+    r->n_dies = n;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (r == nullptr && l == mem_level::critical) break;  // nothing is worse
     const auto idx = static_cast<std::size_t>(i);
-    r.die_levels[idx] = die_level(s.per_die_free[idx], s.per_die_budget[idx], p);
-    if (s.per_die_budget[idx] != 0 && (r.worst_die == no_die || r.die_levels[idx] > r.worst_die_level)) {
-      r.worst_die = i;
-      r.worst_die_level = r.die_levels[idx];
+    const mem_level d = die_level(s.per_die_free[idx], s.per_die_budget[idx], p);
+    l = worst_of(l, d);
+    if (r == nullptr) continue;
+    r->die_levels[idx] = d;
+    if (s.per_die_budget[idx] != 0 && (r->worst_die == no_die || d > r->worst_die_level)) {
+      r->worst_die = i;
+      r->worst_die_level = d;
     }
   }
-  r.level = worst_of(worst_of(worst_of(r.host_level, r.psi_level), r.os_level), r.worst_die_level);
+  if (r != nullptr) r->level = l;
+  return l;
+}
+}  // namespace detail
+
+constexpr level_report explain_level(const mem_state& s, const policy& p = default_policy) noexcept {
+  level_report r;
+  detail::level_of(s, p, &r);
   return r;
 }
 
 // The seed's derive_level: max(host level, PSI, every die), and the OS's verdict.
 constexpr mem_level derive_level(const mem_state& s, const policy& p = default_policy) noexcept {
-  mem_level l = worst_of(worst_of(host_level(s.host_total_bytes, s.host_avail_bytes, p),
-                                  psi_level(psi_some_pct(s), psi_full_pct(s), p)),
-                         s.host_os_level);
-  const int n = die_count(s);
-  for (int i = 0; i < n && l != mem_level::critical; ++i) {
-    const auto idx = static_cast<std::size_t>(i);
-    l = worst_of(l, die_level(s.per_die_free[idx], s.per_die_budget[idx], p));
-  }
-  return l;
+  return detail::level_of(s, p, nullptr);
 }
 
 // The snapshot with its level re-derived (no hysteresis): what a publisher without

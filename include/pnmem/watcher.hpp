@@ -13,31 +13,44 @@
 // Two kinds of writer exist (the poll thread and every set_die caller, as the
 // seed's g_write_lock shows): they serialise on a mutex that readers never touch.
 //
-// Hysteresis (DESIGN.md "Levels flap"): a higher level is published on the first
-// sample that shows it; a lower one only after the raw level stayed below the
-// published one for `step_down_dwell` (a clock that goes back restarts the
-// dwell). A dwell of 0 is exactly the seed.
+// Hysteresis is level_hysteresis.hpp; delivery of level changes to subscribers
+// is change_delivery.hpp. This header is the loop and its lifecycle.
 //
 // Poll cadence: `poll_interval` (250 ms, the seed's PN_MEMWATCH_POLL_MS) at OK,
 // `pressure_poll_interval` at WATCH or worse. A sampler that can wait for events
 // (Linux PSI triggers, see host_sample.hpp) is waited through, and an event
 // takes a fresh sample at once: a wake-up must never act on stale numbers.
+//
+// Locks, in the one order they may be taken (a thread holding one takes only
+// those below it; clang's -Wthread-safety-beta checks the order in CI):
+//
+//   lifecycle_mu_  start() and stop(); start() takes the first sample under it
+//   sample_mu_     one sampler call at a time (the poll thread, poll_now callers)
+//   write_mu_      the writers' working copy and the hysteresis (poll, set_die);
+//                  published_ is stored only under it (readers take no lock)
+//   changes_       change_delivery's own mutex: a leaf, taken to queue a change
+//                  under write_mu_ and on its own to deliver
+//   wait_mu_       the poll thread's sleep (stop() takes it under lifecycle_mu_)
+//
+// No lock is held while a subscriber runs, except lifecycle_mu_ during the first
+// sample of start() (so a subscriber must not call start() or stop()).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <functional>
-#include <memory>
-#include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
-#include <vector>
 
+#include "pnmem/change_delivery.hpp"
+#include "pnmem/clock_ns.hpp"
+#include "pnmem/detail/mutex.hpp"
+#include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/host_sample.hpp"
 #include "pnmem/level.hpp"
+#include "pnmem/level_hysteresis.hpp"
 #include "pnmem/mem_level.hpp"
 #include "pnmem/mem_state.hpp"
 #include "pnmem/policy.hpp"
@@ -52,13 +65,6 @@ struct watcher_options {
   pnmem::policy policy = default_policy;
 };
 
-// A published level change, delivered to subscribers in publication order.
-struct level_change {
-  mem_level from;
-  mem_level to;
-  mem_state state;  // the snapshot that carried the change
-};
-
 enum class set_die_status : std::uint8_t {
   ok,
   die_out_of_range,  // die id < 0 or >= max_dies: nothing changed
@@ -68,55 +74,11 @@ constexpr std::string_view to_string(set_die_status s) noexcept {
   return s == set_die_status::ok ? "ok" : "die_out_of_range";
 }
 
-// Hysteresis on its own, so it is testable without a watcher. Not thread-safe:
-// the watcher calls it under its write mutex.
-class level_hysteresis {
- public:
-  explicit level_hysteresis(std::chrono::nanoseconds dwell) noexcept : dwell_(dwell) {}
-
-  // The level to publish for a raw level observed at `now_ns`.
-  mem_level update(mem_level raw, std::int64_t now_ns) noexcept {
-    if (raw >= published_) {
-      published_ = raw;
-      below_ = false;
-      return published_;
-    }
-    if (dwell_.count() <= 0) {
-      published_ = raw;
-      return published_;
-    }
-    if (!below_) {
-      below_ = true;
-      below_since_ns_ = now_ns;
-    } else {
-      // A clock that went backwards restarts the dwell from now: the jump never
-      // counts as time waited, and the level is not held for as long as the jump
-      // was (hours, for a wall clock set back) either.
-      if (now_ns < below_since_ns_) below_since_ns_ = now_ns;
-      // Unsigned: the difference of any two int64 times, with no overflow.
-      const std::uint64_t waited = static_cast<std::uint64_t>(now_ns) - static_cast<std::uint64_t>(below_since_ns_);
-      if (waited >= static_cast<std::uint64_t>(dwell_.count())) {
-        published_ = raw;
-        below_ = false;
-      }
-    }
-    return published_;
-  }
-
-  mem_level published() const noexcept { return published_; }
-
- private:
-  std::chrono::nanoseconds dwell_;
-  mem_level published_ = mem_level::ok;
-  bool below_ = false;              // raw level has been below published_ ...
-  std::int64_t below_since_ns_ = 0;  // ... since this time
-};
-
 template <host_sampler Sampler, class Clock = std::chrono::steady_clock>
 class watcher {
  public:
-  using subscriber = std::function<void(const level_change&)>;
-  using subscription_id = std::uint64_t;
+  using subscriber = change_delivery::subscriber;
+  using subscription_id = change_delivery::subscription_id;
 
   explicit watcher(Sampler sampler, watcher_options options = {}, Clock clock = Clock{})
       : sampler_(std::move(sampler)),
@@ -132,8 +94,8 @@ class watcher {
   // Idempotent. Takes one sample synchronously before the thread starts, so the
   // first read() after start() returns real numbers. False if the thread could
   // not be created (the sample is still published).
-  bool start() {
-    std::lock_guard<std::mutex> life(lifecycle_mu_);
+  bool start() PNMEM_EXCLUDES(lifecycle_mu_) {
+    detail::lock_guard life(lifecycle_mu_);
     if (thread_.joinable()) return true;
     poll_now();
     stop_requested_.store(false, std::memory_order_relaxed);
@@ -147,11 +109,11 @@ class watcher {
   }
 
   // Joins the thread. Idempotent; the last snapshot stays readable.
-  void stop() {
-    std::lock_guard<std::mutex> life(lifecycle_mu_);
+  void stop() PNMEM_EXCLUDES(lifecycle_mu_) {
+    detail::lock_guard life(lifecycle_mu_);
     if (!thread_.joinable()) return;
     {
-      std::lock_guard<std::mutex> lk(wait_mu_);
+      detail::lock_guard lk(wait_mu_);
       stop_requested_.store(true, std::memory_order_relaxed);
     }
     wait_cv_.notify_all();
@@ -163,10 +125,10 @@ class watcher {
   bool running() const noexcept { return running_.load(std::memory_order_acquire); }
 
   // Samples now (any thread) and publishes.
-  void poll_now() {
+  void poll_now() PNMEM_EXCLUDES(sample_mu_, write_mu_) {
     {
       // Sampling happens outside the write lock: a slow /proc read never delays set_die.
-      std::lock_guard<std::mutex> sample_lock(sample_mu_);
+      detail::lock_guard sample_lock(sample_mu_);
       const std::int64_t read_ns = now_ns();  // before the read: later allocations are not in it
       const host_sample h = sampler_.sample();
       commit([&](mem_state& s) {
@@ -177,7 +139,7 @@ class watcher {
     // Subscribers are called with sample_mu_ released: one that blocks must not
     // hold up other poll_now() callers, and one that calls poll_now() must not
     // deadlock on its own thread.
-    deliver_changes();
+    changes_.deliver();
   }
 
   mem_state read() const noexcept { return published_.read(); }
@@ -187,7 +149,8 @@ class watcher {
   // `retiring_bytes`: released by the caller but still waiting for in-flight work
   // (reported apart from free; DESIGN.md "memory pending free is not free").
   [[nodiscard]] set_die_status set_die(int die, std::uint64_t free_bytes, std::uint64_t budget_bytes,
-                                       std::uint64_t used_bytes, std::uint64_t retiring_bytes = 0) {
+                                       std::uint64_t used_bytes, std::uint64_t retiring_bytes = 0)
+      PNMEM_EXCLUDES(write_mu_) {
     if (die < 0 || die >= max_dies) return set_die_status::die_out_of_range;
     publish([&](mem_state& s) {
       const auto i = static_cast<std::size_t>(die);
@@ -203,44 +166,29 @@ class watcher {
   // Calls `fn` for every published level change, on the thread that published it,
   // with no lock of the watcher held (so it may call read(), set_die() or poll_now()).
   // Changes are delivered one at a time, in publication order.
-  subscription_id subscribe(subscriber fn) {
-    std::lock_guard<std::mutex> lk(subs_mu_);
-    const subscription_id id = ++last_subscription_;
-    subs_.push_back({id, std::make_shared<subscriber>(std::move(fn))});
-    return id;
-  }
+  subscription_id subscribe(subscriber fn) { return changes_.subscribe(std::move(fn)); }
 
   // After this returns the subscriber is not called again, except for a call
   // already running on another thread.
-  void unsubscribe(subscription_id id) {
-    std::lock_guard<std::mutex> lk(subs_mu_);
-    std::erase_if(subs_, [id](const auto& s) { return s.id == id; });
-  }
+  void unsubscribe(subscription_id id) { changes_.unsubscribe(id); }
 
   const watcher_options& options() const noexcept { return options_; }
   Sampler& sampler() noexcept { return sampler_; }
 
  private:
-  struct subscription {
-    subscription_id id;
-    std::shared_ptr<subscriber> fn;
-  };
-
-  std::int64_t now_ns() const {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_.now().time_since_epoch()).count();
-  }
+  std::int64_t now_ns() const { return to_ns(clock_.now()); }
 
   // The one write path: change the working state, derive, publish, queue a level
-  // change (commit), then call the subscribers (deliver_changes).
+  // change (commit), then call the subscribers (changes_.deliver()).
   template <class Change>
-  void publish(Change&& change) {
+  void publish(Change&& change) PNMEM_EXCLUDES(write_mu_) {
     commit(std::forward<Change>(change));
-    deliver_changes();
+    changes_.deliver();
   }
 
   template <class Change>
-  void commit(Change&& change) {
-    std::lock_guard<std::mutex> lk(write_mu_);
+  void commit(Change&& change) PNMEM_EXCLUDES(write_mu_) {
+    detail::lock_guard lk(write_mu_);
     std::forward<Change>(change)(working_);
     working_.sample_time_ns = now_ns();
     working_.raw_level = derive_level(working_, options_.policy);
@@ -248,46 +196,14 @@ class watcher {
     working_.level = hysteresis_.update(working_.raw_level, working_.sample_time_ns);
     ++working_.seq;
     published_.store(working_);
-    if (working_.level != before) {
-      std::lock_guard<std::mutex> q(changes_mu_);
-      changes_.push_back(level_change{before, working_.level, working_});
-    }
-  }
-
-  // Drains the change queue. One thread delivers at a time; a publish made from
-  // inside a callback only queues, and the delivering thread picks it up.
-  void deliver_changes() {
-    for (;;) {
-      level_change c;
-      {
-        std::lock_guard<std::mutex> q(changes_mu_);
-        if (delivering_ || changes_.empty()) return;
-        delivering_ = true;
-        c = changes_.front();
-        changes_.pop_front();
-      }
-      // Whatever a subscriber does (even throw), the next publisher can deliver.
-      struct release {
-        watcher* w;
-        ~release() {
-          std::lock_guard<std::mutex> q(w->changes_mu_);
-          w->delivering_ = false;
-        }
-      } guard{this};
-      std::vector<std::shared_ptr<subscriber>> targets;
-      {
-        std::lock_guard<std::mutex> lk(subs_mu_);
-        for (const auto& s : subs_) targets.push_back(s.fn);
-      }
-      for (const auto& fn : targets) (*fn)(c);
-    }
+    if (working_.level != before) changes_.queue(level_change{before, working_.level, working_});
   }
 
   std::chrono::nanoseconds current_interval() const {
     return published_.read().level >= mem_level::watch ? options_.pressure_poll_interval : options_.poll_interval;
   }
 
-  void run() {
+  void run() PNMEM_EXCLUDES(wait_mu_) {
     while (!stop_requested_.load(std::memory_order_relaxed)) {
       const std::chrono::nanoseconds interval = current_interval();
       if constexpr (event_sampler<Sampler>) {
@@ -296,40 +212,36 @@ class watcher {
           return;
         }
       } else {
-        std::unique_lock<std::mutex> lk(wait_mu_);
-        if (wait_cv_.wait_for(lk, interval, [this] { return stop_requested_.load(std::memory_order_relaxed); })) {
-          return;
-        }
+        detail::unique_lock lk(wait_mu_);
+        const auto stopping = [this] { return stop_requested_.load(std::memory_order_relaxed); };
+        if (wait_cv_.wait_for(lk.native(), interval, stopping)) return;
       }
       poll_now();
     }
   }
 
+  // sample() only under sample_mu_; wait_for() and interrupt() are the event
+  // sampler's calls that are safe beside it (host_sample.hpp).
   Sampler sampler_;
   const watcher_options options_;
   Clock clock_;
 
-  std::mutex write_mu_;          // serialises writers (poll thread, set_die callers)
-  mem_state working_{};          // the writers' copy, guarded by write_mu_
-  level_hysteresis hysteresis_;  // guarded by write_mu_
-  seqlock<mem_state> published_{mem_state{}};
-
-  std::mutex sample_mu_;  // one sampler call at a time (poll thread and poll_now callers)
-
-  std::mutex changes_mu_;
-  std::deque<level_change> changes_;
-  bool delivering_ = false;
-
-  std::mutex subs_mu_;
-  std::vector<subscription> subs_;
-  subscription_id last_subscription_ = 0;
-
-  std::mutex lifecycle_mu_;
-  std::mutex wait_mu_;
-  std::condition_variable wait_cv_;
-  std::atomic<bool> stop_requested_{false};
+  detail::mutex lifecycle_mu_;
+  std::thread thread_ PNMEM_GUARDED_BY(lifecycle_mu_);
   std::atomic<bool> running_{false};
-  std::thread thread_;
+
+  detail::mutex sample_mu_ PNMEM_ACQUIRED_AFTER(lifecycle_mu_);
+
+  detail::mutex write_mu_ PNMEM_ACQUIRED_AFTER(sample_mu_);
+  mem_state working_ PNMEM_GUARDED_BY(write_mu_){};
+  level_hysteresis hysteresis_ PNMEM_GUARDED_BY(write_mu_);
+  seqlock<mem_state> published_{mem_state{}};  // stored under write_mu_; read with no lock
+
+  change_delivery changes_;
+
+  detail::mutex wait_mu_ PNMEM_ACQUIRED_AFTER(lifecycle_mu_);
+  std::condition_variable wait_cv_;
+  std::atomic<bool> stop_requested_{false};  // set under wait_mu_, so the sleeper cannot miss it
 };
 
 }  // namespace pnmem

@@ -29,16 +29,17 @@
 #pragma once
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <mutex>
 #include <utility>
 #include <vector>
 
+#include "pnmem/clock_ns.hpp"
 #include "pnmem/cost_model.hpp"
+#include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/saturating.hpp"
+#include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/engine/admit.hpp"
 #include "pnmem/mem_state.hpp"
 
@@ -109,9 +110,10 @@ class host_ledger {
   // pnmem::admit against the watcher's newest snapshot with the pending bytes taken
   // off MemAvailable, and the need reserved when the request may start.
   template <class Watcher>
-  admission admit(const Watcher& w, const model_desc& m, int n_tokens, const admit_options& o = {}) {
+  admission admit(const Watcher& w, const model_desc& m, int n_tokens, const admit_options& o = {})
+      PNMEM_EXCLUDES(mu_) {
     admission out;
-    std::lock_guard<std::mutex> lk(mu_);
+    detail::lock_guard lk(mu_);
     if (!w.running()) {
       out.answer = pnmem::admit(w, m, n_tokens, o);  // fail open, as admit does
       return out;
@@ -133,21 +135,18 @@ class host_ledger {
 
   // Bytes promised and not yet in the watcher's newest snapshot.
   template <class Watcher>
-  std::uint64_t pending_bytes(const Watcher& w) {
-    std::lock_guard<std::mutex> lk(mu_);
+  std::uint64_t pending_bytes(const Watcher& w) PNMEM_EXCLUDES(mu_) {
+    detail::lock_guard lk(mu_);
     return pending_locked(w.read().host_read_ns);
   }
 
   // Reservations the ledger still counts (not cancelled, not yet seen by a sample).
-  std::size_t size() const {
-    std::lock_guard<std::mutex> lk(mu_);
+  std::size_t size() const PNMEM_EXCLUDES(mu_) {
+    detail::lock_guard lk(mu_);
     return entries_.size();
   }
 
-  static std::int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
+  static std::int64_t now_ns() { return steady_now_ns(); }
 
  private:
   static constexpr std::int64_t unsettled = std::numeric_limits<std::int64_t>::max();
@@ -160,28 +159,28 @@ class host_ledger {
 
   // Snapshots reach the ledger in read order (they are read under mu_ and the
   // watcher's host_read_ns only grows), so an entry a sample has seen can go.
-  std::uint64_t pending_locked(std::int64_t host_read_ns) {
+  std::uint64_t pending_locked(std::int64_t host_read_ns) PNMEM_REQUIRES(mu_) {
     std::erase_if(entries_, [&](const entry& e) { return e.settled_ns != unsettled && e.settled_ns < host_read_ns; });
     std::uint64_t sum = 0;
     for (const entry& e : entries_) sum = detail::sat_add(sum, e.bytes);
     return sum;
   }
 
-  void settle(std::uint64_t id, std::int64_t now) {
-    std::lock_guard<std::mutex> lk(mu_);
+  void settle(std::uint64_t id, std::int64_t now) PNMEM_EXCLUDES(mu_) {
+    detail::lock_guard lk(mu_);
     for (entry& e : entries_) {
       if (e.id == id) e.settled_ns = now;
     }
   }
 
-  void cancel(std::uint64_t id) {
-    std::lock_guard<std::mutex> lk(mu_);
+  void cancel(std::uint64_t id) PNMEM_EXCLUDES(mu_) {
+    detail::lock_guard lk(mu_);
     std::erase_if(entries_, [&](const entry& e) { return e.id == id; });
   }
 
-  mutable std::mutex mu_;
-  std::vector<entry> entries_;
-  std::uint64_t next_id_ = 0;
+  mutable detail::mutex mu_;
+  std::vector<entry> entries_ PNMEM_GUARDED_BY(mu_);
+  std::uint64_t next_id_ PNMEM_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pnmem

@@ -84,6 +84,7 @@
 #include "pnmem/cost_model.hpp"
 #include "pnmem/cuda/decode_shape.hpp"
 #include "pnmem/cuda/device_backend.hpp"
+#include "pnmem/cuda/die_tally.hpp"
 #include "pnmem/cuda/event_pool.hpp"
 #include "pnmem/cuda/gpu_turn.hpp"
 #include "pnmem/cuda/retire_list.hpp"
@@ -91,7 +92,6 @@
 
 namespace pnmem::cuda {
 
-class die_tally;  // die_feed.hpp
 
 struct owner_options {
   int device = 0;

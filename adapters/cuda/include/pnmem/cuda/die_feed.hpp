@@ -30,41 +30,15 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "pnmem/cuda/device_backend.hpp"
+#include "pnmem/cuda/die_tally.hpp"
 #include "pnmem/mem_state.hpp"
 #include "pnmem/policy.hpp"
 
 namespace pnmem::cuda {
-
-// The adapter's own byte counts on one die. Thread-safe; counts never go below 0
-// (a subtraction past zero clamps: a tally bug must not read as 16 EiB used).
-class die_tally {
- public:
-  struct counts {
-    std::uint64_t used = 0;
-    std::uint64_t retiring = 0;
-  };
-
-  void add_used(std::uint64_t bytes) noexcept;
-  void sub_used(std::uint64_t bytes) noexcept;
-  void add_retiring(std::uint64_t bytes) noexcept;
-  void sub_retiring(std::uint64_t bytes) noexcept;
-  // used -> retiring in one step (a buffer put on a retire list), so a poll never
-  // sees the bytes in neither or both.
-  void retire(std::uint64_t bytes) noexcept;
-
-  counts read() const noexcept;
-  std::uint64_t used() const noexcept { return read().used; }
-  std::uint64_t retiring() const noexcept { return read().retiring; }
-
- private:
-  mutable std::mutex mu_;
-  counts c_;
-};
 
 class die_feed {
  public:

@@ -13,8 +13,10 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <utility>
+
+#include "pnmem/detail/mutex.hpp"
+#include "pnmem/detail/thread_annotations.hpp"
 
 namespace pnmem::cuda {
 
@@ -27,38 +29,41 @@ class gpu_turn {
   gpu_turn& operator=(const gpu_turn&) = delete;
 
   // Never waits: false when someone holds the turn.
-  bool try_acquire() noexcept {
-    std::lock_guard lock(mu_);
+  bool try_acquire() noexcept PNMEM_EXCLUDES(mu_) {
+    pnmem::detail::lock_guard lock(mu_);
     if (held_) return false;
     held_ = true;
     return true;
   }
 
   // Waits until the turn is free or `deadline` passes (false then).
-  bool acquire_until(clock::time_point deadline) {
-    std::unique_lock lock(mu_);
-    if (!cv_.wait_until(lock, deadline, [this] { return !held_; })) return false;
+  bool acquire_until(clock::time_point deadline) PNMEM_EXCLUDES(mu_) {
+    pnmem::detail::unique_lock lock(mu_);
+    // The loop a predicate wait would run, written out so the analysis sees held_ read under mu_.
+    while (held_) {
+      if (cv_.wait_until(lock.native(), deadline) == std::cv_status::timeout && held_) return false;
+    }
     held_ = true;
     return true;
   }
 
-  void release() noexcept {
+  void release() noexcept PNMEM_EXCLUDES(mu_) {
     {
-      std::lock_guard lock(mu_);
+      pnmem::detail::lock_guard lock(mu_);
       held_ = false;
     }
     cv_.notify_one();
   }
 
-  bool held() const noexcept {
-    std::lock_guard lock(mu_);
+  bool held() const noexcept PNMEM_EXCLUDES(mu_) {
+    pnmem::detail::lock_guard lock(mu_);
     return held_;
   }
 
  private:
-  mutable std::mutex mu_;
+  mutable pnmem::detail::mutex mu_;
   std::condition_variable cv_;
-  bool held_ = false;  // guarded by mu_
+  bool held_ PNMEM_GUARDED_BY(mu_) = false;
 };
 
 // Holding the turn; releases it when destroyed. Movable between threads.

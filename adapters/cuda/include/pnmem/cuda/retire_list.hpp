@@ -32,11 +32,11 @@
 #include <vector>
 
 #include "pnmem/cuda/device_backend.hpp"
+#include "pnmem/cuda/die_tally.hpp"
 #include "pnmem/cuda/event_pool.hpp"
 
 namespace pnmem::cuda {
 
-class die_tally;  // die_feed.hpp
 
 enum class memory_kind : std::uint8_t { device, pinned };
 

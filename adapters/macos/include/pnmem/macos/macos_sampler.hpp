@@ -8,8 +8,15 @@
 
 namespace pnmem {
 
+// Nothing to configure yet; here so that every platform's sampler is built from its options
+// (pnmem::platform_sampler_options, platform_sampler.hpp).
+struct macos_sampler_options {};
+
 class macos_sampler {
  public:
+  macos_sampler() = default;
+  explicit macos_sampler(macos_sampler_options) {}
+
   // One fresh sample: hw.memsize, host_statistics64, kern.memorystatus_vm_pressure_level.
   host_sample sample();
 };
