@@ -2,10 +2,10 @@
 //
 // How the loops are built (see BENCHMARKS.md for the figures):
 //
-//   * Inputs are pre-built arrays of kN varied cases (states, requests, strings),
+//   * Inputs are pre-built arrays of n_cases varied cases (states, requests, strings),
 //     generated from a fixed seed that is read through a volatile, copied to the
 //     heap and escaped with DoNotOptimize, so the compiler cannot fold a decision.
-//   * Every loop walks its array: `i = (i + 1) & kMask` each iteration, and hands
+//   * Every loop walks its array: `i = (i + 1) & case_mask` each iteration, and hands
 //     the whole result to benchmark::DoNotOptimize. The walk is part of every
 //     figure; BM_baseline_walk does the same walk with a trivial read of the state
 //     so each decision can be quoted as net ns above it, or as a ratio.
@@ -32,6 +32,7 @@
 #include "pnmem/parse.hpp"
 #include "pnmem/policy.hpp"
 #include "pnmem/units.hpp"
+#include "splitmix64.hpp"
 
 namespace {
 
@@ -41,34 +42,17 @@ using pnmem::MiB;
 // Cases per input array: a power of two so the walk is one add and one and.
 // The cache lines the decisions read of 64 states (host fields, the die arrays'
 // first entries) fit in L1d (48 KiB on the reference box).
-constexpr std::size_t kN = 64;
-constexpr std::size_t kMask = kN - 1;
-static_assert((kN & kMask) == 0, "kN must be a power of two");
+constexpr std::size_t n_cases = 64;
+constexpr std::size_t case_mask = n_cases - 1;
+static_assert((n_cases & case_mask) == 0, "n_cases must be a power of two");
 
-constexpr std::uint64_t kSeed = 0x706e6d656d2d6265ULL;  // "pnmem-be"
+constexpr std::uint64_t input_seed = 0x706e6d656d2d6265ULL;  // "pnmem-be"
 
 // ---------------------------------------------------------------------------
 // Deterministic input generation (constexpr, so the compile-time table can
 // reuse it with the same seed).
 
-struct splitmix64 {
-  std::uint64_t x;
-  constexpr std::uint64_t next() noexcept {
-    std::uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  constexpr std::uint64_t below(std::uint64_t n) noexcept { return next() % n; }
-  constexpr std::uint64_t between(std::uint64_t lo, std::uint64_t hi) noexcept { return lo + below(hi - lo + 1); }
-  constexpr int between_int(int lo, int hi) noexcept {
-    return lo + static_cast<int>(below(static_cast<std::uint64_t>(hi - lo) + 1));
-  }
-  // A percentage with two decimals, as /proc/pressure prints it.
-  constexpr double pct(std::uint64_t max_hundredths) noexcept {
-    return static_cast<double>(below(max_hundredths + 1)) / 100.0;
-  }
-};
+using pnmem::test::splitmix64;  // tests/splitmix64.hpp: the sweeps' generator
 
 // A state from anywhere on the map: host sampled or not (1/16), 16 GiB..1 TiB,
 // MemAvailable uniform over 0..100 % (so all host bands occur), PSI some (1/4)
@@ -97,7 +81,7 @@ constexpr pnmem::mem_state varied_state(splitmix64& r) noexcept {
   return s;
 }
 
-using state_array = std::array<pnmem::mem_state, kN>;
+using state_array = std::array<pnmem::mem_state, n_cases>;
 
 constexpr state_array make_varied_states(std::uint64_t seed) noexcept {
   splitmix64 r{seed};
@@ -108,7 +92,7 @@ constexpr state_array make_varied_states(std::uint64_t seed) noexcept {
 
 // A request and the state it is asked against.
 struct request_corpus {
-  std::array<pnmem::request_spec, kN> rq{};
+  std::array<pnmem::request_spec, n_cases> rq{};
   state_array st{};
 };
 
@@ -134,7 +118,7 @@ constexpr request_corpus make_host_admit_requests(std::uint64_t seed) noexcept {
   constexpr std::uint64_t totals_gib[] = {256, 512, 1024};
   request_corpus c;
   splitmix64 r{seed ^ 0x2222};
-  for (std::size_t i = 0; i < kN; ++i) {
+  for (std::size_t i = 0; i < n_cases; ++i) {
     pnmem::mem_state& s = c.st[i];
     s.host_total_bytes = totals_gib[r.below(3)] * GiB;
     s.host_avail_bytes = s.host_total_bytes / 1000 * r.between(600, 950);
@@ -161,7 +145,7 @@ constexpr request_corpus make_host_cap_requests(std::uint64_t seed) noexcept {
   constexpr std::uint64_t totals_gib[] = {64, 128, 256, 512};
   request_corpus c;
   splitmix64 r{seed ^ 0x3333};
-  for (std::size_t i = 0; i < kN; ++i) {
+  for (std::size_t i = 0; i < n_cases; ++i) {
     pnmem::mem_state& s = c.st[i];
     s.host_total_bytes = totals_gib[r.below(4)] * GiB;
     s.host_avail_bytes = pnmem::host_reserve_bytes(s.host_total_bytes) + r.between(2 * 1024, 16 * 1024) * MiB;
@@ -186,11 +170,11 @@ struct ladder_case {
 
 // Levels of the varied states, operator configs of 1..64 slots, a prefill
 // window of 512..32768 tokens or none (1/4), KV already Q4 or not.
-constexpr std::array<ladder_case, kN> make_ladder_cases(std::uint64_t seed) noexcept {
+constexpr std::array<ladder_case, n_cases> make_ladder_cases(std::uint64_t seed) noexcept {
   const state_array st = make_varied_states(seed);
   splitmix64 r{seed ^ 0x4444};
-  std::array<ladder_case, kN> out{};
-  for (std::size_t i = 0; i < kN; ++i) {
+  std::array<ladder_case, n_cases> out{};
+  for (std::size_t i = 0; i < n_cases; ++i) {
     out[i].level = st[i].level;
     out[i].cfg.max_slots = r.between_int(1, 64);
     out[i].cfg.prefill_window = r.below(4) == 0 ? 0 : r.between_int(512, 32768);
@@ -200,9 +184,9 @@ constexpr std::array<ladder_case, kN> make_ladder_cases(std::uint64_t seed) noex
 }
 
 // Model uploads: 4..80 GiB of weights, 1..16 GiB of KV at max context.
-constexpr std::array<pnmem::model_load_spec, kN> make_model_loads(std::uint64_t seed) noexcept {
+constexpr std::array<pnmem::model_load_spec, n_cases> make_model_loads(std::uint64_t seed) noexcept {
   splitmix64 r{seed ^ 0x5555};
-  std::array<pnmem::model_load_spec, kN> out{};
+  std::array<pnmem::model_load_spec, n_cases> out{};
   for (auto& m : out) {
     m.weights_bytes = r.between(4, 80) * GiB;
     m.kv_max_ctx_bytes = r.between(1, 16) * GiB;
@@ -212,17 +196,17 @@ constexpr std::array<pnmem::model_load_spec, kN> make_model_loads(std::uint64_t 
 
 // Token counts spread evenly over the five anchor segments of the activation
 // table and the extrapolated range past the last anchor (262145..1 Mi tokens).
-constexpr std::array<int, kN> make_token_counts(std::uint64_t seed) noexcept {
+constexpr std::array<int, n_cases> make_token_counts(std::uint64_t seed) noexcept {
   splitmix64 r{seed ^ 0x6666};
   const auto& a = pnmem::activation_anchors;
-  std::array<int, kN> out{};
-  for (std::size_t i = 0; i < kN; ++i) {
+  std::array<int, n_cases> out{};
+  for (std::size_t i = 0; i < n_cases; ++i) {
     const std::size_t seg = i % 6;
     out[i] = seg < 5 ? r.between_int(static_cast<int>(a[seg].tokens), static_cast<int>(a[seg + 1].tokens))
                      : r.between_int(262145, 1 << 20);
   }
   // Shuffle so consecutive calls do not walk the segments in order.
-  for (std::size_t i = kN - 1; i > 0; --i) {
+  for (std::size_t i = n_cases - 1; i > 0; --i) {
     const std::size_t j = static_cast<std::size_t>(r.below(i + 1));
     const int t = out[i];
     out[i] = out[j];
@@ -232,7 +216,7 @@ constexpr std::array<int, kN> make_token_counts(std::uint64_t seed) noexcept {
 }
 
 // Sixteen valid sizes in the forms operators write them.
-constexpr std::array<std::string_view, 16> kSizeTexts{{
+constexpr std::array<std::string_view, 16> size_texts{{
     "1073741824", "512KiB", "1.5 GiB", "2G", "8GiB", "100B", " 64 MiB ", "0.25TiB",
     "4096", "3m", "12.75 gib", "1T", "768 KiB", "2.4GiB", "17179869184", "0.5 G",
 }};
@@ -253,17 +237,17 @@ constexpr pnmem::mem_state tight_box() noexcept {
 static_assert(pnmem::derive_level(tight_box()) == pnmem::mem_level::tight);
 
 // 65536 fp32 tokens against 2 GiB of host slack: CAP host_budget at the largest fit.
-constexpr pnmem::request_spec kCapRequest{65536, pnmem::kv_format::fp32, false, pnmem::no_die, 0};
-constexpr pnmem::admit_result kCapResult = pnmem::admit_request(kCapRequest, tight_box());
-static_assert(kCapResult.verdict == pnmem::verdict::cap);
-static_assert(kCapResult.reason == pnmem::admit_reason::host_budget);
-static_assert(kCapResult.limit_bytes == 2 * GiB);
-static_assert(pnmem::host_cost_bytes(kCapResult.fit_tokens, pnmem::kv_format::fp32) <= 2 * GiB);
-static_assert(pnmem::host_cost_bytes(kCapResult.fit_tokens + 1, pnmem::kv_format::fp32) > 2 * GiB);
+constexpr pnmem::request_spec cap_request{65536, pnmem::kv_format::fp32, false, pnmem::no_die, 0};
+constexpr pnmem::admit_result cap_result = pnmem::admit_request(cap_request, tight_box());
+static_assert(cap_result.verdict == pnmem::verdict::cap);
+static_assert(cap_result.reason == pnmem::admit_reason::host_budget);
+static_assert(cap_result.limit_bytes == 2 * GiB);
+static_assert(pnmem::host_cost_bytes(cap_result.fit_tokens, pnmem::kv_format::fp32) <= 2 * GiB);
+static_assert(pnmem::host_cost_bytes(cap_result.fit_tokens + 1, pnmem::kv_format::fp32) > 2 * GiB);
 
-constexpr pnmem::ladder_plan kTightPlan = pnmem::ladder_plan_for(pnmem::derive_level(tight_box()), {8, 4096, false});
-static_assert(kTightPlan.max_slots == 4 && kTightPlan.prefill_window == 2048);
-static_assert(kTightPlan.force_kv_q4 && kTightPlan.kv_evict && kTightPlan.degraded);
+constexpr pnmem::ladder_plan tight_plan = pnmem::ladder_plan_for(pnmem::derive_level(tight_box()), {8, 4096, false});
+static_assert(tight_plan.max_slots == 4 && tight_plan.prefill_window == 2048);
+static_assert(tight_plan.force_kv_q4 && tight_plan.kv_evict && tight_plan.degraded);
 
 // The decisions of the benchmark corpora themselves, computed by the compiler
 // from the same generators and seed as the run-time arrays.
@@ -273,12 +257,12 @@ struct precomputed {
   std::uint8_t max_slots;       // ladder_plan_for over the ladder cases
 };
 
-constexpr std::array<precomputed, kN> kTable = [] {
-  const state_array varied = make_varied_states(kSeed);
-  const request_corpus cap = make_host_cap_requests(kSeed);
-  const auto ladder = make_ladder_cases(kSeed);
-  std::array<precomputed, kN> t{};
-  for (std::size_t i = 0; i < kN; ++i) {
+constexpr std::array<precomputed, n_cases> precomputed_table = [] {
+  const state_array varied = make_varied_states(input_seed);
+  const request_corpus cap = make_host_cap_requests(input_seed);
+  const auto ladder = make_ladder_cases(input_seed);
+  std::array<precomputed, n_cases> t{};
+  for (std::size_t i = 0; i < n_cases; ++i) {
     t[i].cap_fit_tokens = pnmem::admit_request(cap.rq[i], cap.st[i]).fit_tokens;
     t[i].level = pnmem::derive_level(varied[i]);
     t[i].max_slots = static_cast<std::uint8_t>(pnmem::ladder_plan_for(ladder[i].level, ladder[i].cfg).max_slots);
@@ -287,7 +271,7 @@ constexpr std::array<precomputed, kN> kTable = [] {
 }();
 static_assert(sizeof(precomputed) == 8);
 static_assert([] {
-  for (const auto& e : kTable) {
+  for (const auto& e : precomputed_table) {
     if (e.cap_fit_tokens <= 0) return false;  // every CAP case capped to something
   }
   return true;
@@ -297,7 +281,7 @@ static_assert([] {
 // Run-time inputs: the same generators, fed a seed the compiler cannot see.
 
 std::uint64_t runtime_seed() noexcept {
-  static volatile std::uint64_t seed = kSeed;
+  static volatile std::uint64_t seed = input_seed;
   return seed;
 }
 
@@ -339,8 +323,8 @@ struct corpora {
     loads = to_heap(make_model_loads(seed));
     tokens = to_heap(make_token_counts(seed));
     splitmix64 r{seed ^ 0x7777};
-    std::array<std::string_view, kN> t{};
-    for (auto& s : t) s = kSizeTexts[static_cast<std::size_t>(r.below(kSizeTexts.size()))];
+    std::array<std::string_view, n_cases> t{};
+    for (auto& s : t) s = size_texts[static_cast<std::size_t>(r.below(size_texts.size()))];
     texts = to_heap(t);
   }
 };
@@ -361,7 +345,7 @@ void BM_baseline_walk(benchmark::State& st) {
     // A test of the field, not the field: handed an lvalue (or a plain copy),
     // DoNotOptimize's "m" constraint lets g++ name the memory without loading it.
     benchmark::DoNotOptimize(s[i].host_avail_bytes != 0);
-    i = (i + 1) & kMask;
+    i = (i + 1) & case_mask;
   }
 }
 BENCHMARK(BM_baseline_walk);
@@ -371,7 +355,7 @@ void BM_derive_level(benchmark::State& st) {
   std::size_t i = 0;
   for (auto _ : st) {
     benchmark::DoNotOptimize(pnmem::derive_level(s[i]));
-    i = (i + 1) & kMask;
+    i = (i + 1) & case_mask;
   }
 }
 BENCHMARK(BM_derive_level);
@@ -381,7 +365,7 @@ void BM_explain_level(benchmark::State& st) {
   std::size_t i = 0;
   for (auto _ : st) {
     benchmark::DoNotOptimize(pnmem::explain_level(s[i]));
-    i = (i + 1) & kMask;
+    i = (i + 1) & case_mask;
   }
 }
 BENCHMARK(BM_explain_level);
@@ -391,7 +375,7 @@ void BM_host_level(benchmark::State& st) {
   std::size_t i = 0;
   for (auto _ : st) {
     benchmark::DoNotOptimize(pnmem::host_level(s[i].host_total_bytes, s[i].host_avail_bytes));
-    i = (i + 1) & kMask;
+    i = (i + 1) & case_mask;
   }
 }
 BENCHMARK(BM_host_level);
@@ -401,7 +385,7 @@ void BM_psi_level(benchmark::State& st) {
   std::size_t i = 0;
   for (auto _ : st) {
     benchmark::DoNotOptimize(pnmem::psi_level(s[i].host_psi_some_avg10, s[i].host_psi_full_avg10));
-    i = (i + 1) & kMask;
+    i = (i + 1) & case_mask;
   }
 }
 BENCHMARK(BM_psi_level);
@@ -412,7 +396,7 @@ void BM_die_level(benchmark::State& st) {
   for (auto _ : st) {
     const std::size_t d = i & 3;  // dies 0..3 of state i
     benchmark::DoNotOptimize(pnmem::die_level(s[i].per_die_free[d], s[i].per_die_budget[d]));
-    i = (i + 1) & kMask;
+    i = (i + 1) & case_mask;
   }
 }
 BENCHMARK(BM_die_level);
@@ -422,7 +406,7 @@ void BM_ladder_plan_for(benchmark::State& st) {
   std::size_t i = 0;
   for (auto _ : st) {
     benchmark::DoNotOptimize(pnmem::ladder_plan_for(c[i].level, c[i].cfg));
-    i = (i + 1) & kMask;
+    i = (i + 1) & case_mask;
   }
 }
 BENCHMARK(BM_ladder_plan_for);
@@ -434,7 +418,7 @@ void run_admit_request(benchmark::State& st, const std::vector<pnmem::request_sp
   std::size_t i = 0;
   for (auto _ : st) {
     benchmark::DoNotOptimize(pnmem::admit_request(rq[i], s[i]));
-    i = (i + 1) & kMask;
+    i = (i + 1) & case_mask;
   }
 }
 
@@ -443,7 +427,7 @@ BENCHMARK(BM_admit_request_gpu);
 
 void BM_admit_request_host_admit(benchmark::State& st) {
   const corpora& c = inputs();
-  for (std::size_t i = 0; i < kN; ++i) {
+  for (std::size_t i = 0; i < n_cases; ++i) {
     if (pnmem::admit_request(c.admit_rq[i], c.admit_st[i]).verdict != pnmem::verdict::admit) {
       st.SkipWithError("host-admit corpus: a case did not ADMIT");
       return;
@@ -457,9 +441,9 @@ BENCHMARK(BM_admit_request_host_admit);
 // then one per binary-search step.
 void BM_admit_request_host_cap(benchmark::State& st) {
   const corpora& c = inputs();
-  for (std::size_t i = 0; i < kN; ++i) {
+  for (std::size_t i = 0; i < n_cases; ++i) {
     const pnmem::admit_result r = pnmem::admit_request(c.cap_rq[i], c.cap_st[i]);
-    if (r.verdict != pnmem::verdict::cap || r.fit_tokens != kTable[i].cap_fit_tokens) {
+    if (r.verdict != pnmem::verdict::cap || r.fit_tokens != precomputed_table[i].cap_fit_tokens) {
       st.SkipWithError("host-cap corpus: a case did not CAP, or differs from the compile-time table");
       return;
     }
@@ -474,7 +458,7 @@ void BM_admit_model_load(benchmark::State& st) {
   std::size_t i = 0;
   for (auto _ : st) {
     benchmark::DoNotOptimize(pnmem::admit_model_load(m[i], s[i]));  // no_die: roomiest die
-    i = (i + 1) & kMask;
+    i = (i + 1) & case_mask;
   }
 }
 BENCHMARK(BM_admit_model_load);
@@ -484,7 +468,7 @@ void BM_admit_load_spike(benchmark::State& st) {
   std::size_t i = 0;
   for (auto _ : st) {
     benchmark::DoNotOptimize(pnmem::admit_load_spike(s[i]));
-    i = (i + 1) & kMask;
+    i = (i + 1) & case_mask;
   }
 }
 BENCHMARK(BM_admit_load_spike);
@@ -494,7 +478,7 @@ void BM_activation_peak_bytes(benchmark::State& st) {
   std::size_t i = 0;
   for (auto _ : st) {
     benchmark::DoNotOptimize(pnmem::activation_peak_bytes(n[i]));
-    i = (i + 1) & kMask;
+    i = (i + 1) & case_mask;
   }
 }
 BENCHMARK(BM_activation_peak_bytes);
@@ -505,14 +489,14 @@ void BM_host_cost_bytes(benchmark::State& st) {
   for (auto _ : st) {
     const auto kv = (i & 1) != 0 ? pnmem::kv_format::fp32 : pnmem::kv_format::q4;
     benchmark::DoNotOptimize(pnmem::host_cost_bytes(n[i], kv));
-    i = (i + 1) & kMask;
+    i = (i + 1) & case_mask;
   }
 }
 BENCHMARK(BM_host_cost_bytes);
 
 void BM_parse_bytes(benchmark::State& st) {
   const std::string_view* t = inputs().texts.data();
-  for (std::size_t k = 0; k < kN; ++k) {
+  for (std::size_t k = 0; k < n_cases; ++k) {
     if (!pnmem::parse_bytes(t[k])) {
       st.SkipWithError("parse corpus: a size did not parse");
       return;
@@ -521,28 +505,28 @@ void BM_parse_bytes(benchmark::State& st) {
   std::size_t i = 0;
   for (auto _ : st) {
     benchmark::DoNotOptimize(pnmem::parse_bytes(t[i]));
-    i = (i + 1) & kMask;
+    i = (i + 1) & case_mask;
   }
 }
 BENCHMARK(BM_parse_bytes);
 
-// The same walk over kTable, whose entries the compiler computed (derive_level,
+// The same walk over precomputed_table, whose entries the compiler computed (derive_level,
 // admit_request on the host-CAP corpus, ladder_plan_for): should read like the baseline.
 void BM_constexpr_table(benchmark::State& st) {
   const corpora& c = inputs();
-  for (std::size_t k = 0; k < kN; ++k) {
+  for (std::size_t k = 0; k < n_cases; ++k) {
     const auto plan = pnmem::ladder_plan_for(c.ladder[k].level, c.ladder[k].cfg);
-    if (kTable[k].level != pnmem::derive_level(c.varied[k]) || kTable[k].max_slots != plan.max_slots ||
-        kTable[k].cap_fit_tokens != pnmem::admit_request(c.cap_rq[k], c.cap_st[k]).fit_tokens) {
+    if (precomputed_table[k].level != pnmem::derive_level(c.varied[k]) || precomputed_table[k].max_slots != plan.max_slots ||
+        precomputed_table[k].cap_fit_tokens != pnmem::admit_request(c.cap_rq[k], c.cap_st[k]).fit_tokens) {
       st.SkipWithError("compile-time table differs from the run-time decisions");
       return;
     }
   }
-  const precomputed* t = kTable.data();
+  const precomputed* t = precomputed_table.data();
   std::size_t i = 0;
   for (auto _ : st) {
     benchmark::DoNotOptimize(t[i].cap_fit_tokens != 0);  // loaded and tested, as in the baseline
-    i = (i + 1) & kMask;
+    i = (i + 1) & case_mask;
   }
 }
 BENCHMARK(BM_constexpr_table);
@@ -550,7 +534,7 @@ BENCHMARK(BM_constexpr_table);
 // One constexpr CAP decision (65536 fp32 tokens, 2 GiB slack): nothing left to run.
 void BM_constexpr_admit_request(benchmark::State& st) {
   for (auto _ : st) {
-    constexpr pnmem::admit_result r = pnmem::admit_request(kCapRequest, tight_box());
+    constexpr pnmem::admit_result r = pnmem::admit_request(cap_request, tight_box());
     benchmark::DoNotOptimize(r.fit_tokens);
   }
 }
@@ -597,10 +581,10 @@ std::string verdict_mix(const std::vector<pnmem::request_spec>& rq, const std::v
 
 std::string model_load_mix(const corpora& c) {
   int admit = 0;
-  for (std::size_t i = 0; i < kN; ++i) {
+  for (std::size_t i = 0; i < n_cases; ++i) {
     if (pnmem::admit_model_load(c.loads[i], c.varied[i]).verdict == pnmem::verdict::admit) ++admit;
   }
-  return "admit=" + std::to_string(admit) + " reject=" + std::to_string(static_cast<int>(kN) - admit);
+  return "admit=" + std::to_string(admit) + " reject=" + std::to_string(static_cast<int>(n_cases) - admit);
 }
 
 std::string load_spike_mix(const corpora& c) {
@@ -608,13 +592,13 @@ std::string load_spike_mix(const corpora& c) {
   for (const auto& s : c.varied) {
     if (pnmem::admit_load_spike(s).verdict == pnmem::verdict::admit) ++admit;
   }
-  return "admit=" + std::to_string(admit) + " reject=" + std::to_string(static_cast<int>(kN) - admit);
+  return "admit=" + std::to_string(admit) + " reject=" + std::to_string(static_cast<int>(n_cases) - admit);
 }
 
 std::string cap_fit_range(const corpora& c) {
   int lo = 0;
   int hi = 0;
-  for (std::size_t i = 0; i < kN; ++i) {
+  for (std::size_t i = 0; i < n_cases; ++i) {
     const int f = pnmem::admit_request(c.cap_rq[i], c.cap_st[i]).fit_tokens;
     lo = i == 0 || f < lo ? f : lo;
     hi = f > hi ? f : hi;
@@ -628,7 +612,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   const corpora& c = inputs();
-  benchmark::AddCustomContext("pnmem_cases_per_array", std::to_string(kN));
+  benchmark::AddCustomContext("pnmem_cases_per_array", std::to_string(n_cases));
   benchmark::AddCustomContext("pnmem_varied_levels", level_mix(c.varied));
   benchmark::AddCustomContext("pnmem_gpu_requests", verdict_mix(c.gpu_rq, c.gpu_st));
   benchmark::AddCustomContext("pnmem_host_admit_requests", verdict_mix(c.admit_rq, c.admit_st));

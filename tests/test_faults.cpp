@@ -229,8 +229,7 @@ TEST_CASE("fault d: a snapshot timed ahead of the reader's steady clock has age 
 // ---- e: a subscriber or a reader that stalls ---------------------------------------------
 
 TEST_CASE("fault e: a subscriber that blocks: set_die, read and poll_now go on; changes queue, arrive in order") {
-  auto host = std::make_shared<fake_host>();
-  host->next = roomy();
+  auto host = roomy_host();
   watcher<fake_sampler, fake_clock> w{fake_sampler{host}};
   w.poll_now();
   gate blocked;
@@ -291,8 +290,7 @@ TEST_CASE("fault e: a subscriber that blocks: set_die, read and poll_now go on; 
 }
 
 TEST_CASE("fault e: a subscriber may call poll_now(), even on the thread that polled") {
-  auto host = std::make_shared<fake_host>();
-  host->next = roomy();
+  auto host = roomy_host();
   watcher<fake_sampler, fake_clock> w{fake_sampler{host}};
   std::vector<mem_level> seen;
   w.subscribe([&](const level_change& c) {
@@ -321,8 +319,7 @@ TEST_CASE("fault e: a subscriber may call poll_now(), even on the thread that po
 }
 
 TEST_CASE("fault e: a subscriber blocked on the poll thread stops sampling, not set_die; stop() waits for it") {
-  auto host = std::make_shared<fake_host>();
-  host->next = roomy();
+  auto host = roomy_host();
   watcher_options o;
   o.poll_interval = 1ms;
   o.pressure_poll_interval = 1ms;
@@ -388,11 +385,8 @@ TEST_CASE("fault e: a reader stalled mid-read holds up no writer and no other re
   struct sigaction old {};
   REQUIRE(::sigaction(SIGUSR1, &sa, &old) == 0);
 
-  auto host = std::make_shared<fake_host>();
-  host->next = roomy();
-  watcher_options o;
-  o.poll_interval = 1ms;
-  watcher<fake_sampler> w{fake_sampler{host}, o};
+  auto host = roomy_host();
+  watcher<fake_sampler> w{fake_sampler{host}, polling_every(1ms)};
   REQUIRE(w.start());
 
   std::atomic<bool> stop{false};
@@ -521,8 +515,7 @@ TEST_CASE("fault f: a writer storing back to back: readers still finish reads, e
 // ---- g: set_die from many threads ----------------------------------------------------------
 
 TEST_CASE("fault g: set_die from many threads with readers and the poll thread: whole, ordered, derived snapshots") {
-  auto host = std::make_shared<fake_host>();
-  host->next = roomy();
+  auto host = roomy_host();
   host->other = at_level(mem_level::tight);
   host->alternate = true;  // the poll thread moves the host level too
   watcher_options o;

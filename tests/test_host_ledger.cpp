@@ -45,13 +45,19 @@ mem_state box_with_budget(std::uint64_t budget) {
   return host_state(total, host_reserve_bytes(total) + budget);
 }
 
+// A ledger in front of a watcher whose box has `budget` bytes above the reserve, read at t=1000.
+struct ledger_rig {
+  fake_watcher w;
+  host_ledger ledger;
+  explicit ledger_rig(std::uint64_t budget) { w.set(box_with_budget(budget), 1000); }
+};
+
 }  // namespace
 
 TEST_CASE("a burst on one snapshot: each admission sees what those before it were promised") {
-  fake_watcher w;
   const std::uint64_t one = host_cost_bytes(2048, kv_format::fp32);
-  w.set(box_with_budget(one + one / 2), 1000);  // room for one 2048-token prefill, not two
-  host_ledger ledger;
+  ledger_rig rig(one + one / 2);  // room for one 2048-token prefill, not two
+  auto& [w, ledger] = rig;
 
   auto first = ledger.admit(w, cpu_model, 2048);
   CHECK(first.answer.status == admit_status::admitted);
@@ -79,10 +85,9 @@ TEST_CASE("a burst on one snapshot: each admission sees what those before it wer
 }
 
 TEST_CASE("a reservation dropped without settle gives its bytes back at once") {
-  fake_watcher w;
   const std::uint64_t one = host_cost_bytes(2048, kv_format::fp32);
-  w.set(box_with_budget(one + one / 2), 1000);
-  host_ledger ledger;
+  ledger_rig rig(one + one / 2);
+  auto& [w, ledger] = rig;
   {
     auto shed = ledger.admit(w, cpu_model, 2048);  // e.g. the gate shed it before prefill
     REQUIRE(shed.held);
@@ -98,10 +103,9 @@ TEST_CASE("a reservation dropped without settle gives its bytes back at once") {
 }
 
 TEST_CASE("a settled reservation counts until a sample that began after the settle") {
-  fake_watcher w;
   const std::uint64_t one = host_cost_bytes(1024, kv_format::fp32);
-  w.set(box_with_budget(4 * one), 1000);
-  host_ledger ledger;
+  ledger_rig rig(4 * one);
+  auto& [w, ledger] = rig;
 
   auto a = ledger.admit(w, cpu_model, 1024);
   REQUIRE(a.held);
@@ -126,9 +130,8 @@ TEST_CASE("a settled reservation counts until a sample that began after the sett
 }
 
 TEST_CASE("moved reservations release once, from where they ended up") {
-  fake_watcher w;
-  w.set(box_with_budget(8 * GiB), 1000);
-  host_ledger ledger;
+  ledger_rig rig(8 * GiB);
+  auto& [w, ledger] = rig;
   auto a = ledger.admit(w, cpu_model, 512);
   host_ledger::reservation r = std::move(a.held);
   CHECK_FALSE(a.held);  // NOLINT(bugprone-use-after-move): the moved-from state is specified
@@ -142,9 +145,8 @@ TEST_CASE("moved reservations release once, from where they ended up") {
 }
 
 TEST_CASE("GPU-resident requests and denials reserve nothing; no watcher fails open") {
-  fake_watcher w;
-  w.set(box_with_budget(1 * GiB), 1000);
-  host_ledger ledger;
+  ledger_rig rig(1 * GiB);
+  auto& [w, ledger] = rig;
   const model_desc gpu{.kv = kv_format::q4, .gpu_resident = true, .max_window = 8192};
   auto g = ledger.admit(w, gpu, 4096);
   CHECK(g.answer.status == admit_status::admitted);
@@ -166,10 +168,9 @@ TEST_CASE("GPU-resident requests and denials reserve nothing; no watcher fails o
 }
 
 TEST_CASE("promises past MemAvailable push the request inside the reserve, and say so") {
-  fake_watcher w;
   const std::uint64_t one = host_cost_bytes(2048, kv_format::fp32);
-  w.set(box_with_budget(one), 1000);  // exactly one fits
-  host_ledger ledger;
+  ledger_rig rig(one);  // exactly one fits
+  auto& [w, ledger] = rig;
   auto a = ledger.admit(w, cpu_model, 2048);
   REQUIRE(a.answer.status == admit_status::admitted);
   auto b = ledger.admit(w, cpu_model, 16);
@@ -261,10 +262,9 @@ TEST_CASE("the watcher stamps host_read_ns before reading, and set_die leaves it
 }
 
 TEST_CASE("admission: a sample that began before settle() does not release it, even published after") {
-  fake_watcher w;
   const std::uint64_t one = host_cost_bytes(1024, kv_format::fp32);
-  w.set(box_with_budget(4 * one), 1000);
-  host_ledger ledger;
+  ledger_rig rig(4 * one);
+  auto& [w, ledger] = rig;
   auto a = ledger.admit(w, cpu_model, 1024);
   REQUIRE(a.held);
   a.held.settle_at(2000);
@@ -297,10 +297,9 @@ TEST_CASE("admission: a sample that began before settle() does not release it, e
 }
 
 TEST_CASE("admission: pending bytes come off MemAvailable, not off the host total") {
-  fake_watcher w;
   const std::uint64_t one = host_cost_bytes(1024, kv_format::fp32);
-  w.set(box_with_budget(2 * one), 1000);
-  host_ledger ledger;
+  ledger_rig rig(2 * one);
+  auto& [w, ledger] = rig;
   auto a = ledger.admit(w, cpu_model, 1024);
   REQUIRE(a.answer.status == admit_status::admitted);
   // The second sees the first's promise as memory already gone: exactly one more fits.

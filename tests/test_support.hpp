@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "pnmem/mem_state.hpp"
+#include "splitmix64.hpp"
 
 namespace pnmem::test {
 
@@ -29,16 +30,7 @@ constexpr mem_state add_die(mem_state s, std::uint64_t free_bytes, std::uint64_t
   return s;
 }
 
-// Deterministic pseudo-random numbers for sweeps (splitmix64), so failures reproduce.
-struct rng {
-  std::uint64_t state;
-  constexpr std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  constexpr std::uint64_t below(std::uint64_t n) { return n == 0 ? 0 : next() % n; }
-};
+// Deterministic pseudo-random numbers for sweeps, so failures reproduce.
+using rng = splitmix64;
 
 }  // namespace pnmem::test

@@ -60,8 +60,7 @@ static_assert(event_sampler<stepping_sampler>);
 }  // namespace
 
 TEST_CASE("poll_now publishes the sample, a timestamp from the clock and a new seq") {
-  auto host = std::make_shared<fake_host>();
-  host->next = roomy();
+  auto host = roomy_host();
   fake_clock clock;
   watcher<fake_sampler, fake_clock> w{fake_sampler{host}, {}, clock};
   CHECK(w.read().seq == 0);
@@ -84,8 +83,7 @@ TEST_CASE("poll_now publishes the sample, a timestamp from the clock and a new s
 }
 
 TEST_CASE("set_die merges, re-derives and publishes; a bad die id is an error") {
-  auto host = std::make_shared<fake_host>();
-  host->next = roomy();
+  auto host = roomy_host();
   watcher<fake_sampler, fake_clock> w{fake_sampler{host}};
   w.poll_now();
   CHECK(w.set_die(2, 8 * GiB, 16 * GiB, 3 * GiB, 512 * MiB) == set_die_status::ok);
@@ -170,8 +168,7 @@ TEST_CASE("the watcher applies hysteresis with its clock and reports the raw lev
 }
 
 TEST_CASE("subscribers see each change once, in order, and may call back into the watcher") {
-  auto host = std::make_shared<fake_host>();
-  host->next = roomy();
+  auto host = roomy_host();
   watcher<fake_sampler, fake_clock> w{fake_sampler{host}};
   std::vector<std::pair<mem_level, mem_level>> seen;
   bool reentered = false;
@@ -198,8 +195,7 @@ TEST_CASE("subscribers see each change once, in order, and may call back into th
 }
 
 TEST_CASE("a throwing subscriber does not wedge delivery") {
-  auto host = std::make_shared<fake_host>();
-  host->next = roomy();
+  auto host = roomy_host();
   watcher<fake_sampler, fake_clock> w{fake_sampler{host}};
   int calls = 0;
   w.subscribe([&](const level_change&) {
@@ -268,8 +264,7 @@ TEST_CASE("the thread polls each interval, faster at WATCH or worse, and at once
 }
 
 TEST_CASE("a watcher without event waits stops promptly (condition variable wait)") {
-  auto host = std::make_shared<fake_host>();
-  host->next = roomy();
+  auto host = roomy_host();
   watcher_options o;
   o.poll_interval = std::chrono::hours(1);  // stop must not wait for the interval
   watcher<fake_sampler> w{fake_sampler{host}, o};
@@ -281,11 +276,8 @@ TEST_CASE("a watcher without event waits stops promptly (condition variable wait
 }
 
 TEST_CASE("many set_die writers and readers: every snapshot is consistent, nothing is lost") {
-  auto host = std::make_shared<fake_host>();
-  host->next = roomy();
-  watcher_options o;
-  o.poll_interval = 1ms;
-  watcher<fake_sampler> w{fake_sampler{host}, o};
+  auto host = roomy_host();
+  watcher<fake_sampler> w{fake_sampler{host}, polling_every(1ms)};
   REQUIRE(w.start());
   constexpr int writers = 4;
   constexpr int per_writer = 2000;

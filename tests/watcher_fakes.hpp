@@ -3,6 +3,7 @@
 // beside host_sample.hpp, for engines to test with too. Test code only.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include "pnmem/host_sample.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/units.hpp"
+#include "pnmem/watcher.hpp"
 
 namespace pnmem::test {
 
@@ -35,6 +37,20 @@ inline host_sample at_level(mem_level l) {
     case mem_level::critical: h.avail_bytes = r; break;
   }
   return h;
+}
+
+// A fake host that samples as roomy().
+inline std::shared_ptr<fake_host> roomy_host() {
+  auto host = std::make_shared<fake_host>();
+  host->next = roomy();
+  return host;
+}
+
+// Watcher options that poll every `interval` at OK: for tests that race the poll thread.
+inline watcher_options polling_every(std::chrono::milliseconds interval) {
+  watcher_options o;
+  o.poll_interval = interval;
+  return o;
 }
 
 template <class Host>

@@ -272,7 +272,7 @@ void fake_backend::start_op(stream& st) {
 void fake_backend::apply_effects(const op& o) {
   // Only memory the fake owns (live or quarantined) or the test registered is
   // written: a stray pointer is reported, never dereferenced.
-  const auto writable = [this](const buffer_use& u) {
+  const auto writable = [this](const buffer_use& u) PNMEM_REQUIRES(mu_) {
     if (registered_host(u.ptr, u.bytes)) return true;
     use_check r = use_check::ok;
     const block* b = find_block(u.ptr, u.bytes, r);
@@ -361,13 +361,13 @@ void fake_backend::run_to(std::uint64_t target, bool until_idle) {
 // --- device_backend ---
 
 device_status fake_backend::device_count(int& out) noexcept {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   out = options_.devices > 0 ? options_.devices : 0;
   return out > 0 ? status(device_errc::ok) : status(device_errc::no_device);
 }
 
 device_status fake_backend::mem_get_info(int device, std::uint64_t& free_bytes, std::uint64_t& total_bytes) noexcept {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   if (!valid_device(device)) return status(device_errc::no_device);
   const auto d = static_cast<std::size_t>(device);
   const std::uint64_t total = options_.total_bytes_per_device;
@@ -378,7 +378,7 @@ device_status fake_backend::mem_get_info(int device, std::uint64_t& free_bytes, 
 }
 
 device_status fake_backend::alloc_async(int device, std::size_t bytes, stream_handle s, void*& out) noexcept {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   out = nullptr;
   if (!valid_device(device)) return status(device_errc::no_device);
   stream* st = find_stream(s);
@@ -409,7 +409,7 @@ device_status fake_backend::alloc_async(int device, std::size_t bytes, stream_ha
 }
 
 device_status fake_backend::free_async(void* p, stream_handle s) noexcept {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   stream* st = find_stream(s);
   if (p == nullptr || st == nullptr) return status(device_errc::invalid_value);
   const auto it = blocks_.find(addr(p));
@@ -440,7 +440,7 @@ device_status fake_backend::free_async(void* p, stream_handle s) noexcept {
 }
 
 device_status fake_backend::alloc_pinned(std::size_t bytes, void*& out) noexcept {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   out = nullptr;
   if (bytes == 0) return status(device_errc::invalid_value);
   std::byte* mem = allocate_storage(bytes);
@@ -456,7 +456,7 @@ device_status fake_backend::alloc_pinned(std::size_t bytes, void*& out) noexcept
 }
 
 device_status fake_backend::free_pinned(void* p) noexcept {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   if (p == nullptr) return status(device_errc::invalid_value);
   const auto it = blocks_.find(addr(p));
   const std::string at = "t=" + std::to_string(now_) + " free_pinned(" + hex(p) + "): ";
@@ -478,7 +478,7 @@ device_status fake_backend::free_pinned(void* p) noexcept {
 }
 
 device_status fake_backend::stream_create(int device, stream_handle& out) noexcept {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   out = {};
   if (!valid_device(device)) return status(device_errc::no_device);
   stream st;
@@ -492,7 +492,7 @@ device_status fake_backend::stream_create(int device, stream_handle& out) noexce
 }
 
 device_status fake_backend::stream_destroy(stream_handle s) noexcept {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   stream* st = find_stream(s);
   if (st == nullptr) return status(device_errc::invalid_value);
   // As cudaStreamDestroy: returns at once; queued work still runs.
@@ -502,7 +502,7 @@ device_status fake_backend::stream_destroy(stream_handle s) noexcept {
 }
 
 device_status fake_backend::event_create(int device, event_handle& out) noexcept {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   out = {};
   if (!valid_device(device)) return status(device_errc::no_device);
   const std::uint64_t h = next_handle_++;
@@ -513,13 +513,13 @@ device_status fake_backend::event_create(int device, event_handle& out) noexcept
 }
 
 device_status fake_backend::event_destroy(event_handle e) noexcept {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   // A pending record still completes in its stream; only the handle goes.
   return events_.erase(e.value) == 1 ? status(device_errc::ok) : status(device_errc::invalid_value);
 }
 
 device_status fake_backend::event_record(event_handle e, stream_handle s) noexcept {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   event* ev = find_event(e);
   stream* st = find_stream(s);
   // CUDA: the event and the stream must belong to the same device.
@@ -532,7 +532,7 @@ device_status fake_backend::event_record(event_handle e, stream_handle s) noexce
 }
 
 device_status fake_backend::event_query(event_handle e) noexcept {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   const event* ev = find_event(e);
   if (ev == nullptr) return status(device_errc::invalid_value);
   // Never recorded: complete, as cudaEventQuery says.
@@ -541,7 +541,7 @@ device_status fake_backend::event_query(event_handle e) noexcept {
 }
 
 device_status fake_backend::stream_wait_event(stream_handle s, event_handle e) noexcept {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   const event* ev = find_event(e);
   stream* st = find_stream(s);
   if (ev == nullptr || st == nullptr) return status(device_errc::invalid_value);
@@ -558,7 +558,7 @@ device_status fake_backend::stream_wait_event(stream_handle s, event_handle e) n
 }
 
 device_status fake_backend::stream_id(stream_handle s, std::uint64_t& out) noexcept {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   const stream* st = find_stream(s);
   if (st == nullptr) return status(device_errc::invalid_value);
   out = st->id;
@@ -566,7 +566,7 @@ device_status fake_backend::stream_id(stream_handle s, std::uint64_t& out) noexc
 }
 
 device_status fake_backend::copy_async(void* dst, const void* src, std::size_t bytes, stream_handle s) noexcept {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   stream* st = find_stream(s);
   if (dst == nullptr || src == nullptr || bytes == 0 || st == nullptr) return status(device_errc::invalid_value);
   op o;
@@ -580,7 +580,7 @@ device_status fake_backend::copy_async(void* dst, const void* src, std::size_t b
 // --- the test's side ---
 
 std::uint64_t fake_backend::submit(stream_handle s, std::vector<buffer_use> uses, std::uint64_t duration_ticks) {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   stream* st = find_stream(s);
   if (st == nullptr) {
     violation("t=" + std::to_string(now_) + " submit on stream " + std::to_string(s.value) +
@@ -596,72 +596,72 @@ std::uint64_t fake_backend::submit(stream_handle s, std::vector<buffer_use> uses
 }
 
 void fake_backend::advance(std::uint64_t ticks) {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   const std::uint64_t target = ticks > std::numeric_limits<std::uint64_t>::max() - now_ ? std::numeric_limits<std::uint64_t>::max() : now_ + ticks;
   run_to(target, false);
 }
 
 void fake_backend::run_until_idle() {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   run_to(now_, true);
 }
 
 std::uint64_t fake_backend::now() const {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   return now_;
 }
 
 std::size_t fake_backend::pending_ops() const {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   return pending_.size();
 }
 
 void fake_backend::register_host(const void* p, std::size_t bytes) {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   if (p != nullptr && bytes > 0) host_[addr(p)] = bytes;
 }
 
 void fake_backend::unregister_host(const void* p) {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   host_.erase(addr(p));
 }
 
 void fake_backend::set_used_by_others(int device, std::uint64_t bytes) {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   if (valid_device(device)) used_by_others_[static_cast<std::size_t>(device)] = bytes;
 }
 
 const std::vector<std::string>& fake_backend::violations() const {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   return violations_;
 }
 
 void fake_backend::clear_violations() {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   violations_.clear();
 }
 
 std::size_t fake_backend::live_allocations() const {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   return static_cast<std::size_t>(std::count_if(blocks_.begin(), blocks_.end(), [](const auto& kv) {
     return kv.second.state == block_state::live;
   }));
 }
 
 std::uint64_t fake_backend::live_bytes() const {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   std::uint64_t sum = 0;
   for (const auto& [base, b] : blocks_) sum += b.state == block_state::live ? b.bytes : 0;
   return sum;
 }
 
 std::uint64_t fake_backend::live_device_bytes(int device) const {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   return valid_device(device) ? live_device_[static_cast<std::size_t>(device)] : 0;
 }
 
 std::uint64_t fake_backend::live_pinned_bytes() const {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   std::uint64_t sum = 0;
   for (const auto& [base, b] : blocks_) {
     sum += b.state == block_state::live && b.kind == block_kind::pinned ? b.bytes : 0;
@@ -670,12 +670,12 @@ std::uint64_t fake_backend::live_pinned_bytes() const {
 }
 
 std::uint64_t fake_backend::retiring_bytes(int device) const {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   return valid_device(device) ? retiring_[static_cast<std::size_t>(device)] : 0;
 }
 
 std::vector<std::string> fake_backend::leaks() const {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   std::vector<std::string> out;
   std::vector<const block*> live;
   for (const auto& [base, b] : blocks_) {
@@ -697,22 +697,22 @@ std::vector<std::string> fake_backend::leaks() const {
 }
 
 std::uint64_t fake_backend::events_created() const {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   return events_created_;
 }
 
 std::uint64_t fake_backend::streams_created() const {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   return streams_created_;
 }
 
 std::size_t fake_backend::live_events() const {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   return events_.size();
 }
 
 std::size_t fake_backend::live_streams() const {
-  std::lock_guard lk(mu_);
+  pnmem::detail::lock_guard lk(mu_);
   return static_cast<std::size_t>(
       std::count_if(streams_.begin(), streams_.end(), [](const auto& kv) { return !kv.second.destroyed; }));
 }

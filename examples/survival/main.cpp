@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include <pnmem/clock_ns.hpp>
 #include <pnmem/format.hpp>
 #include <pnmem/linux/procfs.hpp>
 #include <pnmem/mem_level.hpp>
@@ -290,7 +291,7 @@ run_result run_once(const cgroup_home& home, const options& o, mode what, const 
   ::close(events_fd);
 
   const auto t0 = clock_type::now();
-  const auto t0_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
+  const std::int64_t t0_ns = pnmem::to_ns(t0);
   std::vector<std::string> args = {self, "--workload", "--policy", mode_arg(what), "--events", events_path,
                                    "--t0-ns", std::to_string(t0_ns)};
   for (auto& a : workload_argv(o.work)) args.push_back(std::move(a));

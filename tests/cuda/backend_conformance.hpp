@@ -117,6 +117,26 @@ struct scope {
   }
 };
 
+// What every conformance case starts with: the fixture, its backend, and a scope
+// for the handles the case makes (destroyed first, so freed through a live backend).
+template <class F>
+struct rig {
+  F f;
+  device_backend& b{f.backend()};
+  scope sc{b};
+};
+
+// `e` was recorded behind work on a held stream: pending while held, complete once
+// the stream is released and the backend has settled.
+template <class F>
+void check_pending_until_released(F& f, device_backend& b, event_handle e) {
+  f.let_time_pass();
+  CHECK(b.event_query(e).code == device_errc::not_ready);
+  f.release();
+  f.settle();
+  CHECK(b.event_query(e).code == device_errc::ok);
+}
+
 inline std::uint64_t free_bytes(device_backend& b) {
   std::uint64_t f = 0;
   std::uint64_t t = 0;
@@ -157,9 +177,8 @@ TEST_CASE_TEMPLATE_DEFINE("devices: at least one, each with a total and a free n
 }
 
 TEST_CASE_TEMPLATE_DEFINE("alloc and stream-ordered free move mem_get_info's free", F, conformance_accounting) {
-  F f;
-  device_backend& b = f.backend();
-  scope sc(b);
+  rig<F> r;
+  auto& [f, b, sc] = r;
   const stream_handle s = sc.stream();
   f.settle();
   constexpr std::size_t bytes = 64 * MiB;
@@ -187,9 +206,8 @@ TEST_CASE_TEMPLATE_DEFINE("alloc and stream-ordered free move mem_get_info's fre
 
 TEST_CASE_TEMPLATE_DEFINE("a free queued behind work waits for it, and the work sees its data", F,
                           conformance_ordered_free) {
-  F f;
-  device_backend& b = f.backend();
-  scope sc(b);
+  rig<F> r;
+  auto& [f, b, sc] = r;
   const stream_handle s = sc.stream();
   constexpr std::size_t n = 1 * MiB;
   std::byte* src = sc.host(n);
@@ -213,9 +231,8 @@ TEST_CASE_TEMPLATE_DEFINE("a free queued behind work waits for it, and the work 
 }
 
 TEST_CASE_TEMPLATE_DEFINE("events: pending until the work before the record finishes", F, conformance_events) {
-  F f;
-  device_backend& b = f.backend();
-  scope sc(b);
+  rig<F> r;
+  auto& [f, b, sc] = r;
   const stream_handle s = sc.stream();
   const event_handle e = sc.event();
   // Never recorded: complete (cudaEventQuery's rule).
@@ -223,20 +240,12 @@ TEST_CASE_TEMPLATE_DEFINE("events: pending until the work before the record fini
 
   f.hold(s);
   REQUIRE(b.event_record(e, s).ok());
-  f.let_time_pass();
-  CHECK(b.event_query(e).code == device_errc::not_ready);
-  f.release();
-  f.settle();
-  CHECK(b.event_query(e).code == device_errc::ok);
+  check_pending_until_released(f, b, e);
 
   // Re-recording: the query follows the latest record.
   f.hold(s);
   REQUIRE(b.event_record(e, s).ok());
-  f.let_time_pass();
-  CHECK(b.event_query(e).code == device_errc::not_ready);
-  f.release();
-  f.settle();
-  CHECK(b.event_query(e).code == device_errc::ok);
+  check_pending_until_released(f, b, e);
 
   // A record on an idle stream completes without anything else happening.
   const event_handle idle = sc.event();
@@ -247,9 +256,8 @@ TEST_CASE_TEMPLATE_DEFINE("events: pending until the work before the record fini
 }
 
 TEST_CASE_TEMPLATE_DEFINE("stream_wait_event orders work across streams", F, conformance_wait_event) {
-  F f;
-  device_backend& b = f.backend();
-  scope sc(b);
+  rig<F> r;
+  auto& [f, b, sc] = r;
   const stream_handle a = sc.stream();
   const stream_handle c = sc.stream();
   constexpr std::size_t n = 256 * KiB;
@@ -285,9 +293,8 @@ TEST_CASE_TEMPLATE_DEFINE("stream_wait_event orders work across streams", F, con
 }
 
 TEST_CASE_TEMPLATE_DEFINE("copy_async copies host to device to device to host", F, conformance_copy) {
-  F f;
-  device_backend& b = f.backend();
-  scope sc(b);
+  rig<F> r;
+  auto& [f, b, sc] = r;
   const stream_handle s = sc.stream();
   const stream_handle t = sc.stream();
   for (const std::size_t n : {std::size_t{1}, std::size_t{4097}, std::size_t{3 * MiB + 5}}) {
@@ -319,9 +326,8 @@ TEST_CASE_TEMPLATE_DEFINE("copy_async copies host to device to device to host", 
 }
 
 TEST_CASE_TEMPLATE_DEFINE("stream ids are unique and stable", F, conformance_stream_ids) {
-  F f;
-  device_backend& b = f.backend();
-  scope sc(b);
+  rig<F> r;
+  auto& [f, b, sc] = r;
   std::set<std::uint64_t> ids;
   std::vector<stream_handle> made;
   for (int i = 0; i < 8; ++i) {
@@ -346,9 +352,8 @@ TEST_CASE_TEMPLATE_DEFINE("stream ids are unique and stable", F, conformance_str
 
 TEST_CASE_TEMPLATE_DEFINE("invalid arguments and handles are invalid_value, never a crash", F,
                           conformance_invalid) {
-  F f;
-  device_backend& b = f.backend();
-  scope sc(b);
+  rig<F> r;
+  auto& [f, b, sc] = r;
   const stream_handle s = sc.stream();
   const event_handle e = sc.event();
   void* p = reinterpret_cast<void*>(std::uintptr_t{1});
@@ -404,9 +409,8 @@ TEST_CASE_TEMPLATE_DEFINE("invalid arguments and handles are invalid_value, neve
 
 TEST_CASE_TEMPLATE_DEFINE("an allocation larger than the device is out_of_memory, and the next one works", F,
                           conformance_out_of_memory) {
-  F f;
-  device_backend& b = f.backend();
-  scope sc(b);
+  rig<F> r;
+  auto& [f, b, sc] = r;
   const stream_handle s = sc.stream();
   std::uint64_t free_b = 0;
   std::uint64_t total_b = 0;

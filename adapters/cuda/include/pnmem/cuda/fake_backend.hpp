@@ -70,7 +70,6 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -78,6 +77,8 @@
 #include <vector>
 
 #include "pnmem/cuda/device_backend.hpp"
+#include "pnmem/detail/mutex.hpp"
+#include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/units.hpp"
 
 namespace pnmem::cuda {
@@ -231,50 +232,51 @@ class fake_backend final : public device_backend {
 
   enum class use_check : std::uint8_t { ok, retiring, freed, unknown, out_of_bounds };
 
-  // All private helpers run with mu_ held.
-  bool valid_device(int device) const noexcept;
-  stream* find_stream(stream_handle s) noexcept;
-  event* find_event(event_handle e) noexcept;
-  std::uint64_t enqueue(stream& st, op o);
-  bool op_complete(std::uint64_t op_id) const noexcept;
-  const block* find_block(const void* p, std::size_t bytes, use_check& result) const noexcept;
-  bool registered_host(const void* p, std::size_t bytes) const noexcept;
-  void check_use(const stream& st, const op& o, op_use& u, std::string_view when, bool retiring_ok);
-  void check_races(const stream& st, const op& o);
-  void release_block(block& b, std::string_view by);
-  void report_in_flight_users(const block& b, std::string_view by);
-  void quarantine(std::uintptr_t base);
-  void run_to(std::uint64_t target, bool until_idle);
-  bool start_ready_ops();
-  bool can_start(const stream& st) const noexcept;
-  void start_op(stream& st);
-  void complete_op(stream& st);
-  void apply_effects(const op& o);
-  void collect_finished_streams();
-  std::string describe(const stream& st, const op& o) const;
-  std::string describe(const block& b) const;
-  void violation(std::string text);
+  // All private helpers run with mu_ held (checked by clang's thread-safety analysis).
+  bool valid_device(int device) const noexcept PNMEM_REQUIRES(mu_);
+  stream* find_stream(stream_handle s) noexcept PNMEM_REQUIRES(mu_);
+  event* find_event(event_handle e) noexcept PNMEM_REQUIRES(mu_);
+  std::uint64_t enqueue(stream& st, op o) PNMEM_REQUIRES(mu_);
+  bool op_complete(std::uint64_t op_id) const noexcept PNMEM_REQUIRES(mu_);
+  const block* find_block(const void* p, std::size_t bytes, use_check& result) const noexcept PNMEM_REQUIRES(mu_);
+  bool registered_host(const void* p, std::size_t bytes) const noexcept PNMEM_REQUIRES(mu_);
+  void check_use(const stream& st, const op& o, op_use& u, std::string_view when, bool retiring_ok) PNMEM_REQUIRES(mu_);
+  void check_races(const stream& st, const op& o) PNMEM_REQUIRES(mu_);
+  void release_block(block& b, std::string_view by) PNMEM_REQUIRES(mu_);
+  void report_in_flight_users(const block& b, std::string_view by) PNMEM_REQUIRES(mu_);
+  void quarantine(std::uintptr_t base) PNMEM_REQUIRES(mu_);
+  void run_to(std::uint64_t target, bool until_idle) PNMEM_REQUIRES(mu_);
+  bool start_ready_ops() PNMEM_REQUIRES(mu_);
+  bool can_start(const stream& st) const noexcept PNMEM_REQUIRES(mu_);
+  void start_op(stream& st) PNMEM_REQUIRES(mu_);
+  void complete_op(stream& st) PNMEM_REQUIRES(mu_);
+  void apply_effects(const op& o) PNMEM_REQUIRES(mu_);
+  void collect_finished_streams() PNMEM_REQUIRES(mu_);
+  std::string describe(const stream& st, const op& o) const PNMEM_REQUIRES(mu_);
+  std::string describe(const block& b) const PNMEM_REQUIRES(mu_);
+  void violation(std::string text) PNMEM_REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  fake_options options_;
-  std::uint64_t now_ = 0;
-  std::uint64_t next_handle_ = 1;   // streams and events share one counter: values never collide
-  std::uint64_t next_stream_id_ = 1;
-  std::uint64_t next_op_id_ = 1;
-  std::uint64_t next_block_id_ = 1;
-  std::uint64_t events_created_ = 0;
-  std::uint64_t streams_created_ = 0;
-  std::vector<std::uint64_t> used_by_others_;  // per device
-  std::vector<std::uint64_t> live_device_;     // per device
-  std::vector<std::uint64_t> retiring_;        // per device
-  std::map<std::uintptr_t, block> blocks_;     // by base address: live, retiring and quarantined
-  std::deque<std::uintptr_t> quarantine_;      // freed blocks, oldest first
-  std::uint64_t quarantined_bytes_ = 0;
-  std::map<std::uintptr_t, std::size_t> host_;  // registered host ranges
-  std::map<std::uint64_t, stream> streams_;     // by handle; destroyed ones until their queue drains
-  std::map<std::uint64_t, event> events_;          // by handle
-  std::unordered_set<std::uint64_t> pending_;   // op ids queued or running
-  std::vector<std::string> violations_;
+  mutable pnmem::detail::mutex mu_;
+  fake_options options_ PNMEM_GUARDED_BY(mu_);
+  std::uint64_t now_ PNMEM_GUARDED_BY(mu_) = 0;
+  std::uint64_t next_handle_ PNMEM_GUARDED_BY(mu_) = 1;  // streams and events share one counter: values never collide
+  std::uint64_t next_stream_id_ PNMEM_GUARDED_BY(mu_) = 1;
+  std::uint64_t next_op_id_ PNMEM_GUARDED_BY(mu_) = 1;
+  std::uint64_t next_block_id_ PNMEM_GUARDED_BY(mu_) = 1;
+  std::uint64_t events_created_ PNMEM_GUARDED_BY(mu_) = 0;
+  std::uint64_t streams_created_ PNMEM_GUARDED_BY(mu_) = 0;
+  std::vector<std::uint64_t> used_by_others_ PNMEM_GUARDED_BY(mu_);  // per device
+  std::vector<std::uint64_t> live_device_ PNMEM_GUARDED_BY(mu_);  // per device
+  std::vector<std::uint64_t> retiring_ PNMEM_GUARDED_BY(mu_);  // per device
+  std::map<std::uintptr_t, block> blocks_ PNMEM_GUARDED_BY(mu_);  // by base address: live, retiring and quarantined
+  std::deque<std::uintptr_t> quarantine_ PNMEM_GUARDED_BY(mu_);  // freed blocks, oldest first
+  std::uint64_t quarantined_bytes_ PNMEM_GUARDED_BY(mu_) = 0;
+  std::map<std::uintptr_t, std::size_t> host_ PNMEM_GUARDED_BY(mu_);  // registered host ranges
+  // by handle; destroyed ones until their queue drains
+  std::map<std::uint64_t, stream> streams_ PNMEM_GUARDED_BY(mu_);
+  std::map<std::uint64_t, event> events_ PNMEM_GUARDED_BY(mu_);  // by handle
+  std::unordered_set<std::uint64_t> pending_ PNMEM_GUARDED_BY(mu_);  // op ids queued or running
+  std::vector<std::string> violations_ PNMEM_GUARDED_BY(mu_);
 };
 
 }  // namespace pnmem::cuda
