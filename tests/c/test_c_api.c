@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pnmem/pnmem.h"
+#include "pnmem/pnmem_c.h"
 
 static int failures = 0;
 #define CHECK(cond)                                                  \

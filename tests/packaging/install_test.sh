@@ -20,6 +20,8 @@
 #      also checks the version-compatibility rules), build, run.
 #   4. Meson: consumer/meson.build with the source tree as subprojects/pnmem;
 #      dependency('pnmem') must come from meson.override_dependency, build, run.
+#   5. The C ABI: a C11 program includes pnmem/pnmem_c.h and its former name
+#      pnmem/pnmem.h (kept for one release), links the installed libpnmem_c, runs.
 # Every run must print the expected plan. Exit 77 (skip) if cmake or pkg-config is
 # missing. The scratch dir is removed on success and kept (path printed) on failure.
 set -euo pipefail
@@ -94,9 +96,11 @@ rm -rf "$tmp/build"  # nothing may refer back to the build directory either
 cat "$tmp/installed.txt"
 
 # The headers: exactly the source tree's include/pnmem, plus this platform's
-# adapter headers (adapters/<os>/include/pnmem/<os>/).
+# adapter headers (adapters/<os>/include/pnmem/<os>/) and the platform selector
+# (adapters/platform/include/pnmem/platform_sampler.hpp).
 adapter_includes=()
 [ "$(uname -s)" = Linux ] && adapter_includes+=("$srcdir/adapters/linux/include")
+[ -d "$srcdir/adapters/platform/include" ] && adapter_includes+=("$srcdir/adapters/platform/include")
 diff <(for d in "$srcdir/include" "${adapter_includes[@]}"; do (cd "$d" && find pnmem -type f); done | LC_ALL=C sort) \
      <(cd "$prefix/include" && find pnmem -type f | LC_ALL=C sort) \
   || fail "installed headers differ from the source trees (diff above: < source, > installed)"
@@ -168,5 +172,30 @@ grep -q "Dependency pnmem found: YES $version (overridden)" "$tmp/meson-consumer
   || fail "dependency('pnmem') was not the subproject's override (no 'Dependency pnmem found: YES $version (overridden)')"
 meson compile -C "$tmp/meson-consumer/build" || fail "meson build of the consumer failed"
 check_output meson-subproject "$tmp/meson-consumer/build/consumer"
+
+# --- 5. The C ABI ---------------------------------------------------------------------
+step "C ABI: pnmem/pnmem_c.h, pnmem/pnmem.h and libpnmem_c"
+c_lib=$(grep '/libpnmem_c\.so$' "$tmp/installed.txt" | head -n 1) || true
+if [ -z "$c_lib" ]; then
+  echo "no libpnmem_c.so installed (no platform sampler here): the C ABI is not checked"
+else
+  cat >"$tmp/c_consumer.c" <<'C_EOF'
+#include <pnmem/pnmem_c.h>
+#include <pnmem/pnmem.h> /* the former name: the same declarations, once */
+#include <stdio.h>
+int main(void) {
+  pnmem_ladder_plan p = pnmem_plan_ladder(PNMEM_LEVEL_TIGHT, 8, 4096, false);
+  printf("%s %d %d\n", pnmem_level_name(p.level), p.max_slots, p.prefill_window);
+  return 0;
+}
+C_EOF
+  # The C++ driver compiles the file as C (-x c) and links libstdc++, which libpnmem_c needs.
+  "${cxx_cmd[@]}" -x c -std=c11 -Wall -Wextra -Wpedantic -Werror -I"$prefix/include" "$tmp/c_consumer.c" -x none \
+    -o "$tmp/c-consumer" -L"$prefix/${c_lib%/*}" -lpnmem_c -Wl,-rpath,"$prefix/${c_lib%/*}" \
+    || fail "C consumer did not compile or link against the installed C ABI"
+  c_out=$("$tmp/c-consumer") || fail "C consumer exited with $?"
+  [ "$c_out" = "tight 4 2048" ] || fail "C consumer printed '$c_out', expected 'tight 4 2048'"
+  echo "ok: C ABI ($c_out)"
+fi
 
 step "all consumers built and ran against pnmem $version"
