@@ -48,7 +48,7 @@ int admit_c(const pnmem_model& model, int n_tokens, pnmem_admit_answer& out, pnm
   pnmem::host_ledger::reservation held;
   global_state& s = state();
   {
-    std::lock_guard<std::mutex> lk(s.mu);
+    pnmem::detail::lock_guard lk(s.mu);
     o.policy = s.policy;
     const pnmem::c_abi::live_watcher view{s.watcher.get()};
     if (reservation != nullptr) {
@@ -62,7 +62,7 @@ int admit_c(const pnmem_model& model, int n_tokens, pnmem_admit_answer& out, pnm
   }
   if (!line.empty()) s.log(line);  // outside the lock: the sink may call back into pnmem
   if (held) {
-    std::lock_guard<std::mutex> lk(s.res_mu);
+    pnmem::detail::lock_guard lk(s.res_mu);
     const pnmem_reservation id = ++s.next_reservation;
     s.reservations.emplace(id, std::move(held));
     *reservation = id;
@@ -80,7 +80,7 @@ int pnmem_watcher_start(void) {
     global_state& s = state();
     bool started = false;
     {
-      std::lock_guard<std::mutex> lk(s.mu);
+      pnmem::detail::lock_guard lk(s.mu);
       started = s.ensure_watcher().start();
     }
     s.flush();
@@ -91,7 +91,7 @@ int pnmem_watcher_start(void) {
 void pnmem_watcher_stop(void) {
   boundary(__func__, {}, [] {
     global_state& s = state();
-    std::lock_guard<std::mutex> lk(s.mu);
+    pnmem::detail::lock_guard lk(s.mu);
     if (s.watcher) s.watcher->stop();  // std::thread::join can throw
   });
 }
@@ -99,7 +99,7 @@ void pnmem_watcher_stop(void) {
 bool pnmem_watcher_running(void) {
   return boundary(__func__, false, {}, [] {
     global_state& s = state();
-    std::lock_guard<std::mutex> lk(s.mu);
+    pnmem::detail::lock_guard lk(s.mu);
     return s.watcher != nullptr && s.watcher->running();
   });
 }
@@ -107,7 +107,7 @@ bool pnmem_watcher_running(void) {
 void pnmem_watcher_poll_now(void) {
   boundary(__func__, {}, [] {
     global_state& s = state();
-    std::lock_guard<std::mutex> lk(s.mu);
+    pnmem::detail::lock_guard lk(s.mu);
     if (s.watcher) s.watcher->poll_now();
   });
 }
@@ -117,7 +117,7 @@ int pnmem_read(pnmem_state* out) {
     pnmem::mem_state m;
     {
       global_state& s = state();
-      std::lock_guard<std::mutex> lk(s.mu);
+      pnmem::detail::lock_guard lk(s.mu);
       if (s.watcher) m = s.watcher->read();
     }
     *out = pnmem::c_abi::to_c(m);
@@ -132,7 +132,7 @@ int pnmem_set_die(int die, uint64_t free_bytes, uint64_t budget_bytes, uint64_t 
     global_state& s = state();
     pnmem::set_die_status st = pnmem::set_die_status::die_out_of_range;
     {
-      std::lock_guard<std::mutex> lk(s.mu);
+      pnmem::detail::lock_guard lk(s.mu);
       st = s.ensure_watcher().set_die(die, free_bytes, budget_bytes, used_bytes, retiring_bytes);
     }
     s.flush();
@@ -154,7 +154,7 @@ int pnmem_admit_reserved(const pnmem_model* model, int n_tokens, pnmem_admit_ans
 void pnmem_reservation_settle(pnmem_reservation reservation) {
   boundary(__func__, {}, [&] {
     global_state& s = state();
-    std::lock_guard<std::mutex> lk(s.res_mu);
+    pnmem::detail::lock_guard lk(s.res_mu);
     const auto it = s.reservations.find(reservation);
     if (it == s.reservations.end()) return;
     it->second.settle();
@@ -165,7 +165,7 @@ void pnmem_reservation_settle(pnmem_reservation reservation) {
 void pnmem_reservation_cancel(pnmem_reservation reservation) {
   boundary(__func__, {}, [&] {
     global_state& s = state();
-    std::lock_guard<std::mutex> lk(s.res_mu);
+    pnmem::detail::lock_guard lk(s.res_mu);
     s.reservations.erase(reservation);  // the reservation's destructor gives the bytes back
   });
 }
@@ -173,7 +173,7 @@ void pnmem_reservation_cancel(pnmem_reservation reservation) {
 uint64_t pnmem_pending_bytes(void) {
   return boundary(__func__, std::uint64_t{0}, {}, [] {
     global_state& s = state();
-    std::lock_guard<std::mutex> lk(s.mu);
+    pnmem::detail::lock_guard lk(s.mu);
     return s.ledger.pending_bytes(pnmem::c_abi::live_watcher{s.watcher.get()});
   });
 }
@@ -186,7 +186,7 @@ pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefil
     global_state& s = state();
     pnmem::policy p;
     {
-      std::lock_guard<std::mutex> lk(s.mu);
+      pnmem::detail::lock_guard lk(s.mu);
       p = s.load_policy();
     }
     s.flush();
@@ -197,7 +197,7 @@ pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefil
 void pnmem_set_log_sink(pnmem_log_fn fn, void* user) {
   boundary(__func__, {}, [&] {
     global_state& s = state();
-    std::lock_guard<std::mutex> lk(s.mu);
+    pnmem::detail::lock_guard lk(s.mu);
     s.sink = pnmem::c_abi::log_sink{fn, user};
   });
 }
@@ -206,7 +206,7 @@ pnmem_gate* pnmem_gate_create(int max_slots, int max_waiters) {
   return boundary(__func__, static_cast<pnmem_gate*>(nullptr), {}, [&] {
     auto gate = std::make_unique<pnmem_gate>(max_slots, static_cast<std::size_t>(max_waiters < 0 ? 0 : max_waiters));
     global_state& s = state();
-    std::lock_guard<std::mutex> lk(s.mu);
+    pnmem::detail::lock_guard lk(s.mu);
     if (s.watcher) gate->connection = gate->gate.connect(*s.watcher);
     return gate.release();
   });

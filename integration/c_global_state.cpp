@@ -8,7 +8,7 @@ namespace pnmem::c_abi {
 void global_state::log(std::string_view line) {
   log_sink s;
   {
-    std::lock_guard<std::mutex> lk(mu);
+    detail::lock_guard lk(mu);
     s = sink;
   }
   if (s.fn != nullptr) s.fn(s.user, std::string(line).c_str());
@@ -36,7 +36,7 @@ platform_watcher& global_state::ensure_watcher() {
 void global_state::flush() {
   std::vector<std::string> lines;
   {
-    std::lock_guard<std::mutex> lk(mu);
+    detail::lock_guard lk(mu);
     lines.swap(pending);
   }
   for (const auto& l : lines) log(l);

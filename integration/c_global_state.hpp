@@ -7,12 +7,13 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "pnmem/detail/mutex.hpp"
+#include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/engine/host_ledger.hpp"
 #include "pnmem/pnmem_c.h"
 #include "pnmem/platform_sampler.hpp"
@@ -29,33 +30,33 @@ struct log_sink {
 };
 
 struct global_state {
-  std::mutex mu;  // guards creation, the sink, the policy, `pending`, and start/stop
-  std::unique_ptr<platform_watcher> watcher;
-  pnmem::policy policy = default_policy;
-  bool policy_loaded = false;
-  log_sink sink;
-  std::vector<std::string> pending;  // log lines load_policy() left for flush()
+  detail::mutex mu;  // guards creation, the sink, the policy, `pending`, and start/stop
+  std::unique_ptr<platform_watcher> watcher PNMEM_GUARDED_BY(mu);
+  pnmem::policy policy PNMEM_GUARDED_BY(mu) = default_policy;
+  bool policy_loaded PNMEM_GUARDED_BY(mu) = false;
+  log_sink sink PNMEM_GUARDED_BY(mu);
+  std::vector<std::string> pending PNMEM_GUARDED_BY(mu);  // log lines load_policy() left for flush()
   // Reserved admissions (pnmem_admit_reserved): the ledger is read under mu (with
   // the watcher), the handles under res_mu; never both at once.
   host_ledger ledger;
-  std::mutex res_mu;
-  std::unordered_map<pnmem_reservation, host_ledger::reservation> reservations;
-  pnmem_reservation next_reservation = 0;
+  detail::mutex res_mu;
+  std::unordered_map<pnmem_reservation, host_ledger::reservation> reservations PNMEM_GUARDED_BY(res_mu);
+  pnmem_reservation next_reservation PNMEM_GUARDED_BY(res_mu) = 0;
 
   // Hands one line to the sink, outside mu (the sink may call back into pnmem).
   // What the sink throws goes to the caller: the entry point's boundary.
-  void log(std::string_view line);
+  void log(std::string_view line) PNMEM_EXCLUDES(mu);
 
   // Called with mu held. Bad PN_* values wait in `pending` for flush(), whichever
   // entry point loads the policy first.
-  const pnmem::policy& load_policy();
+  const pnmem::policy& load_policy() PNMEM_REQUIRES(mu);
 
   // Called with mu held: the watcher, created on first need (start, or a die fed
   // before start), without its thread.
-  platform_watcher& ensure_watcher();
+  platform_watcher& ensure_watcher() PNMEM_REQUIRES(mu);
 
   // Logs what load_policy() left, outside the lock.
-  void flush();
+  void flush() PNMEM_EXCLUDES(mu);
 };
 
 // Never destroyed before the engine's last call: static storage, built on first use.
