@@ -24,6 +24,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The library exports these functions and nothing else (it is built with hidden visibility). */
+#if defined(__GNUC__) || defined(__clang__)
+#define PNMEM_C_API __attribute__((visibility("default")))
+#else
+#define PNMEM_C_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -61,21 +68,21 @@ typedef struct pnmem_state {
 
 /* Starts the watcher (idempotent; one synchronous sample first). 0 on success,
  * -1 if it could not start (then pnmem_admit fails open). */
-int pnmem_watcher_start(void);
+PNMEM_C_API int pnmem_watcher_start(void);
 /* Stops the watcher's thread (idempotent); the last snapshot stays readable. */
-void pnmem_watcher_stop(void);
+PNMEM_C_API void pnmem_watcher_stop(void);
 /* false also when the state cannot be read. */
-bool pnmem_watcher_running(void);
+PNMEM_C_API bool pnmem_watcher_running(void);
 /* Samples now, on the caller's thread (nothing before the first start or set_die). */
-void pnmem_watcher_poll_now(void);
+PNMEM_C_API void pnmem_watcher_poll_now(void);
 
 /* Copies the latest snapshot. 0 on success, -1 if out is NULL or on failure
  * (*out is then not written). */
-int pnmem_read(pnmem_state* out);
+PNMEM_C_API int pnmem_read(pnmem_state* out);
 
 /* Feeds one die's numbers (after cudaMemGetInfo). 0 on success, -1 for a die
  * id outside [0, PNMEM_MAX_DIES) or on failure. */
-int pnmem_set_die(int die, uint64_t free_bytes, uint64_t budget_bytes, uint64_t used_bytes, uint64_t retiring_bytes);
+PNMEM_C_API int pnmem_set_die(int die, uint64_t free_bytes, uint64_t budget_bytes, uint64_t used_bytes, uint64_t retiring_bytes);
 
 typedef struct pnmem_model {
   int kv_q4;        /* the model's KV cache is Q4 (else fp32) */
@@ -108,7 +115,7 @@ typedef struct pnmem_admit_answer {
  * outside [-1, PNMEM_MAX_DIES), or on failure (*out is then not written). A die
  * in range that has not been fed, or a negative n_tokens, is answered
  * (PNMEM_DENIED, "bad_request"), not an error. */
-int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out);
+PNMEM_C_API int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out);
 
 /* Memory admitted is not free until a sample has seen it (the C++ host_ledger).
  * pnmem_admit_reserved answers as pnmem_admit on MemAvailable minus the bytes
@@ -127,12 +134,12 @@ int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out)
  *   }
  */
 typedef uint64_t pnmem_reservation;
-int pnmem_admit_reserved(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out,
+PNMEM_C_API int pnmem_admit_reserved(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out,
                          pnmem_reservation* reservation);
-void pnmem_reservation_settle(pnmem_reservation reservation);
-void pnmem_reservation_cancel(pnmem_reservation reservation);
+PNMEM_C_API void pnmem_reservation_settle(pnmem_reservation reservation);
+PNMEM_C_API void pnmem_reservation_cancel(pnmem_reservation reservation);
 /* Bytes reserved and not yet seen by a sample (0 on failure). */
-uint64_t pnmem_pending_bytes(void);
+PNMEM_C_API uint64_t pnmem_pending_bytes(void);
 
 typedef struct pnmem_ladder_plan {
   pnmem_level level;
@@ -148,13 +155,13 @@ typedef struct pnmem_ladder_plan {
  * max_slots below 1 is taken as 1, a negative prefill_window as 0 (no clamp). A level outside
  * [PNMEM_LEVEL_OK, PNMEM_LEVEL_CRITICAL], or a failure, gives the operator config, as at OK
  * (level PNMEM_LEVEL_OK, degraded false), with the note "error: operator config". */
-pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefill_window, bool kv_q4);
+PNMEM_C_API pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefill_window, bool kv_q4);
 
 /* Where pnmem's log lines go (e.g. the ladder's clamp line, a failure inside pnmem);
  * NULL silences them. A sink that is C++ and throws makes the call that logged
  * return its error value. */
 typedef void (*pnmem_log_fn)(void* user, const char* line);
-void pnmem_set_log_sink(pnmem_log_fn fn, void* user);
+PNMEM_C_API void pnmem_set_log_sink(pnmem_log_fn fn, void* user);
 
 /* The back-pressure gate (the seed's D3) in front of decode-slot acquisition. */
 typedef struct pnmem_gate pnmem_gate;
@@ -170,24 +177,24 @@ typedef enum pnmem_gate_status {
 /* A gate with `max_slots` slots (below 1: 1) and at most `max_waiters` waiting
  * acquirers (below 0: 0), following the process watcher's level changes (start
  * the watcher first). NULL on failure. */
-pnmem_gate* pnmem_gate_create(int max_slots, int max_waiters);
+PNMEM_C_API pnmem_gate* pnmem_gate_create(int max_slots, int max_waiters);
 /* NULL is ignored. */
-void pnmem_gate_destroy(pnmem_gate* gate);
+PNMEM_C_API void pnmem_gate_destroy(pnmem_gate* gate);
 /* Waits up to timeout_ms for a slot (below 0: no wait; longer than 100 years: 100
  * years); each ACQUIRED needs one pnmem_gate_release. PNMEM_GATE_ERROR for a NULL
  * gate or on failure. */
-pnmem_gate_status pnmem_gate_acquire(pnmem_gate* gate, int64_t timeout_ms);
+PNMEM_C_API pnmem_gate_status pnmem_gate_acquire(pnmem_gate* gate, int64_t timeout_ms);
 /* NULL is ignored. */
-void pnmem_gate_release(pnmem_gate* gate);
+PNMEM_C_API void pnmem_gate_release(pnmem_gate* gate);
 /* A denied admission pushes its level (the seed's bs_notify_pressure). A NULL
  * gate or a level outside [PNMEM_LEVEL_OK, PNMEM_LEVEL_CRITICAL] is ignored. */
-void pnmem_gate_notify_pressure(pnmem_gate* gate, pnmem_level level);
+PNMEM_C_API void pnmem_gate_notify_pressure(pnmem_gate* gate, pnmem_level level);
 /* The ladder's rung 2: the slot ceiling now (below 1: 1). NULL is ignored. */
-void pnmem_gate_set_capacity(pnmem_gate* gate, int max_slots);
+PNMEM_C_API void pnmem_gate_set_capacity(pnmem_gate* gate, int max_slots);
 
 /* Lower-case name of a level ("ok", ...), a static string; "invalid" for a value
  * outside [PNMEM_LEVEL_OK, PNMEM_LEVEL_CRITICAL]. */
-const char* pnmem_level_name(pnmem_level level);
+PNMEM_C_API const char* pnmem_level_name(pnmem_level level);
 
 #ifdef __cplusplus
 }

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Fails when libpnmem_c exports a C function that the abuse test never calls.
+"""Fails when libpnmem_c exports a C function that the abuse test never calls, or any C++ symbol.
 
   check_exports.py NM LIBRARY TEST_SOURCE
 
 Every defined dynamic symbol with a C name (not a mangled C++ name, not a
 reserved _name) must appear as a call, `name(`, in TEST_SOURCE (test_c_abuse.c):
 a new entry point then needs its NULL and out-of-range cases there. Also fails
-when the library exports none of the names (a broken nm run must not pass)."""
+when the library exports none of the names (a broken nm run must not pass), and
+when it exports a mangled C++ name: the library is built with hidden visibility
+and only PNMEM_C_API functions are its interface. (Instantiations of the standard
+library's own templates stay visible: libstdc++ declares namespace std visible.)"""
 import re
 import subprocess
 import sys
@@ -24,5 +27,9 @@ for name in exported:
     print(f'  {name}{"" if name in called else "   <- never called by " + source}')
 if not exported or not any(name.startswith('pnmem_') for name in exported):
     sys.exit('check_exports.py: no pnmem_ export found: is this libpnmem_c?')
+cxx = sorted({line.split()[-1] for line in out.splitlines()
+              if line.split() and line.split()[-1].startswith('_Z') and '5pnmem' in line.split()[-1]})
+if cxx:
+    sys.exit(f'check_exports.py: {len(cxx)} pnmem C++ symbol(s) exported, e.g. {", ".join(cxx[:3])}: only PNMEM_C_API functions may be')
 if missing:
     sys.exit(f'check_exports.py: {len(missing)} exported function(s) not called by {source}: {", ".join(missing)}')
