@@ -1,0 +1,388 @@
+#!/usr/bin/env python3
+"""Checks README.md as a newcomer would use it: every code block, as the README shows it.
+
+  check_readme.py SOURCE_ROOT BUILD_ROOT --cxx CMD --cc CMD [--extra-flags FLAGS] [--cuda yes|no] [--meson CMD] [--tool PATH]
+
+The blocks are read from README.md at run time (no second copies). Each fenced block:
+
+  ```cpp / ```c   A complete program whose first line names it and says how to build it,
+                  `// admit.cpp: g++ -std=c++20 -I include admit.cpp -o admit && ./admit`
+                  (C: `/* hello.c: gcc ... */`). The block is written to NAME in a scratch
+                  directory where `include` and `adapters` lead to the source tree and `build`
+                  to this build directory, and the command runs there as shown, with this
+                  build's compiler in place of g++/gcc and -Wall -Wextra -Wpedantic -Werror
+                  added. Or a fragment whose first line is `// from PATH`: PATH must exist in
+                  the repository and hold the block's lines, in order (`// ...` lines skip).
+  ```sh           `bash -n`. A compiler line is run as above (once per distinct command);
+                  `scripts/X` must exist and be executable; `-Dname=` options of `meson setup`
+                  must be options of this build; `pkg-config` runs against a staging install
+                  (`meson install --destdir`) of this build.
+  ```cmake        configured and built against that staging install, in a project around
+                  the block that builds the README's admit.cpp as the target it names.
+  ```yaml         a `command: [...]` starting with "pnmem" runs with the built tool and must
+                  exit 0 or 1 (not 2, a bad argument).
+  ``` (no lang)   output: left alone.
+
+A block that needs something this build lacks (the CUDA toolkit, the tool) is reported as
+"NOT CHECKED: ..." and the test exits 77 (Meson: SKIP), never 0, unless a block failed (1).
+
+It also checks that the README cites nothing outside the repository: no `shared/` or `../`
+path; every relative link, every `#anchor` and every backticked repository path exists.
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+COMPILERS_CXX = {"g++", "c++", "clang++"}
+COMPILERS_C = {"gcc", "cc", "clang"}
+WARNINGS = ["-Wall", "-Wextra", "-Wpedantic", "-Werror"]
+REPO_DIRS = ("include/", "adapters/", "tests/", "examples/", "docs/", "scripts/", "tools/",
+             "integration/", "benchmarks/", "fuzz/", "cmake/", ".ci/")
+
+failures = []
+not_checked = []
+checked = []
+
+
+def fail(where, msg):
+    failures.append(f"{where}: {msg}")
+    print(f"FAIL: {where}: {msg}", flush=True)
+
+
+def ok(where, msg):
+    checked.append(where)
+    print(f"ok: {where}: {msg}", flush=True)
+
+
+def skip(where, msg):
+    not_checked.append(f"{where}: {msg}")
+    print(f"NOT CHECKED: {where}: {msg}", flush=True)
+
+
+def blocks(text):
+    """(line number of the opening fence, lang, [lines]) for each fenced block."""
+    out, cur = [], None
+    for n, line in enumerate(text.split("\n"), 1):
+        m = re.match(r"^```\s*([\w+-]*)\s*$", line)
+        if cur is None and m:
+            cur = (n, m.group(1).lower(), [])
+        elif cur is not None and line.strip() == "```":
+            out.append(cur)
+            cur = None
+        elif cur is not None:
+            cur[2].append(line)
+    if cur is not None:
+        fail(f"README.md:{cur[0]}", "fence never closed")
+    return out
+
+
+def header(lines, lang):
+    """('program', name, command) | ('fragment', path, None) | (None, None, None)."""
+    if not lines:
+        return None, None, None
+    first = lines[0].strip()
+    m = re.match(r"^(?://|#|/\*)\s*from\s+(\S+?)\s*(?:\*/)?$", first)
+    if m:
+        return "fragment", m.group(1), None
+    if lang in ("cpp", "c++", "c"):
+        m = re.match(r"^(?://|/\*)\s*([\w.-]+\.(?:cpp|cc|c)):\s*(.+?)\s*(?:\*/)?$", first)
+        if m:
+            return "program", m.group(1), m.group(2)
+    return None, None, None
+
+
+def check_fragment(where, src_root, path, lines):
+    full = os.path.join(src_root, path)
+    if not os.path.isfile(full):
+        fail(where, f"cut from {path}, which does not exist")
+        return
+    have = [l.strip() for l in open(full, encoding="utf-8").read().split("\n")]
+    i = 0
+    for want in (l.strip() for l in lines[1:]):
+        if not want or want in ("...", "// ...", "# ...", "/* ... */"):
+            continue
+        while i < len(have) and have[i] != want:
+            i += 1
+        if i == len(have):
+            fail(where, f"{path} does not hold this line (in this order): {want}")
+            return
+        i += 1
+    ok(where, f"fragment of {path}")
+
+
+class Runner:
+    def __init__(self, args):
+        self.a = args
+        self.work = tempfile.mkdtemp(prefix="readme_blocks.")
+        os.symlink(os.path.join(args.source_root, "include"), os.path.join(self.work, "include"))
+        os.symlink(os.path.join(args.source_root, "adapters"), os.path.join(self.work, "adapters"))
+        os.symlink(args.build_root, os.path.join(self.work, "build"))
+        self.ran = {}  # command as shown -> (ok, message)
+        self.stage = None
+        self.cuda_root = next((os.environ[v] for v in ("CUDA_PATH", "CUDA_HOME", "CUDA_ROOT")
+                               if os.environ.get(v)), "/usr/local/cuda")
+
+    def shell(self, cmd, timeout=600, env=None):
+        # Without Meson's LD_LIBRARY_PATH: a program must find libpnmem_c.so the way the README says.
+        env = dict(env if env is not None else os.environ)
+        env.pop("LD_LIBRARY_PATH", None)
+        p = subprocess.run(["bash", "-c", cmd], cwd=self.work, capture_output=True, text=True,
+                           timeout=timeout, env=env)
+        return p.returncode, (p.stdout + p.stderr).strip()
+
+    def compile_line(self, where, cmd):
+        """Runs a g++/gcc command line as shown; the build's compiler replaces the first word."""
+        if cmd in self.ran:
+            good, msg = self.ran[cmd]
+            (ok if good else fail)(where, f"same command as above: {msg}")
+            return
+        words = cmd.split(None, 1)
+        if "cudart" in cmd and self.a.cuda != "yes":
+            skip(where, "needs the CUDA toolkit, which this build did not find (meson option `cuda`): " + cmd)
+            return
+        compiler = self.a.cxx if words[0] in COMPILERS_CXX else self.a.cc
+        real = compiler + " " + " ".join(WARNINGS + self.a.extra_flags.split()) + " " + words[1]
+        real = real.replace("/usr/local/cuda", self.cuda_root)
+        print(f"run: {where}: {cmd}", flush=True)
+        rc, out = self.shell(real)
+        if out:
+            print("    " + out.replace("\n", "\n    "), flush=True)
+        good = rc == 0
+        msg = "built and ran" if "./" in cmd else "built"
+        self.ran[cmd] = (good, msg if good else f"exit {rc}")
+        if good:
+            ok(where, msg)
+        else:
+            fail(where, f"exit {rc} from: {real}")
+
+    def staging(self):
+        """An install of this build into a scratch DESTDIR: (pkg-config dir, CMake package dir)."""
+        if self.stage is None:
+            dest = os.path.join(self.work, "stage")
+            # Every install target is among the test's depends. No --tags: the CMake files carry none.
+            cmd = f"{self.a.meson} install -C {shlex.quote(self.a.build_root)} --no-rebuild --quiet " \
+                  f"--destdir {shlex.quote(dest)}"
+            rc, out = self.shell(cmd)
+            if rc != 0:
+                self.stage = ""
+                fail("staging install", f"exit {rc} from {cmd}\n{out}")
+            else:
+                found = [r for r, _, fs in os.walk(dest) if "pnmem.pc" in fs]
+                cmake = [r for r, _, fs in os.walk(dest) if "pnmemConfig.cmake" in fs]
+                self.stage = (found[0] if found else "", cmake[0] if cmake else "")
+        return self.stage
+
+    def sh_block(self, where, lines, src_root, names):
+        text = "\n".join(lines) + "\n"
+        p = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+        if p.returncode != 0:
+            fail(where, "bash -n: " + p.stderr.strip())
+            return
+        for k, raw in enumerate(lines):
+            cmd = raw.split(" #")[0].strip() if not raw.lstrip().startswith("#") else ""
+            if not cmd:
+                continue
+            here = f"{where}+{k + 1}"
+            words = shlex.split(cmd, comments=True)
+            env_words = 0
+            while env_words < len(words) and re.match(r"^[A-Z_]+=", words[env_words]):
+                env_words += 1
+            prog = words[env_words] if env_words < len(words) else ""
+            if prog in COMPILERS_CXX | COMPILERS_C:
+                if not any(n in words for n in names):
+                    fail(here, f"builds a file no README program block defines ({', '.join(sorted(names))})")
+                else:
+                    self.compile_line(here, cmd)
+            elif prog.startswith("scripts/"):
+                path = os.path.join(src_root, prog)
+                if os.path.isfile(path) and os.access(path, os.X_OK):
+                    ok(here, f"{prog} exists (not run here: it builds or runs for minutes)")
+                else:
+                    fail(here, f"{prog} is not an executable script in the repository")
+            elif prog == "meson" and len(words) > env_words + 1 and words[env_words + 1] == "setup":
+                opts = [w[2:].split("=")[0] for w in words if w.startswith("-D")]
+                unknown = [o for o in opts if o not in self.options()]
+                if unknown:
+                    fail(here, "unknown meson options: " + ", ".join(unknown))
+                else:
+                    ok(here, "syntax and every -D option checked (not run: a whole new build)")
+            elif prog == "pkg-config":
+                stage = self.staging()
+                if not stage or not stage[0]:
+                    fail(here, "no pnmem.pc in the staging install")
+                    continue
+                env = dict(os.environ, PKG_CONFIG_PATH=stage[0])
+                rc, out = self.shell(cmd, env=env)
+                (ok if rc == 0 else fail)(here, f"exit {rc} against a staging install: {out}")
+            elif prog == "meson" and len(words) > env_words + 1 and words[env_words + 1] == "test":
+                ok(here, "syntax checked (not run: runs a whole suite)")
+            else:
+                ok(here, "syntax checked only")
+
+    def options(self):
+        if not hasattr(self, "_options"):
+            p = subprocess.run(self.a.meson.split() + ["introspect", "--buildoptions", self.a.build_root],
+                               capture_output=True, text=True)
+            self._options = {o["name"] for o in json.loads(p.stdout)} if p.returncode == 0 else set()
+        return self._options
+
+    def cmake_block(self, where, lines, programs):
+        if not shutil.which("cmake"):
+            skip(where, "cmake not found")
+            return
+        target = None
+        for l in lines:
+            m = re.search(r"target_link_libraries\(\s*(\w+)", l)
+            if m:
+                target = m.group(1)
+        cpp = next((n for n in programs if n.endswith(".cpp") and "-I include " in programs[n]
+                    and "build/" not in programs[n]), None)
+        if target is None or cpp is None:
+            fail(where, "expected a target_link_libraries(TARGET ...) line and a header-only C++ program")
+            return
+        stage = self.staging()
+        if not stage or not stage[1]:
+            fail(where, "no pnmemConfig.cmake in the staging install")
+            return
+        proj = os.path.join(self.work, "cmake-project")
+        os.makedirs(proj, exist_ok=True)
+        shutil.copy(os.path.join(self.work, cpp), proj)
+        with open(os.path.join(proj, "CMakeLists.txt"), "w") as f:
+            f.write("cmake_minimum_required(VERSION 3.14)\nproject(readme_block LANGUAGES CXX)\n"
+                    f"add_executable({target} {cpp})\n" + "\n".join(lines) + "\n")
+        env = dict(os.environ, CXX=self.a.cxx.split()[0])
+        cmd = (f"cmake -S {proj} -B {proj}/build -DCMAKE_PREFIX_PATH={shlex.quote(stage[1])} >/dev/null && "
+               f"cmake --build {proj}/build >/dev/null && {proj}/build/{target}")
+        rc, out = self.shell(cmd, env=env)
+        (ok if rc == 0 else fail)(where, f"exit {rc}: configured, built {cpp} as {target} and ran it "
+                                         f"against a staging install: {out}")
+
+    def yaml_block(self, where, lines):
+        m = re.search(r"command:\s*(\[.*\])", "\n".join(lines))
+        if not m:
+            skip(where, "a yaml block without a command: nothing to run")
+            return
+        argv = json.loads(m.group(1))
+        if argv[0] != "pnmem":
+            skip(where, f"runs {argv[0]}, not pnmem")
+            return
+        if not self.a.tool or not os.path.isfile(self.a.tool):
+            skip(where, "the pnmem tool is not built here")
+            return
+        p = subprocess.run([self.a.tool] + argv[1:], capture_output=True, text=True, timeout=60)
+        (ok if p.returncode in (0, 1) else fail)(
+            where, f"{' '.join(argv)} exit {p.returncode}: {(p.stdout + p.stderr).strip()}")
+
+
+def slug(heading):
+    """GitHub's anchor for a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def check_citations(text, src_root):
+    anchors = {slug(l.lstrip("#")) for l in text.split("\n") if re.match(r"^#{1,6} ", l)}
+    in_code = False
+    for n, line in enumerate(text.split("\n"), 1):
+        where = f"README.md:{n}"
+        if re.search(r"(?<![\w/.-])shared/", line):
+            fail(where, "cites shared/, which is not in the repository")
+        if re.search(r"(?<![\w.])\.\./", line):
+            fail(where, "cites ../, outside the repository")
+        if line.startswith("```"):
+            in_code = not in_code
+        if in_code or line.startswith("```"):
+            continue  # links and paths are prose's; code blocks are checked as code
+        for anchor in re.findall(r"\]\(#([^)\s]+)\)", line):
+            if anchor not in anchors:
+                fail(where, f"links to #{anchor}, which no heading here has")
+        for target in re.findall(r"\]\(([^)\s#]+)[^)]*\)", line):
+            if re.match(r"^[a-z]+://", target):
+                continue
+            if not os.path.exists(os.path.join(src_root, target)):
+                fail(where, f"links to {target}, which is not in the repository")
+        for tok in re.findall(r"`([^`\s]+)`", line):
+            tok = tok.rstrip(",.;:")
+            if not tok.startswith(REPO_DIRS) or re.search(r"[*<>{}]|\.\.\.", tok):
+                continue
+            if not os.path.exists(os.path.join(src_root, tok)):
+                fail(where, f"names `{tok}`, which is not in the repository")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("source_root")
+    ap.add_argument("build_root")
+    ap.add_argument("--cxx", required=True)
+    ap.add_argument("--extra-flags", default="", help="flags the build compiles with that a program linking it needs (-fsanitize=...)")
+    ap.add_argument("--cc", required=True)
+    ap.add_argument("--cuda", default="no")
+    ap.add_argument("--meson", default="meson")
+    ap.add_argument("--tool", default="")
+    ap.add_argument("--readme", default="README.md")
+    a = ap.parse_args()
+    a.source_root = os.path.abspath(a.source_root)
+    a.build_root = os.path.abspath(a.build_root)
+    readme = os.path.join(a.source_root, a.readme)
+    text = open(readme, encoding="utf-8").read()
+
+    check_citations(text, a.source_root)
+    r = Runner(a)
+    try:
+        found = blocks(text)
+        # Write every program first: a sh block may build any of them.
+        programs = {}
+        for n, lang, lines in found:
+            kind, name, cmd = header(lines, lang)
+            if kind == "program":
+                if name in programs:
+                    fail(f"README.md:{n}", f"a second program named {name}")
+                programs[name] = cmd
+                with open(os.path.join(r.work, name), "w") as f:
+                    f.write("\n".join(lines) + "\n")
+        for n, lang, lines in found:
+            where = f"{os.path.basename(readme)}:{n} ```{lang}"
+            kind, name, cmd = header(lines, lang)
+            if kind == "fragment":
+                check_fragment(where, a.source_root, name, lines)
+            elif lang in ("cpp", "c++", "c"):
+                if kind != "program":
+                    fail(where, "neither a complete program (first line `// NAME.cpp: BUILD COMMAND`, "
+                                "C: `/* NAME.c: BUILD COMMAND */`) nor a fragment (`// from PATH`)")
+                    continue
+                words = cmd.split()
+                if words[0] not in (COMPILERS_C if lang == "c" else COMPILERS_CXX) or name not in words:
+                    fail(where, f"the first line's command must build {name} with "
+                                f"{'gcc' if lang == 'c' else 'g++'}: {cmd}")
+                    continue
+                r.compile_line(where, cmd)
+            elif lang in ("sh", "bash", "shell"):
+                r.sh_block(where, lines, a.source_root, set(programs))
+            elif lang == "cmake":
+                r.cmake_block(where, lines, programs)
+            elif lang == "yaml":
+                r.yaml_block(where, lines)
+            elif lang in ("", "text", "console"):
+                pass  # output, as a terminal shows it
+            else:
+                skip(where, f"no checker for ```{lang} blocks")
+    finally:
+        shutil.rmtree(r.work, ignore_errors=True)
+
+    print(f"\n{len(checked)} checked, {len(failures)} failed, {len(not_checked)} NOT CHECKED")
+    for m in not_checked:
+        print(f"NOT CHECKED: {m}")
+    for m in failures:
+        print(f"FAIL: {m}")
+    if failures:
+        return 1
+    return 77 if not_checked else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
