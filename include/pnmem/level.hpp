@@ -12,7 +12,7 @@
 //          some > 0                    >= WATCH
 //
 // where slack = avail - reserve. PSI is read as the worse of avg10 and the stall
-// rate of the last sample interval (DESIGN.md: avg10 lags by seconds; the rate
+// rate of the last sample interval (avg10 lags by seconds; the rate
 // sees a stall within one poll, and the avg10 decay the seed relies on stays).
 // The OS's own verdict (macOS memorystatus) joins the worst-of. A host total of 0 means the host was not sampled
 // (like a die with budget 0): its byte bands are skipped rather than read as

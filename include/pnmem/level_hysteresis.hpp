@@ -1,4 +1,4 @@
-// pnmem/level_hysteresis.hpp - when a lower level may be published (DESIGN: "levels flap").
+// pnmem/level_hysteresis.hpp - when a lower level may be published (levels must not flap).
 //
 // A higher level is published on the first sample that shows it; a lower one
 // only after the raw level stayed below the published one for `dwell` (a clock

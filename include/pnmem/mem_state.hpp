@@ -1,8 +1,8 @@
 // pnmem/mem_state.hpp - one immutable snapshot of host and per-die memory.
 //
-// The seed's pn_mem_state, field for field, plus what DESIGN.md says the seed is
-// blind to: when the sample was taken, the PSI stall rate of the last interval
-// (avg10 lags by seconds), the OS's own pressure verdict (macOS), the level
+// The seed's pn_mem_state, field for field, plus what the seed is blind to: when
+// the sample was taken, the PSI stall rate of the last interval (avg10 lags by
+// seconds), the OS's own pressure verdict (macOS), the level
 // before hysteresis, and where the numbers came from.
 // A plain value: trivially copyable so the watcher can publish it through a
 // seqlock, and usable in constant expressions so engines can static_assert

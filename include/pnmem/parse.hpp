@@ -51,11 +51,14 @@ constexpr std::string_view to_string(parse_errc e) noexcept {
   return "invalid";
 }
 
-template <class T>
+// A parse's answer: the value, or why there is none. One type for every parser
+// in pnmem; `Errc` is the parser family's error enum, whose `ok` means success
+// (procfs::result<T> is parsed<T, procfs::errc>).
+template <class T, class Errc = parse_errc>
 struct parsed {
   T value{};
-  parse_errc error = parse_errc::ok;
-  constexpr bool ok() const noexcept { return error == parse_errc::ok; }
+  Errc error = Errc::ok;
+  constexpr bool ok() const noexcept { return error == Errc::ok; }
   constexpr explicit operator bool() const noexcept { return ok(); }
 };
 

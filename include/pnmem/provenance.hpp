@@ -34,6 +34,25 @@ enum class host_source : std::uint32_t {
   macos_pressure = 1U << 7,  // kern.memorystatus_vm_pressure_level
 };
 
+// Sources are bits 0 .. host_source_count - 1: static_cast<host_source>(1U << i).
+inline constexpr int host_source_count = 8;
+static_assert(static_cast<std::uint32_t>(host_source::macos_pressure) == 1U << (host_source_count - 1));
+
+// Names as written in JSON, metric labels and the command-line tool.
+constexpr std::string_view to_string(host_source s) noexcept {
+  switch (s) {
+    case host_source::meminfo: return "meminfo";
+    case host_source::psi: return "psi";
+    case host_source::cgroup_usage: return "cgroup_usage";
+    case host_source::cgroup_limit: return "cgroup_limit";
+    case host_source::cgroup_stat: return "cgroup_stat";
+    case host_source::cgroup_pressure: return "cgroup_pressure";
+    case host_source::macos_vm: return "macos_vm";
+    case host_source::macos_pressure: return "macos_pressure";
+  }
+  return "invalid";
+}
+
 inline constexpr std::size_t cgroup_path_capacity = 256;
 
 struct sample_provenance {

@@ -9,8 +9,8 @@
 // with the writer is a data race, i.e. undefined behaviour, and a compiler
 // barrier does not order the copy on weakly ordered CPUs. The payload is
 // therefore an array of std::atomic<std::uint64_t> words, copied with relaxed
-// atomics and ordered by fences (DESIGN.md, "Seqlock, done right in C++"; the
-// same protocol as absl/flags/internal/sequence_lock.h):
+// atomics and ordered by fences (a plain copy that races with the writer is
+// undefined behaviour; the same protocol as absl/flags/internal/sequence_lock.h):
 //
 //   writer: seq = s+1 (relaxed); release fence; words (relaxed); seq = s+2 (release)
 //   reader: s0 = seq (acquire), odd -> retry; words (relaxed) into a local buffer;

@@ -147,7 +147,7 @@ class watcher {
 
   // The seed's pn_memwatch_set_die: merge one die's numbers, re-derive, publish.
   // `retiring_bytes`: released by the caller but still waiting for in-flight work
-  // (reported apart from free; DESIGN.md "memory pending free is not free").
+  // (reported apart from free: memory pending free is not free).
   [[nodiscard]] set_die_status set_die(int die, std::uint64_t free_bytes, std::uint64_t budget_bytes,
                                        std::uint64_t used_bytes, std::uint64_t retiring_bytes = 0)
       PNMEM_EXCLUDES(write_mu_) {

@@ -3,8 +3,9 @@
 // Owns the KV ring (per attention layer: k and v slot buffers, and in Q4 the
 // fp32 sink and window buffers), per SSM layer the conv and ssm slot-state
 // buffers, the batch scratch, and a pinned host staging arena that deferred
-// device-to-host copies land in. DESIGN.md "CUDA buffers that move"; each rule
-// below answers one of the seed's four hazards (seed, last section).
+// device-to-host copies land in. The design rule: a buffer is never freed while a
+// queued or captured launch may still touch it; each rule below answers one of
+// the seed's four hazards (README, "The CUDA adapter: die feed and buffers that move safely").
 //
 // The protocol
 //   * One GPU turn per model (gpu_turn.hpp). bind/resize/release_all hold it

@@ -8,8 +8,8 @@
 //     (die, free, budget, used, retiring) to a sink.
 // `used` and `retiring` are the adapter's own tallies: whoever allocates on a die
 // reports into that die's die_tally. Retiring bytes (released by the owner but
-// still waiting for in-flight work, DESIGN.md "memory pending free is not free")
-// are pushed apart from free: the driver does not count them as free either.
+// still waiting for in-flight work: memory pending free is not free) are pushed
+// apart from free: the driver does not count them as free either.
 //
 //   pnmem::cuda::cudart_backend gpu;
 //   pnmem::cuda::die_feed feed{gpu, policy};

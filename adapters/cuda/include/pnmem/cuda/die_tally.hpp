@@ -3,8 +3,8 @@
 // Whoever allocates on a die reports into its tally (the buffer owner, its
 // retire list); the die feed reads it on every poll and pushes it to the
 // watcher beside the driver's free figure. Retiring bytes were released by the
-// owner but still wait for in-flight work (DESIGN.md "memory pending free is
-// not free"): the driver does not count them as free either.
+// owner but still wait for in-flight work (memory pending free is not free):
+// the driver does not count them as free either.
 //
 // Thread-safe. Counts never go below 0: a subtraction past zero clamps (a tally
 // bug must not read as 16 EiB used).

@@ -1,6 +1,6 @@
 // pnmem/cuda/event_pool.hpp - reusable ordering events for one device.
 //
-// DESIGN.md: "Pool events; creating them is slow" (cudaEventCreate takes a
+// Events are pooled because creating them is slow (cudaEventCreate takes a
 // driver lock and can cost microseconds; a retire per resize and a fence per
 // step would otherwise create events on the hot path). An event returns to the
 // pool only once nothing waits on its current record: callers release an event

@@ -2,7 +2,7 @@
 //
 // The CUDA adapter's protocol (retire lists, stream-ordered frees, a staging arena
 // that copies land in) is about *when* memory may be reused. This fake makes
-// "when" explicit and checkable without a GPU (DESIGN.md "CUDA buffers that move"):
+// "when" explicit and checkable without a GPU:
 //
 //   - Work is queued on streams and runs only when the test moves time on
 //     (advance / run_until_idle). Each stream runs its ops in FIFO order; an op

@@ -1,6 +1,6 @@
 // pnmem/cuda/gpu_turn.hpp - one GPU turn per model: who may touch its buffers now.
 //
-// DESIGN.md "CUDA buffers that move": one turn covers bind/resize *and* a whole
+// Buffers that move: one turn covers bind/resize *and* a whole
 // step (begin ... poll until complete), so a resize never overlaps a step (the
 // seed's hazards 1 and 2, where bind ran under the prefill turn while the
 // decode step held no lock at all).

@@ -1,6 +1,6 @@
 // pnmem/cuda/retire_list.hpp - buffers that moved, released only once no work can touch them.
 //
-// DESIGN.md "CUDA buffers that move": never free a buffer that a queued or
+// Buffers that move: never free a buffer that a queued or
 // captured launch may still touch. The seed freed a moved buffer at once
 // (`fc_buffer_free(d->k_slots_g)`), which is a use-after-free whenever a kernel
 // or a DtoH copy queued earlier has not finished.
@@ -14,7 +14,7 @@
 //   3. record the batch's `done` event on the home stream after all of that.
 // Pinned host memory has no stream-ordered free, so it is freed (free_pinned)
 // only when reap() sees `done` complete. Until then every byte of the batch is
-// *retiring*: DESIGN.md "Memory pending free is not free" (vllm-ascend#16315),
+// *retiring*: memory pending free is not free (vllm-ascend#16315),
 // so it is reported apart from used and free bytes.
 //
 // If an event cannot be had (no memory), the batch is kept unfenced and nothing
