@@ -4,8 +4,10 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <string>
+#include <vector>
 
 using namespace pnmem;
 
@@ -143,4 +145,23 @@ TEST_CASE("formatting used by the messages") {
   CHECK(format_bytes(2 * TiB) == "2.00 TiB");
   CHECK(format_percent_bp(1500) == "15.00 %");
   CHECK(format_percent_bp(25) == "0.25 %");
+}
+
+TEST_CASE("the table of variables is what policy_from_env reads, in its order") {
+  std::vector<std::string> asked;
+  policy_from_env([&asked](const char* name) -> const char* {
+    asked.emplace_back(name);
+    return nullptr;
+  });
+  REQUIRE(asked.size() == std::size(env_variables));
+  for (std::size_t i = 0; i < asked.size(); ++i) {
+    CAPTURE(i);
+    CHECK(asked[i] == env_variables[i].name);
+    CHECK_FALSE(env_variables[i].meaning.empty());
+    // What an error says it keeps is what the table shows for the policy.
+    const env_config c = load({{env_variables[i].name, "bad value"}});
+    REQUIRE(c.errors.size() == 1);
+    CHECK(c.errors[0].kept == env_variables[i].setting(default_policy));
+  }
+  CHECK(env_variables[0].setting(default_policy) == "max(1.00 GiB, 15.00 % of MemTotal)");
 }

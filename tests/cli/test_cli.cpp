@@ -273,28 +273,36 @@ admit_case make_admit(std::uint64_t total, std::uint64_t avail, int prompt) {
   return c;
 }
 
-void check_admit(const admit_case& c) {
+// Each field of `want` has its value in `j`.
+void check_fields(const json& j, const json& want) {
+  for (const auto& field : want.items()) {
+    const std::string key = field.key();
+    CAPTURE(key);
+    CHECK(j.at(key) == field.value());
+  }
+}
+
+// Runs the case, checks it against admit_request and returns the JSON for the case's own checks.
+json check_admit(const admit_case& c) {
   const pnmem::admit_result want = pnmem::admit_request(c.rq, c.state);
   const json j = run_json(c.args);
   check_verdict(j, want);
   CHECK(j.at("fit_tokens") == want.fit_tokens);
   CHECK(j.at("level") == name(pnmem::derive_level(c.state)));
+  return j;
 }
 
 }  // namespace
 
 TEST_CASE("admit: host path, fits / cap / reject agree with admit_request") {
   SUBCASE("small prompt fits") {
-    auto c = make_admit(64 * GiB, 40 * GiB, 1000);
-    check_admit(c);
-    CHECK(run_json(c.args).at("verdict") == "admit");
+    CHECK(check_admit(make_admit(64 * GiB, 40 * GiB, 1000)).at("verdict") == "admit");
   }
   SUBCASE("long fp32 prompt is capped by the host budget") {
     auto c = make_admit(64 * GiB, 20 * GiB, 20000);
     c.args.insert(c.args.end(), {"--kv", "FP32"});
     c.rq.kv = pnmem::kv_format::fp32;
-    check_admit(c);
-    const json j = run_json(c.args);
+    const json j = check_admit(c);
     CHECK(j.at("verdict") == "cap");
     CHECK(j.at("reason") == "host_budget");
     const int fit = j.at("fit_tokens").get<int>();
@@ -311,28 +319,17 @@ TEST_CASE("admit: host path, fits / cap / reject agree with admit_request") {
     c.state.per_die_budget[0] = 15 * GiB;
     c.rq.die = 0;
     c.rq.max_window = 8000;
-    check_admit(c);
-    const json j = run_json(c.args);
-    CHECK(j.at("reason") == "die_vram");
-    CHECK(j.at("die") == 0);
+    check_fields(check_admit(c), {{"reason", "die_vram"}, {"die", 0}});
   }
   SUBCASE("window cap when memory is ample") {
     auto c = make_admit(64 * GiB, 60 * GiB, 5000);
     c.args.insert(c.args.end(), {"--max-window", "4096"});
     c.rq.max_window = 4096;
-    check_admit(c);
-    const json j = run_json(c.args);
-    CHECK(j.at("verdict") == "cap");
-    CHECK(j.at("reason") == "window");
-    CHECK(j.at("fit_tokens") == 4096);
+    check_fields(check_admit(c), {{"verdict", "cap"}, {"reason", "window"}, {"fit_tokens", 4096}});
   }
   SUBCASE("inside the host reserve") {
-    auto c = make_admit(k80_total, k80_reserve, 100);
-    check_admit(c);
-    const json j = run_json(c.args);
-    CHECK(j.at("verdict") == "reject");
-    CHECK(j.at("reason") == "host_reserve");
-    CHECK(j.at("level") == "critical");
+    check_fields(check_admit(make_admit(k80_total, k80_reserve, 100)),
+                 {{"verdict", "reject"}, {"reason", "host_reserve"}, {"level", "critical"}});
   }
 }
 
@@ -341,31 +338,20 @@ TEST_CASE("admit: GPU-resident and PSI stall") {
     auto c = make_admit(k80_total, k80_reserve + 1, 100000);
     c.args.push_back("--gpu-resident");
     c.rq.gpu_resident = true;
-    check_admit(c);
-    const json j = run_json(c.args);
-    CHECK(j.at("verdict") == "admit");
-    CHECK(j.at("fit_tokens") == 100000);
-    CHECK(j.at("level") == "tight");
+    check_fields(check_admit(c), {{"verdict", "admit"}, {"fit_tokens", 100000}, {"level", "tight"}});
   }
   SUBCASE("PSI full at 15 % rejects (the default threshold)") {
     auto c = make_admit(64 * GiB, 40 * GiB, 10);
     c.args.insert(c.args.end(), {"--psi-full", "15"});
     c.state.host_psi_full_avg10 = 15.0;
-    check_admit(c);
-    const json j = run_json(c.args);
-    CHECK(j.at("verdict") == "reject");
-    CHECK(j.at("reason") == "psi_stall");
-    CHECK(j.at("die").is_null());
+    check_fields(check_admit(c), {{"verdict", "reject"}, {"reason", "psi_stall"}, {"die", nullptr}});
   }
   SUBCASE("PSI full 14.99 % is only TIGHT and admits") {
     auto c = make_admit(64 * GiB, 40 * GiB, 10);
     c.args.insert(c.args.end(), {"--psi-full", "14.99", "--psi-some", "1"});
     c.state.host_psi_full_avg10 = 14.99;
     c.state.host_psi_some_avg10 = 1.0;
-    check_admit(c);
-    const json j = run_json(c.args);
-    CHECK(j.at("verdict") == "admit");
-    CHECK(j.at("level") == "tight");
+    check_fields(check_admit(c), {{"verdict", "admit"}, {"level", "tight"}});
   }
   SUBCASE("--psi-full-reject lowers the threshold") {
     auto c = make_admit(64 * GiB, 40 * GiB, 10);
@@ -429,10 +415,27 @@ TEST_CASE("load: without the host the spike is not evaluated; the flags override
                                "--host-avail", "30GiB", "--load-spike", "1GiB", "--host-reserve", "2GiB"});
   check_verdict(spike.at("load_spike"), pnmem::admit_result{pnmem::verdict::admit, 0, pnmem::admit_reason::fits,
                                                             pnmem::no_die, GiB, 28 * GiB});
-  // No die at all: the model has nowhere to go.
-  CHECK(spike.at("model_load").at("verdict") == "reject");
-  CHECK(spike.at("model_load").at("reason") == "bad_request");
+  // No die described: the model load is not checked (it used to answer reject
+  // (bad_request) for a die nobody asked about), only the host burst is.
+  CHECK(spike.at("model_load").is_null());
   CHECK(spike.at("per_die") == json::array());
+}
+
+TEST_CASE("load: without --die the model load is not checked; with neither dies nor host, a usage error") {
+  const process_result r = run({"load", "--weights", "1GiB", "--kv-max-ctx", "1GiB", "--host-total", "64GiB",
+                                "--host-avail", "30GiB"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.find("model_load: not checked (give --die FREE:BUDGET[:USED])\n") == 0);
+  CHECK(r.out.find("load_spike: admit (fits)") != std::string::npos);
+  CHECK(r.out.find("bad_request") == std::string::npos);
+
+  const process_result none = run({"load", "--weights", "1GiB", "--kv-max-ctx", "1GiB"});
+  CHECK(none.exit_code == 2);
+  CHECK(none.out.empty());
+  CHECK(none.err ==
+        "pnmem: error: nothing to check: give the dies (--die FREE:BUDGET[:USED]) or the host "
+        "(--host-total and --host-avail), or both\n");
 }
 
 // ---------------------------------------------------------------- text mode
@@ -625,6 +628,16 @@ TEST_CASE("--help prints usage on stdout and exits 0") {
   const process_result sub = run({"admit", "--help"});
   CHECK(sub.out.find("--prompt") != std::string::npos);
   CHECK(sub.out.find("--gpu-resident") != std::string::npos);
+  // The footer lists every PN_* variable pnmem reads (config.hpp's table), and each
+  // policy flag's help names its variable and the built-in default.
+  const process_result top = run({"--help"});
+  for (const pnmem::env_variable& v : pnmem::env_variables) {
+    CAPTURE(v.name);
+    CHECK(top.out.find(v.name) != std::string::npos);
+  }
+  CHECK(run({"level", "--help"}).out.find("overrides PN_HOST_RESERVE_BYTES; default max(1.00 GiB, 15.00 % of MemTotal)") !=
+        std::string::npos);
+  CHECK(run({"load", "--help"}).out.find("overrides PN_LOAD_SPIKE_BYTES; default 2.40 GiB") != std::string::npos);
   const process_result version = run({"--version"});
   CHECK(version.exit_code == 0);
   CHECK(version.out == std::string(pnmem::version_string) + "\n");

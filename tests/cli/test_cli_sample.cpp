@@ -11,6 +11,7 @@
 #include "../exposition_check.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/linux/linux_sampler.hpp"
+#include "pnmem/watcher.hpp"
 #include "run_process.hpp"
 
 using nlohmann::json;
@@ -230,4 +231,60 @@ TEST_CASE("pnmem probe: a bad --max-level or --root exits 2 with one line on std
   }
   const auto r = pnmem_run({"probe", "--root", fixture("v2_unlimited"), "--max-level", "bogus"});
   CHECK(r.err.find("--max-level") != std::string::npos);
+}
+
+// --- the policy flags that change a level ------------------------------------------
+
+TEST_CASE("pnmem sample takes the level's policy flags, as pnmem level does") {
+  const std::string root = fixture("v2_unlimited");
+  pnmem::linux_sampler_options o;
+  o.root = root;
+  pnmem::linux_sampler sampler{o};
+  pnmem::mem_state s;
+  pnmem::assign_host(s, sampler.sample());
+  // A reserve as large as what is available: the box is CRITICAL under it.
+  pnmem::policy p;
+  p.host_reserve_min_bytes = s.host_avail_bytes;
+  p.host_reserve_bp = 0;
+  p.psi_full_reject_bp = 2000;
+  const std::string reserve = std::to_string(s.host_avail_bytes);
+  REQUIRE(pnmem::derive_level(s) != pnmem::derive_level(s, p));
+
+  const auto r = pnmem_run({"--json", "sample", "--root", root, "--host-reserve", reserve, "--psi-full-reject", "20"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.empty());
+  const json j = json::parse(r.out, nullptr, false);
+  REQUIRE(j.is_object());
+  CHECK(j.at("host_reserve_bytes") == s.host_avail_bytes);
+  CHECK(j.at("level") == std::string(pnmem::to_string(pnmem::derive_level(s, p))));
+
+  // The same flags on the other commands that report this box's level.
+  CHECK(pnmem_run({"probe", "--root", root, "--host-reserve", reserve}).exit_code == 1);
+  CHECK(pnmem_run({"probe", "--root", root}).exit_code == 0);
+  const auto m = pnmem_run({"metrics", "--root", root, "--host-reserve", reserve});
+  REQUIRE(m.exit_code == 0);
+  CHECK(pnmem_test::check_exposition(m.out).value("pnmem_level") ==
+        static_cast<double>(pnmem::derive_level(s, p)));
+  const auto w = pnmem_run({"--json", "watch", "--root", root, "--interval", "5", "--count", "1", "--host-reserve",
+                            reserve});
+  REQUIRE(w.exit_code == 0);
+  const auto lines = pnmem_test::lines_of(w.out);
+  REQUIRE_FALSE(lines.empty());
+  CHECK(json::parse(lines.back()).at("state").at("host_reserve_bytes") == s.host_avail_bytes);
+
+  // A bad value is a usage error, as for pnmem level.
+  const auto bad = pnmem_run({"sample", "--root", root, "--host-reserve", "lots"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err == "pnmem: error: --host-reserve: \"lots\": not a number\n");
+}
+
+TEST_CASE("pnmem watch --help: the defaults are the watcher's own") {
+  const pnmem::watcher_options o;
+  const auto r = pnmem_run({"watch", "--help"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("Poll interval at OK, ms (default " + std::to_string(o.poll_interval.count()) + ")") !=
+        std::string::npos);
+  CHECK(r.out.find("Poll interval at WATCH or worse, ms (default " + std::to_string(o.pressure_poll_interval.count()) +
+                   ")") != std::string::npos);
+  CHECK(r.out.find("instead of " + pnmem::linux_sampler_options{}.root + " ") != std::string::npos);
 }

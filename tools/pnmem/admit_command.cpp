@@ -1,37 +1,58 @@
 // tools/pnmem/admit_command.cpp - `pnmem admit`.
 #include "admit_command.hpp"
 
+#include <optional>
 #include <sstream>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "arg_parsers.hpp"
 #include "die_spec.hpp"
+#include "host_options.hpp"
 #include "pnmem/admission.hpp"
 #include "pnmem/level.hpp"
+#include "policy_options.hpp"
+#include "text_option.hpp"
 #include "verdict_output.hpp"
 
 namespace pnmem_cli {
 
-void admit_command::add_to(CLI::App& parent) {
-  app_ = parent.add_subcommand("admit", "Admit, cap or reject one request against a described state");
-  host_.add_to(*app_, /*required=*/true, /*with_psi=*/true);
-  app_->add_option("--prompt", prompt_, "Prompt tokens, at least 0")->type_name("N")->required();
-  app_->add_option("--kv", kv_, "KV cache format: q4 or fp32")->type_name("q4|fp32")->capture_default_str();
-  app_->add_flag("--gpu-resident", gpu_resident_, "Model and KV live on the die(s): the host pays no per-token cost");
-  app_->add_option_function<std::string>(
-          "--die", [this](const std::string& v) { die_ = v; },
-          "The request's die as FREE:BUDGET[:USED] bytes; its free VRAM also bounds the host path")
+namespace {
+
+class admit_command final : public one_shot_command {
+ public:
+  admit_command() : one_shot_command("admit", "Admit, cap or reject one request against a described state") {}
+
+ private:
+  void add_options(CLI::App& app) override;
+  command_output answer(const pnmem::policy& env_policy) const override;
+
+  host_options host_;
+  std::string prompt_;
+  std::string kv_{pnmem::to_string(pnmem::request_spec{}.kv)};
+  bool gpu_resident_ = false;
+  std::optional<std::string> die_;
+  std::optional<std::string> max_window_;
+  policy_options policy_;
+};
+
+void admit_command::add_options(CLI::App& app) {
+  host_.add_to(app, /*required=*/true, /*with_psi=*/true);
+  app.add_option("--prompt", prompt_, "Prompt tokens, at least 0")->type_name("N")->required();
+  app.add_option("--kv", kv_, "KV cache format: q4 or fp32")->type_name("q4|fp32")->capture_default_str();
+  app.add_flag("--gpu-resident", gpu_resident_, "Model and KV live on the die(s): the host pays no per-token cost");
+  add_text_option(app, "--die", die_,
+                  "The request's die as FREE:BUDGET[:USED] bytes; its free VRAM also bounds the host path")
       ->type_name("FREE:BUDGET[:USED]");
-  app_->add_option_function<std::string>(
-          "--max-window", [this](const std::string& v) { max_window_ = v; },
-          "Context window limit in tokens; 0 = none (default)")
+  add_text_option(app, "--max-window", max_window_,
+                  "Context window limit in tokens; 0 = none (default " +
+                      std::to_string(pnmem::request_spec{}.max_window) + ")")
       ->type_name("W");
-  policy_.add_to(*app_, flag_host_reserve | flag_psi_full_reject);
+  policy_.add_to(app, level_flags);
 }
 
-
-command_output admit_command::run(const pnmem::policy& env_policy) const {
+command_output admit_command::answer(const pnmem::policy& env_policy) const {
   pnmem::mem_state state;
   host_.put(state);
   pnmem::request_spec rq;
@@ -68,5 +89,9 @@ command_output admit_command::run(const pnmem::policy& env_policy) const {
   out.text = t.str();
   return out;
 }
+
+}  // namespace
+
+std::unique_ptr<subcommand> make_admit_command() { return std::make_unique<admit_command>(); }
 
 }  // namespace pnmem_cli

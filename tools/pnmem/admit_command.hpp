@@ -8,28 +8,8 @@
 // state and the request's die, so its free VRAM also bounds the host path.
 #pragma once
 
-#include <optional>
-#include <string>
-
-#include "host_options.hpp"
-#include "policy_options.hpp"
 #include "subcommand.hpp"
 
 namespace pnmem_cli {
-
-class admit_command final : public subcommand {
- public:
-  void add_to(CLI::App& parent) override;
-  command_output run(const pnmem::policy& env_policy) const override;
-
- private:
-  host_options host_;
-  std::string prompt_;
-  std::string kv_ = "q4";
-  bool gpu_resident_ = false;
-  std::optional<std::string> die_;
-  std::optional<std::string> max_window_;
-  policy_options policy_;
-};
-
+std::unique_ptr<subcommand> make_admit_command();
 }  // namespace pnmem_cli

@@ -18,16 +18,6 @@ std::string_view trim_spaces(std::string_view s) {
   return s;
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    char c = a[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != b[i]) return false;
-  }
-  return true;
-}
-
 [[noreturn]] void fail(std::string_view flag, std::string_view text, std::string_view problem) {
   throw usage_error(describe_bad_value(flag, text, problem));
 }
@@ -84,8 +74,9 @@ pnmem::mem_level parse_level_arg(std::string_view flag, std::string_view text) {
 
 pnmem::kv_format parse_kv_arg(std::string_view flag, std::string_view text) {
   const std::string_view s = trim_spaces(text);
-  if (iequals(s, "q4")) return pnmem::kv_format::q4;
-  if (iequals(s, "fp32")) return pnmem::kv_format::fp32;
+  // The library's own case-insensitive compare, the one byte units and switches use.
+  if (pnmem::detail::iequals(s, "q4")) return pnmem::kv_format::q4;
+  if (pnmem::detail::iequals(s, "fp32")) return pnmem::kv_format::fp32;
   fail(flag, text, "not a KV format (use q4 or fp32)");
 }
 

@@ -13,31 +13,71 @@
 
 namespace pnmem_cli {
 
-void add_root_option(CLI::App& app, std::string& root) {
-  app.add_option("--root", root,
-                 "Read /proc and the cgroup files under DIR instead of / (a fixture tree laid out like /)")
+namespace {
+
+// Linux's sampler reads /proc and the cgroup files under a root directory (a
+// fixture tree in tests) and arms PSI triggers; macOS's has neither. Templates,
+// so that the branch a platform lacks is never compiled there.
+template <class Options>
+constexpr bool has_root = requires(Options o) { o.root; };
+
+template <class Options>
+std::string default_root() {
+  if constexpr (has_root<Options>) return Options{}.root;
+  return {};
+}
+
+template <class Options>
+Options sampler_options(const std::string& root, bool watching) {
+  Options o;
+  if constexpr (has_root<Options>) {
+    if (root.empty()) throw usage_error("--root: \"\": empty directory");
+    if (::access(root.c_str(), R_OK | X_OK) != 0) {
+      throw usage_error(describe_bad_value("--root", root, "not a readable directory"));
+    }
+    o.root = root;
+  }
+  if constexpr (requires { o.psi_triggers.clear(); }) {
+    if (!watching) o.psi_triggers.clear();
+  }
+  return o;
+}
+
+}  // namespace
+
+box_options::box_options() : root_(default_root<pnmem::platform_sampler_options>()) {}
+
+void box_options::add_to(CLI::App& app) {
+  if (!has_root<pnmem::platform_sampler_options>) return;
+  app.add_option("--root", root_,
+                 "Read /proc and the cgroup files under DIR instead of " + root_ + " (a fixture tree laid out like " +
+                     root_ + ")")
       ->type_name("DIR");
 }
 
-platform_sampler make_sampler(const std::string& root, bool watching) {
-  if (root.empty()) throw usage_error("--root: \"\": empty directory");
-  if (::access(root.c_str(), R_OK | X_OK) != 0) {
-    throw usage_error(describe_bad_value("--root", root, "not a readable directory"));
-  }
-  pnmem::linux_sampler_options o;
-  o.root = root;
-  if (!watching) o.psi_triggers.clear();
-  return platform_sampler{o};
+pnmem::platform_sampler box_options::make_sampler(bool watching) const {
+  return pnmem::platform_sampler{sampler_options<pnmem::platform_sampler_options>(root_, watching)};
 }
 
-pnmem::mem_state sample_box(const std::string& root, const pnmem::policy& p) {
-  platform_sampler sampler = make_sampler(root, false);
+pnmem::mem_state box_options::sample(const pnmem::policy& p) const {
+  pnmem::platform_sampler sampler = make_sampler(false);
   pnmem::mem_state s;
   pnmem::assign_host(s, sampler.sample());
   s.sample_time_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   s.seq = 1;
   return pnmem::with_derived_level(s, p);
+}
+
+void box_command::add_options(CLI::App& app) {
+  box_.add_to(app);
+  add_command_options(app);
+  policy_.add_to(app, level_flags);
+}
+
+command_output box_command::answer(const pnmem::policy& env_policy) const {
+  const pnmem::policy p = policy_.apply(env_policy);
+  return answer_for(box_.sample(p), p);
 }
 
 }  // namespace pnmem_cli

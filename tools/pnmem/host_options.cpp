@@ -1,32 +1,35 @@
 // tools/pnmem/host_options.cpp - the host-memory flags.
 #include "host_options.hpp"
 
+#include <sstream>
+
 #include <CLI/CLI.hpp>
 
 #include "arg_parsers.hpp"
+#include "text_option.hpp"
 #include "usage_error.hpp"
 
 namespace pnmem_cli {
 
 void host_options::add_to(CLI::App& app, bool required, bool with_psi) {
-  app.add_option_function<std::string>(
-         "--host-total", [this](const std::string& v) { total_ = v; },
-         "Host memory total (MemTotal or the container limit), e.g. 8GiB; 0 = not sampled")
+  add_text_option(app, "--host-total", total_,
+                  "Host memory total (MemTotal or the container limit), e.g. 8GiB; 0 = not sampled")
       ->type_name("BYTES")
       ->required(required);
-  app.add_option_function<std::string>(
-         "--host-avail", [this](const std::string& v) { avail_ = v; },
-         "Host memory available (MemAvailable), at most --host-total")
+  add_text_option(app, "--host-avail", avail_, "Host memory available (MemAvailable), at most --host-total")
       ->type_name("BYTES")
       ->required(required);
   if (with_psi) {
-    app.add_option_function<std::string>(
-           "--psi-some", [this](const std::string& v) { psi_some_ = v; },
-           "PSI memory 'some' avg10, percent 0..100 (default 0)")
+    // An undescribed stall is mem_state's own default.
+    std::ostringstream some_default;
+    some_default << pnmem::mem_state{}.host_psi_some_avg10;
+    std::ostringstream full_default;
+    full_default << pnmem::mem_state{}.host_psi_full_avg10;
+    add_text_option(app, "--psi-some", psi_some_,
+                    "PSI memory 'some' avg10, percent 0..100 (default " + some_default.str() + ")")
         ->type_name("PCT");
-    app.add_option_function<std::string>(
-           "--psi-full", [this](const std::string& v) { psi_full_ = v; },
-           "PSI memory 'full' avg10, percent 0..100 (default 0)")
+    add_text_option(app, "--psi-full", psi_full_,
+                    "PSI memory 'full' avg10, percent 0..100 (default " + full_default.str() + ")")
         ->type_name("PCT");
   }
 }

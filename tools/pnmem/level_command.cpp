@@ -4,29 +4,47 @@
 #include <cstddef>
 #include <iomanip>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "die_spec.hpp"
+#include "host_options.hpp"
 #include "pnmem/format.hpp"
 #include "pnmem/level.hpp"
+#include "policy_options.hpp"
 #include "verdict_output.hpp"
 
 namespace pnmem_cli {
 
-void level_command::add_to(CLI::App& parent) {
-  app_ = parent.add_subcommand("level", "Pressure level (ok/watch/tight/critical) of a described host and dies");
-  host_.add_to(*app_, /*required=*/true, /*with_psi=*/true);
-  app_->add_option("--die", dies_,
+namespace {
+
+class level_command final : public one_shot_command {
+ public:
+  level_command()
+      : one_shot_command("level", "Pressure level (ok/watch/tight/critical) of a described host and dies") {}
+
+ private:
+  void add_options(CLI::App& app) override;
+  command_output answer(const pnmem::policy& env_policy) const override;
+
+  host_options host_;
+  std::vector<std::string> dies_;
+  policy_options policy_;
+};
+
+void level_command::add_options(CLI::App& app) {
+  host_.add_to(app, /*required=*/true, /*with_psi=*/true);
+  app.add_option("--die", dies_,
                    "A die as FREE:BUDGET[:USED] bytes (BUDGET = total VRAM - die reserve; 0 = not measured); "
                    "repeat for up to 16 dies, index = order given")
       ->type_name("FREE:BUDGET[:USED]")
       ->allow_extra_args(false);
-  policy_.add_to(*app_, flag_host_reserve | flag_psi_full_reject);
+  policy_.add_to(app, level_flags);
 }
 
-
-command_output level_command::run(const pnmem::policy& env_policy) const {
+command_output level_command::answer(const pnmem::policy& env_policy) const {
   pnmem::mem_state state;
   host_.put(state);
   const std::vector<die_spec> dies = parse_die_specs("--die", dies_);
@@ -82,5 +100,9 @@ command_output level_command::run(const pnmem::policy& env_policy) const {
   out.text = t.str();
   return out;
 }
+
+}  // namespace
+
+std::unique_ptr<subcommand> make_level_command() { return std::make_unique<level_command>(); }
 
 }  // namespace pnmem_cli

@@ -7,24 +7,8 @@
 // each die played in it.
 #pragma once
 
-#include <string>
-#include <vector>
-
-#include "host_options.hpp"
-#include "policy_options.hpp"
 #include "subcommand.hpp"
 
 namespace pnmem_cli {
-
-class level_command final : public subcommand {
- public:
-  void add_to(CLI::App& parent) override;
-  command_output run(const pnmem::policy& env_policy) const override;
-
- private:
-  host_options host_;
-  std::vector<std::string> dies_;
-  policy_options policy_;
-};
-
+std::unique_ptr<subcommand> make_level_command();
 }  // namespace pnmem_cli

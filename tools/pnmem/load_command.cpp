@@ -2,33 +2,61 @@
 #include "load_command.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "arg_parsers.hpp"
 #include "die_spec.hpp"
+#include "host_options.hpp"
 #include "pnmem/admission.hpp"
+#include "policy_options.hpp"
+#include "usage_error.hpp"
 #include "verdict_output.hpp"
 
 namespace pnmem_cli {
 
-void load_command::add_to(CLI::App& parent) {
-  app_ = parent.add_subcommand("load", "Admit or reject a model upload onto the dies (and its host burst)");
-  app_->add_option("--weights", weights_, "Model weight bytes")->type_name("BYTES")->required();
-  app_->add_option("--kv-max-ctx", kv_max_ctx_, "KV cache bytes at the maximum context")
-      ->type_name("BYTES")
-      ->required();
-  app_->add_option("--die", dies_,
-                   "A die as FREE:BUDGET[:USED] bytes; repeat for up to 16 dies, index = order given")
-      ->type_name("FREE:BUDGET[:USED]")
-      ->allow_extra_args(false);
-  host_.add_to(*app_, /*required=*/false, /*with_psi=*/false);
-  policy_.add_to(*app_, flag_die_reserve | flag_load_spike | flag_host_reserve);
+namespace {
+
+// ceil(total / parts) for parts >= 1: one die's share of an even split, so the
+// slices together never under-count the total.
+constexpr std::uint64_t split_round_up(std::uint64_t total, std::uint64_t parts) noexcept {
+  return total / parts + (total % parts != 0 ? 1 : 0);
 }
 
+class load_command final : public one_shot_command {
+ public:
+  load_command() : one_shot_command("load", "Admit or reject a model upload onto the dies (and its host burst)") {}
 
-command_output load_command::run(const pnmem::policy& env_policy) const {
+ private:
+  void add_options(CLI::App& app) override;
+  command_output answer(const pnmem::policy& env_policy) const override;
+
+  std::string weights_;
+  std::string kv_max_ctx_;
+  std::vector<std::string> dies_;
+  host_options host_;
+  policy_options policy_;
+};
+
+void load_command::add_options(CLI::App& app) {
+  app.add_option("--weights", weights_, "Model weight bytes")->type_name("BYTES")->required();
+  app.add_option("--kv-max-ctx", kv_max_ctx_, "KV cache bytes at the maximum context")
+      ->type_name("BYTES")
+      ->required();
+  app.add_option("--die", dies_,
+                 "A die as FREE:BUDGET[:USED] bytes; repeat for up to 16 dies, index = order given; "
+                 "without it only the host burst is checked")
+      ->type_name("FREE:BUDGET[:USED]")
+      ->allow_extra_args(false);
+  host_.add_to(app, /*required=*/false, /*with_psi=*/false);
+  policy_.add_to(app, flag_die_reserve | flag_load_spike | flag_host_reserve);
+}
+
+command_output load_command::answer(const pnmem::policy& env_policy) const {
   pnmem::model_load_spec model;
   model.weights_bytes = parse_bytes_arg("--weights", weights_);
   model.kv_max_ctx_bytes = parse_bytes_arg("--kv-max-ctx", kv_max_ctx_);
@@ -38,41 +66,54 @@ command_output load_command::run(const pnmem::policy& env_policy) const {
   host_.put(state);
   put_dies(state, dies);
   const pnmem::policy p = policy_.apply(env_policy);
-
-  const pnmem::admit_result whole = pnmem::admit_model_load(model, state, pnmem::no_die, p);
-  std::vector<pnmem::admit_result> per_die;
-  if (!dies.empty()) {
-    const std::uint64_t n = dies.size();
-    const std::uint64_t weights_slice = split_round_up(model.weights_bytes, n);
-    const std::uint64_t kv_slice = split_round_up(model.kv_max_ctx_bytes, n);
-    for (std::size_t i = 0; i < dies.size(); ++i) {
-      per_die.push_back(pnmem::admit_model_load_die(weights_slice, kv_slice, state, static_cast<int>(i), p));
-    }
+  // A model load is a question about dies, its host burst one about the host: with
+  // neither described there is nothing to answer (and without dies, admit_model_load
+  // could only say bad_request: the model has no die to go to).
+  if (dies.empty() && !host_given) {
+    throw usage_error("nothing to check: give the dies (--die FREE:BUDGET[:USED]) or the host "
+                      "(--host-total and --host-avail), or both");
   }
 
   command_output out;
   nlohmann::ordered_json& j = out.json;
-  j["model_load"] = verdict_json(whole);
-  j["per_die"] = nlohmann::ordered_json::array();
-  for (const auto& r : per_die) j["per_die"].push_back(verdict_json(r));
-  j["load_spike"] = host_given ? verdict_json(pnmem::admit_load_spike(state, p)) : nlohmann::ordered_json(nullptr);
+  std::ostringstream t;
+  if (dies.empty()) {
+    j["model_load"] = nullptr;
+    j["per_die"] = nlohmann::ordered_json::array();
+    t << "model_load: not checked (give --die FREE:BUDGET[:USED])\n";
+  } else {
+    const pnmem::admit_result whole = pnmem::admit_model_load(model, state, pnmem::no_die, p);
+    j["model_load"] = verdict_json(whole);
+    t << verdict_line("model_load", whole) << '\n';
+    const std::uint64_t n = dies.size();
+    const std::uint64_t weights_slice = split_round_up(model.weights_bytes, n);
+    const std::uint64_t kv_slice = split_round_up(model.kv_max_ctx_bytes, n);
+    j["per_die"] = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < dies.size(); ++i) {
+      const pnmem::admit_result r =
+          pnmem::admit_model_load_die(weights_slice, kv_slice, state, static_cast<int>(i), p);
+      j["per_die"].push_back(verdict_json(r));
+      t << verdict_line("per_die", r) << '\n';
+    }
+  }
+  if (host_given) {
+    const pnmem::admit_result spike = pnmem::admit_load_spike(state, p);
+    j["load_spike"] = verdict_json(spike);
+    t << verdict_line("load_spike", spike) << '\n';
+  } else {
+    j["load_spike"] = nullptr;
+    t << "load_spike: not checked (give --host-total and --host-avail)\n";
+  }
   j["weights_bytes"] = model.weights_bytes;
   j["kv_max_ctx_bytes"] = model.kv_max_ctx_bytes;
   j["die_reserve_bytes"] = p.die_reserve_bytes;
   j["die_scratch_bytes"] = p.die_scratch_bytes;
-
-  std::ostringstream t;
-  t << verdict_line("model_load", whole) << '\n';
-  for (std::size_t i = 0; i < per_die.size(); ++i) {
-    t << verdict_line("per_die", per_die[i]) << '\n';
-  }
-  if (host_given) {
-    t << verdict_line("load_spike", pnmem::admit_load_spike(state, p)) << '\n';
-  } else {
-    t << "load_spike: not checked (give --host-total and --host-avail)\n";
-  }
   out.text = t.str();
   return out;
 }
+
+}  // namespace
+
+std::unique_ptr<subcommand> make_load_command() { return std::make_unique<load_command>(); }
 
 }  // namespace pnmem_cli

@@ -1,6 +1,10 @@
 // tools/pnmem/main.cpp - the `pnmem` command-line tool: what-if questions to the policy.
 //
-//   pnmem [--json] level|plan|admit|load|sample|watch|metrics|probe [options]   (pnmem --help, pnmem <cmd> --help)
+//   pnmem [--json] <subcommand> [options]   (pnmem --help, pnmem <subcommand> --help)
+//
+// The subcommands are listed once, in commands() below; `sample`, `watch`,
+// `metrics` and `probe` read this box and exist where pnmem has a platform
+// sampler (pnmem/platform_sampler.hpp).
 //
 // Exit status: 0 answered (whatever the verdict), 2 bad argument (one line on
 // stderr, nothing on stdout), 1 anything else. PN_* variables set the policy;
@@ -14,43 +18,93 @@
 #pragma GCC diagnostic ignored "-Wnull-dereference"
 #endif
 
-#include <array>
+#include <cstddef>
 #include <exception>
+#include <iterator>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "admit_command.hpp"
+#include "diagnostics.hpp"
 #include "level_command.hpp"
 #include "load_command.hpp"
 #include "plan_command.hpp"
-#if PNMEM_TOOL_SAMPLER
-#include "metrics_command.hpp"
-#include "sample_command.hpp"
-#endif
 #include "pnmem/config.hpp"
+#include "pnmem/platform_sampler.hpp"
 #include "pnmem/version.hpp"
 #include "usage_error.hpp"
+#if PNMEM_HAS_PLATFORM_SAMPLER
+#include "metrics_command.hpp"
+#include "probe_command.hpp"
+#include "sample_command.hpp"
+#include "watch_command.hpp"
+#endif
 
 namespace {
 
-constexpr int exit_failure = 1;
+using pnmem_cli::subcommand;
 
-// Control characters (a newline inside an argument) would break the one-line rule.
-std::string one_line(std::string_view s) {
+// Every subcommand, in the order --help lists them.
+std::vector<std::unique_ptr<subcommand>> commands() {
+  std::vector<std::unique_ptr<subcommand>> c;
+  c.push_back(pnmem_cli::make_level_command());
+  c.push_back(pnmem_cli::make_plan_command());
+  c.push_back(pnmem_cli::make_admit_command());
+  c.push_back(pnmem_cli::make_load_command());
+#if PNMEM_HAS_PLATFORM_SAMPLER
+  c.push_back(pnmem_cli::make_sample_command());
+  c.push_back(pnmem_cli::make_watch_command());
+  c.push_back(pnmem_cli::make_metrics_command());
+  c.push_back(pnmem_cli::make_probe_command());
+#endif
+  return c;
+}
+
+// "level, plan, admit or load": the names, as a sentence lists them.
+std::string name_list(const std::vector<std::unique_ptr<subcommand>>& cs) {
   std::string out;
-  out.reserve(s.size());
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    out += (u < 0x20 || u == 0x7f) ? '?' : c;
+  for (std::size_t i = 0; i < cs.size(); ++i) {
+    if (i > 0) out += i + 1 == cs.size() ? " or " : ", ";
+    out += cs[i]->name();
   }
   return out;
 }
 
-void print_error(std::string_view message) { std::cerr << "pnmem: error: " << one_line(message) << std::endl; }
+// `text` with each space that would carry a line past `width` columns made a line break.
+std::string wrap(const std::string& text, std::size_t width) {
+  std::string out;
+  std::size_t line_start = 0;
+  std::size_t last_space = std::string::npos;
+  for (const char c : text) {
+    if (c == ' ') last_space = out.size();
+    out += c;
+    if (out.size() - line_start > width && last_space != std::string::npos && last_space >= line_start) {
+      out[last_space] = '\n';
+      line_start = last_space + 1;
+    }
+  }
+  return out;
+}
+
+// The footer of every --help: the PN_* variables (config.hpp's table), then the rules.
+std::string help_footer() {
+  std::string policy = "Policy:";
+  const std::size_t n = std::size(pnmem::env_variables);
+  for (std::size_t i = 0; i < n; ++i) {
+    policy += ' ';
+    policy += pnmem::env_variables[i].name;
+    policy += i + 1 < n ? "," : ";";
+  }
+  policy += " each subcommand's flags override them. Bytes: 1073741824, 512KiB, 1.5GiB.";
+  return wrap(policy, 95) +
+         "\n--json may come before or after the subcommand. Exit status: 0 answered (whatever the\n"
+         "verdict), 2 bad argument, 1 other failure.";
+}
 
 int run(int argc, char** argv) {
   CLI::App app{"pnmem: memory-pressure what-if questions (level, ladder plan, request and model-load admission)",
@@ -62,26 +116,10 @@ int run(int argc, char** argv) {
   app.require_subcommand(0, 1);
   // Options a subcommand does not know (--json after it) are offered to pnmem itself.
   app.fallthrough();
-  app.footer(
-      "Policy: PN_HOST_RESERVE_BYTES, PN_PSI_FULL_REJECT, PN_DIE_RESERVE_BYTES, PN_LADDER_DISABLE,\n"
-      "PN_LOAD_SPIKE_BYTES; each subcommand's flags override them. Bytes: 1073741824, 512KiB, 1.5GiB.\n"
-      "--json may come before or after the subcommand. Exit status: 0 answered (whatever the\n"
-      "verdict), 2 bad argument, 1 other failure.");
+  app.footer(help_footer());
 
-  pnmem_cli::level_command level;
-  pnmem_cli::plan_command plan;
-  pnmem_cli::admit_command admit;
-  pnmem_cli::load_command load;
-#if PNMEM_TOOL_SAMPLER
-  pnmem_cli::sample_command sample;
-  pnmem_cli::watch_command watch;
-  pnmem_cli::metrics_command metrics;
-  pnmem_cli::probe_command probe;
-  const std::array<pnmem_cli::subcommand*, 8> commands{&level, &plan, &admit, &load, &sample, &watch, &metrics, &probe};
-#else
-  const std::array<pnmem_cli::subcommand*, 4> commands{&level, &plan, &admit, &load};
-#endif
-  for (auto* c : commands) c->add_to(app);
+  const std::vector<std::unique_ptr<subcommand>> cs = commands();
+  for (const auto& c : cs) c->add_to(app);
 
   try {
     app.parse(argc, argv);
@@ -95,46 +133,25 @@ int run(int argc, char** argv) {
     std::cout << e.what() << '\n';
     return 0;
   } catch (const CLI::ParseError& e) {
-    print_error(e.what());
+    pnmem_cli::print_error(e.what());
     return pnmem_cli::exit_usage;
   }
 
-  pnmem_cli::subcommand* chosen = nullptr;
-  for (auto* c : commands) {
-    if (c->selected()) chosen = c;
+  const subcommand* chosen = nullptr;
+  for (const auto& c : cs) {
+    if (c->selected()) chosen = c.get();
   }
   if (chosen == nullptr) {
-    print_error(
-        "no subcommand given (use level, plan, admit, load, sample, watch, metrics or probe; see pnmem --help)");
+    pnmem_cli::print_error("no subcommand given (use " + name_list(cs) + "; see pnmem --help)");
     return pnmem_cli::exit_usage;
   }
 
-  const pnmem::env_config env = pnmem::policy_from_env();
-  if (chosen->streaming()) {
-    for (const auto& e : env.errors) std::cerr << "pnmem: warning: " << one_line(e.to_string()) << '\n';
-    try {
-      return chosen->stream(env.value, json);
-    } catch (const pnmem_cli::usage_error& e) {
-      print_error(e.what());
-      return pnmem_cli::exit_usage;
-    }
-  }
-  pnmem_cli::command_output out;
   try {
-    out = chosen->run(env.value);
+    return chosen->run(pnmem::policy_from_env(), json);
   } catch (const pnmem_cli::usage_error& e) {
-    print_error(e.what());
+    pnmem_cli::print_error(e.what());
     return pnmem_cli::exit_usage;
   }
-  for (const auto& e : env.errors) std::cerr << "pnmem: warning: " << one_line(e.to_string()) << '\n';
-
-  if (json) {
-    std::cout << out.json.dump(2) << '\n';
-  } else {
-    std::cout << out.text;
-  }
-  std::cout.flush();
-  return std::cout ? 0 : exit_failure;
 }
 
 }  // namespace
@@ -143,9 +160,9 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {
-    print_error(std::string("internal: ") + e.what());
+    pnmem_cli::print_error(std::string("internal: ") + e.what());
   } catch (...) {
-    print_error("internal: unknown exception");
+    pnmem_cli::print_error("internal: unknown exception");
   }
-  return exit_failure;
+  return pnmem_cli::exit_failure;
 }

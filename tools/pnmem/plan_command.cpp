@@ -2,29 +2,46 @@
 #include "plan_command.hpp"
 
 #include <sstream>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "arg_parsers.hpp"
 #include "pnmem/ladder.hpp"
+#include "policy_options.hpp"
 
 namespace pnmem_cli {
 
-void plan_command::add_to(CLI::App& parent) {
-  app_ = parent.add_subcommand("plan", "Degradation-ladder plan for an operator config at a pressure level");
-  app_->add_option("--level", level_, "Pressure level: ok, watch, tight or critical (any case)")
+namespace {
+
+class plan_command final : public one_shot_command {
+ public:
+  plan_command() : one_shot_command("plan", "Degradation-ladder plan for an operator config at a pressure level") {}
+
+ private:
+  void add_options(CLI::App& app) override;
+  command_output answer(const pnmem::policy& env_policy) const override;
+
+  std::string level_;
+  std::string slots_;
+  std::string window_;
+  bool kv_q4_ = false;
+  policy_options policy_;
+};
+
+void plan_command::add_options(CLI::App& app) {
+  app.add_option("--level", level_, "Pressure level: ok, watch, tight or critical (any case)")
       ->type_name("LEVEL")
       ->required();
-  app_->add_option("--slots", slots_, "Configured decode slots, at least 1")->type_name("N")->required();
-  app_->add_option("--window", window_, "Configured prefill window in tokens; 0 = no clamp")
+  app.add_option("--slots", slots_, "Configured decode slots, at least 1")->type_name("N")->required();
+  app.add_option("--window", window_, "Configured prefill window in tokens; 0 = no clamp")
       ->type_name("W")
       ->required();
-  app_->add_flag("--kv-q4", kv_q4_, "KV caches are already configured as Q4");
-  policy_.add_to(*app_, flag_ladder_disable);
+  app.add_flag("--kv-q4", kv_q4_, "KV caches are already configured as Q4");
+  policy_.add_to(app, flag_ladder_disable);
 }
 
-
-command_output plan_command::run(const pnmem::policy& env_policy) const {
+command_output plan_command::answer(const pnmem::policy& env_policy) const {
   const pnmem::mem_level level = parse_level_arg("--level", level_);
   pnmem::ladder_config cfg;
   cfg.max_slots = parse_int_arg("--slots", slots_, 1);
@@ -35,16 +52,17 @@ command_output plan_command::run(const pnmem::policy& env_policy) const {
   const pnmem::ladder_plan plan = pnmem::ladder_plan_for(level, cfg, p);
 
   command_output out;
-  nlohmann::ordered_json& j = out.json;
-  j["level"] = std::string(pnmem::to_string(plan.level));
-  j["max_slots"] = plan.max_slots;
-  j["force_kv_q4"] = plan.force_kv_q4;
-  j["kv_evict"] = plan.kv_evict;
-  j["prefill_window"] = plan.prefill_window;
-  j["degraded"] = plan.degraded;
-  j["note"] = std::string(plan.note);
-  j["ladder_disabled"] = p.ladder_disabled;
-  j["config"] = {{"max_slots", cfg.max_slots}, {"prefill_window", cfg.prefill_window}, {"kv_q4", cfg.kv_q4}};
+  out.json = {
+      {"level", std::string(pnmem::to_string(plan.level))},
+      {"max_slots", plan.max_slots},
+      {"force_kv_q4", plan.force_kv_q4},
+      {"kv_evict", plan.kv_evict},
+      {"prefill_window", plan.prefill_window},
+      {"degraded", plan.degraded},
+      {"note", std::string(plan.note)},
+      {"ladder_disabled", p.ladder_disabled},
+      {"config", {{"max_slots", cfg.max_slots}, {"prefill_window", cfg.prefill_window}, {"kv_q4", cfg.kv_q4}}},
+  };
 
   auto yes_no = [](bool b) { return b ? "yes" : "no"; };
   std::ostringstream t;
@@ -61,5 +79,9 @@ command_output plan_command::run(const pnmem::policy& env_policy) const {
   out.text = t.str();
   return out;
 }
+
+}  // namespace
+
+std::unique_ptr<subcommand> make_plan_command() { return std::make_unique<plan_command>(); }
 
 }  // namespace pnmem_cli

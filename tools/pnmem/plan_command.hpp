@@ -6,24 +6,8 @@
 // window >= 0 where 0 = no clamp).
 #pragma once
 
-#include <string>
-
-#include "policy_options.hpp"
 #include "subcommand.hpp"
 
 namespace pnmem_cli {
-
-class plan_command final : public subcommand {
- public:
-  void add_to(CLI::App& parent) override;
-  command_output run(const pnmem::policy& env_policy) const override;
-
- private:
-  std::string level_;
-  std::string slots_;
-  std::string window_;
-  bool kv_q4_ = false;
-  policy_options policy_;
-};
-
+std::unique_ptr<subcommand> make_plan_command();
 }  // namespace pnmem_cli

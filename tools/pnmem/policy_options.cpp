@@ -1,59 +1,81 @@
 // tools/pnmem/policy_options.cpp - the policy override flags.
 #include "policy_options.hpp"
 
+#include <cstddef>
+#include <iterator>
+#include <string_view>
+
 #include <CLI/CLI.hpp>
 
 #include "arg_parsers.hpp"
+#include "pnmem/config.hpp"
+#include "text_option.hpp"
 #include "usage_error.hpp"
 
 namespace pnmem_cli {
 
+namespace {
+
+// The PN_* variable a flag overrides; not finding it is a compile error.
+constexpr const pnmem::env_variable* variable(std::string_view name) {
+  for (const auto& v : pnmem::env_variables) {
+    if (name == v.name) return &v;
+  }
+  throw "not a PN_* variable";
+}
+
+struct flag_spec {
+  policy_flag bit;
+  const char* flag;
+  const char* type_name;  // nullptr: a switch, given as the variable set to 1
+  const pnmem::env_variable* variable;
+};
+
+// In policy_flag bit order: values_[i] belongs to flag_specs[i].
+constexpr flag_spec flag_specs[] = {
+    {flag_host_reserve, "--host-reserve", "BYTES", variable("PN_HOST_RESERVE_BYTES")},
+    {flag_psi_full_reject, "--psi-full-reject", "PCT", variable("PN_PSI_FULL_REJECT")},
+    {flag_die_reserve, "--die-reserve", "BYTES", variable("PN_DIE_RESERVE_BYTES")},
+    {flag_load_spike, "--load-spike", "BYTES", variable("PN_LOAD_SPIKE_BYTES")},
+    {flag_ladder_disable, "--ladder-disable", nullptr, variable("PN_LADDER_DISABLE")},
+};
+static_assert(std::size(flag_specs) == policy_flag_count);
+
+constexpr bool in_bit_order() {
+  for (std::size_t i = 0; i < policy_flag_count; ++i) {
+    if (flag_specs[i].bit != 1U << i) return false;
+  }
+  return true;
+}
+static_assert(in_bit_order());
+
+}  // namespace
+
 void policy_options::add_to(CLI::App& app, unsigned which) {
-  if ((which & flag_host_reserve) != 0U) {
-    app.add_option_function<std::string>("--host-reserve", [this](const std::string& v) { host_reserve_ = v; },
-                   "Host reserve, exactly this many bytes (overrides PN_HOST_RESERVE_BYTES; "
-                   "default max(1 GiB, 15 % of the host total))")
-        ->type_name("BYTES");
-  }
-  if ((which & flag_psi_full_reject) != 0U) {
-    app.add_option_function<std::string>("--psi-full-reject", [this](const std::string& v) { psi_full_reject_ = v; },
-                   "PSI full avg10 percent that is CRITICAL and rejects requests, above 0 "
-                   "(overrides PN_PSI_FULL_REJECT; default 15)")
-        ->type_name("PCT");
-  }
-  if ((which & flag_die_reserve) != 0U) {
-    app.add_option_function<std::string>("--die-reserve", [this](const std::string& v) { die_reserve_ = v; },
-                   "VRAM held back on each die (overrides PN_DIE_RESERVE_BYTES; default 1GiB)")
-        ->type_name("BYTES");
-  }
-  if ((which & flag_load_spike) != 0U) {
-    app.add_option_function<std::string>("--load-spike", [this](const std::string& v) { load_spike_ = v; },
-                   "Host burst of a weight upload (overrides PN_LOAD_SPIKE_BYTES; default 2.4GiB)")
-        ->type_name("BYTES");
-  }
-  if ((which & flag_ladder_disable) != 0U) {
-    app.add_flag("--ladder-disable", ladder_disable_,
-                 "Plan the operator config at every level (as PN_LADDER_DISABLE=1)");
+  for (std::size_t i = 0; i < policy_flag_count; ++i) {
+    const flag_spec& f = flag_specs[i];
+    if ((which & f.bit) == 0U) continue;
+    const pnmem::env_variable& v = *f.variable;
+    std::optional<std::string>& value = values_[i];
+    if (f.type_name == nullptr) {
+      app.add_flag_callback(f.flag, [&value] { value = "1"; },
+                            std::string(v.meaning) + " (as " + v.name + "=1)");
+    } else {
+      add_text_option(app, f.flag, value,
+                      std::string(v.meaning) + " (overrides " + v.name + "; default " +
+                          v.setting(pnmem::default_policy) + ")")
+          ->type_name(f.type_name);
+    }
   }
 }
 
 pnmem::policy policy_options::apply(pnmem::policy base) const {
   pnmem::policy p = base;
-  if (host_reserve_) {
-    p.host_reserve_min_bytes = parse_bytes_arg("--host-reserve", *host_reserve_);
-    p.host_reserve_bp = 0;
+  for (std::size_t i = 0; i < policy_flag_count; ++i) {
+    if (!values_[i]) continue;
+    const std::string problem = flag_specs[i].variable->apply(p, values_[i]->c_str());
+    if (!problem.empty()) throw usage_error(describe_bad_value(flag_specs[i].flag, *values_[i], problem));
   }
-  if (psi_full_reject_) {
-    const pnmem::basis_points bp = parse_percent_arg("--psi-full-reject", *psi_full_reject_);
-    if (bp == 0) {
-      throw usage_error(describe_bad_value("--psi-full-reject", *psi_full_reject_,
-                                           "must be above 0 (0 % would reject every request)"));
-    }
-    p.psi_full_reject_bp = bp;
-  }
-  if (die_reserve_) p.die_reserve_bytes = parse_bytes_arg("--die-reserve", *die_reserve_);
-  if (load_spike_) p.load_spike_bytes = parse_bytes_arg("--load-spike", *load_spike_);
-  if (ladder_disable_) p.ladder_disabled = true;
   return p;
 }
 

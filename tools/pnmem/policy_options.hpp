@@ -1,18 +1,19 @@
 // tools/pnmem/policy_options.hpp - the policy flags that override the environment.
 //
 // The policy starts from pnmem::policy_from_env() (PN_* variables); a flag given
-// on the command line wins over its variable:
+// on the command line wins over its variable, and means exactly what the
+// variable means (config.hpp's table parses both and gives the help its text):
 //
-//   --host-reserve B       PN_HOST_RESERVE_BYTES   host reserve, exactly B
-//   --psi-full-reject PCT  PN_PSI_FULL_REJECT      full avg10 that is CRITICAL and rejects (> 0)
-//   --die-reserve B        PN_DIE_RESERVE_BYTES    VRAM held back on each die
-//   --load-spike B         PN_LOAD_SPIKE_BYTES     host burst of a weight upload
-//   --ladder-disable       PN_LADDER_DISABLE       the ladder plans the operator config
+//   --host-reserve B       PN_HOST_RESERVE_BYTES
+//   --psi-full-reject PCT  PN_PSI_FULL_REJECT
+//   --die-reserve B        PN_DIE_RESERVE_BYTES
+//   --load-spike B         PN_LOAD_SPIKE_BYTES
+//   --ladder-disable       PN_LADDER_DISABLE
 //
 // Each subcommand registers only the flags its answer depends on.
 #pragma once
 
-#include <cstdint>
+#include <array>
 #include <optional>
 #include <string>
 
@@ -31,6 +32,12 @@ enum policy_flag : unsigned {
   flag_load_spike = 1U << 3U,
   flag_ladder_disable = 1U << 4U,
 };
+inline constexpr std::size_t policy_flag_count = 5;
+
+// The flags that change a level (the host reserve and the PSI reject line): every
+// command that derives or reports a level takes them, so `level` and `sample`
+// answer alike.
+inline constexpr unsigned level_flags = flag_host_reserve | flag_psi_full_reject;
 
 class policy_options {
  public:
@@ -41,11 +48,7 @@ class policy_options {
   pnmem::policy apply(pnmem::policy base) const;
 
  private:
-  std::optional<std::string> host_reserve_;
-  std::optional<std::string> psi_full_reject_;
-  std::optional<std::string> die_reserve_;
-  std::optional<std::string> load_spike_;
-  bool ladder_disable_ = false;
+  std::array<std::optional<std::string>, policy_flag_count> values_;  // by flag, as given
 };
 
 }  // namespace pnmem_cli

@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <sstream>
 #include <string_view>
+#include <vector>
 
 #include "pnmem/format.hpp"
 #include "pnmem/level.hpp"
@@ -15,36 +16,27 @@ namespace pnmem_cli {
 
 namespace {
 
-struct source_name {
-  pnmem::host_source source;
-  std::string_view name;
-};
-
-constexpr source_name source_names[] = {
-    {pnmem::host_source::meminfo, "meminfo"},
-    {pnmem::host_source::psi, "psi"},
-    {pnmem::host_source::cgroup_usage, "cgroup_usage"},
-    {pnmem::host_source::cgroup_limit, "cgroup_limit"},
-    {pnmem::host_source::cgroup_stat, "cgroup_stat"},
-    {pnmem::host_source::cgroup_pressure, "cgroup_pressure"},
-    {pnmem::host_source::macos_vm, "macos_vm"},
-    {pnmem::host_source::macos_pressure, "macos_pressure"},
-};
+// The names of the sources set in `bits`, in bit order.
+std::vector<std::string_view> source_names(std::uint32_t bits) {
+  std::vector<std::string_view> names;
+  for (int i = 0; i < pnmem::host_source_count; ++i) {
+    const std::uint32_t bit = 1U << i;
+    if ((bits & bit) != 0) names.push_back(pnmem::to_string(static_cast<pnmem::host_source>(bit)));
+  }
+  return names;
+}
 
 nlohmann::ordered_json source_list(std::uint32_t bits) {
   nlohmann::ordered_json a = nlohmann::ordered_json::array();
-  for (const auto& s : source_names) {
-    if ((bits & static_cast<std::uint32_t>(s.source)) != 0) a.push_back(std::string(s.name));
-  }
+  for (const std::string_view name : source_names(bits)) a.push_back(std::string(name));
   return a;
 }
 
 std::string source_words(std::uint32_t bits) {
   std::string out;
-  for (const auto& s : source_names) {
-    if ((bits & static_cast<std::uint32_t>(s.source)) == 0) continue;
+  for (const std::string_view name : source_names(bits)) {
     if (!out.empty()) out += ' ';
-    out += s.name;
+    out += name;
   }
   return out.empty() ? "none" : out;
 }

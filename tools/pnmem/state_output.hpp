@@ -1,6 +1,6 @@
 // tools/pnmem/state_output.hpp - a live snapshot as JSON and as text.
 //
-// Shared by `pnmem sample` and `pnmem watch` (and, later, metrics): JSON field
+// Shared by `pnmem sample` and `pnmem watch`: JSON field
 // names are the mem_state field names, plus "provenance".
 #pragma once
 

@@ -1,10 +1,22 @@
 // tools/pnmem/subcommand.hpp - what every `pnmem <name>` subcommand provides.
+//
+// Two kinds, each with the one method its kind means:
+//   one_shot_command   answer(): returns one answer; the base prints it as text
+//                      or as one JSON object (level, plan, admit, load, sample,
+//                      metrics, probe)
+//   streaming_command  stream(): prints as it goes until stopped, and returns
+//                      the exit status (watch)
+// A command is built by its make_*_command() (one header and source per command);
+// main registers them all and runs the one the command line selected.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "pnmem/config.hpp"
 #include "pnmem/policy.hpp"
 
 namespace CLI {
@@ -13,37 +25,65 @@ class App;
 
 namespace pnmem_cli {
 
-// One answer, in both renderings; main prints the one asked for.
-struct command_output {
-  nlohmann::ordered_json json;  // --json: one object
-  std::string text;     // a few readable lines, each ending in '\n'
-};
-
 class subcommand {
  public:
-  subcommand() = default;
+  subcommand(std::string_view name, std::string_view description) : name_(name), description_(description) {}
   subcommand(const subcommand&) = delete;
   subcommand& operator=(const subcommand&) = delete;
   virtual ~subcommand() = default;
 
+  // `pnmem <name>`: the one place a subcommand's name is written.
+  std::string_view name() const { return name_; }
+
   // Registers the subcommand and its options on `parent`; the options bind to
   // this object, which must outlive parsing and run().
-  virtual void add_to(CLI::App& parent) = 0;
+  void add_to(CLI::App& parent);
 
   // True when the command line selected this subcommand.
   bool selected() const;
 
-  // Validates the option text (throwing usage_error) and answers. `env_policy`
-  // is the policy from the PN_* variables; the subcommand's flags override it.
-  virtual command_output run(const pnmem::policy& env_policy) const = 0;
-
-  // A streaming subcommand (`pnmem watch`) prints as it goes instead of returning
-  // one answer: main calls stream() instead of run() and exits with its status.
-  virtual bool streaming() const { return false; }
-  virtual int stream(const pnmem::policy& /*env_policy*/, bool /*json*/) const { return 0; }
+  // Validates the option text (throwing usage_error before anything is printed),
+  // answers, prints and returns the exit status. `env` is the policy from the PN_*
+  // variables with their errors (printed as warnings); the flags override it.
+  virtual int run(const pnmem::env_config& env, bool json) const = 0;
 
  protected:
+  // Registers the subcommand's own options on `app` (the subcommand's App).
+  virtual void add_options(CLI::App& app) = 0;
+
+ private:
+  std::string_view name_;
+  std::string_view description_;
   CLI::App* app_ = nullptr;  // set by add_to()
+};
+
+// One answer, in both renderings; the command prints the one asked for.
+struct command_output {
+  nlohmann::ordered_json json;  // --json: one object
+  std::string text;             // a few readable lines, each ending in '\n'
+  int exit_status = 0;          // 0 answered; probe: 1 when the box is not ready
+  bool json_one_line = false;   // the object on one line (probe: one line on stdout, either way)
+};
+
+class one_shot_command : public subcommand {
+ public:
+  using subcommand::subcommand;
+  int run(const pnmem::env_config& env, bool json) const final;
+
+ protected:
+  // Throws usage_error on a bad option value.
+  virtual command_output answer(const pnmem::policy& env_policy) const = 0;
+};
+
+class streaming_command : public subcommand {
+ public:
+  using subcommand::subcommand;
+  int run(const pnmem::env_config& env, bool json) const final;
+
+ protected:
+  // Runs until stopped (a signal, a count), printing as it goes; the exit status.
+  // Throws usage_error on a bad option value before it prints anything.
+  virtual int stream(const pnmem::policy& env_policy, bool json) const = 0;
 };
 
 }  // namespace pnmem_cli

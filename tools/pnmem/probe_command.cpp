@@ -1,0 +1,75 @@
+// tools/pnmem/probe_command.cpp - `pnmem probe`.
+#include "probe_command.hpp"
+
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "arg_parsers.hpp"
+#include "box_sample.hpp"
+#include "pnmem/level.hpp"
+#include "usage_error.hpp"
+
+namespace pnmem_cli {
+
+namespace {
+
+// The highest level still ready when --max-level is not given.
+constexpr pnmem::mem_level default_max_level = pnmem::mem_level::tight;
+
+// "host critical, psi tight, die 1 tight": the parts above OK, or "all ok".
+std::string why(const pnmem::level_report& r) {
+  std::string out;
+  const auto add = [&out](const std::string& part, pnmem::mem_level l) {
+    if (l == pnmem::mem_level::ok) return;
+    if (!out.empty()) out += ", ";
+    out += part + ' ' + std::string(pnmem::to_string(l));
+  };
+  add("host", r.host_level);
+  add("psi", r.psi_level);
+  add("os", r.os_level);
+  if (r.worst_die != pnmem::no_die) add("die " + std::to_string(r.worst_die), r.worst_die_level);
+  return out.empty() ? "all ok" : out;
+}
+
+class probe_command final : public box_command {
+ public:
+  probe_command()
+      : box_command("probe", "Readiness probe: exit 0 while this box's level is at or below --max-level, 1 above it") {}
+
+ private:
+  void add_command_options(CLI::App& app) override {
+    app.add_option("--max-level", max_level_,
+                   "Highest level still ready: ok, watch, tight, critical (default " + max_level_ + ")")
+        ->type_name("LEVEL");
+  }
+
+  command_output answer_for(const pnmem::mem_state& s, const pnmem::policy& p) const override {
+    const std::optional<pnmem::mem_level> max = pnmem::parse_mem_level(max_level_);
+    if (!max) {
+      throw usage_error(describe_bad_value("--max-level", max_level_, "expected ok, watch, tight or critical"));
+    }
+    const bool ready = s.level <= *max;
+    const std::string reason = why(pnmem::explain_level(s, p));
+
+    command_output out;
+    out.exit_status = ready ? 0 : 1;
+    out.json_one_line = true;
+    out.json["ready"] = ready;
+    out.json["level"] = std::string(pnmem::to_string(s.level));
+    out.json["max_level"] = std::string(pnmem::to_string(*max));
+    out.json["why"] = reason;
+    out.text = std::string(ready ? "ready: level " : "not ready: level ") + std::string(pnmem::to_string(s.level)) +
+               (ready ? " <= " : " > ") + std::string(pnmem::to_string(*max)) + " (" + reason + ")\n";
+    return out;
+  }
+
+  std::string max_level_{pnmem::to_string(default_max_level)};
+};
+
+}  // namespace
+
+std::unique_ptr<subcommand> make_probe_command() { return std::make_unique<probe_command>(); }
+
+}  // namespace pnmem_cli

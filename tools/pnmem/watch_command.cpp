@@ -1,0 +1,165 @@
+// tools/pnmem/watch_command.cpp - `pnmem watch`.
+#include "watch_command.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <ctime>
+#include <iostream>
+#include <mutex>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "arg_parsers.hpp"
+#include "box_sample.hpp"
+#include "pnmem/level.hpp"
+#include "pnmem/watcher.hpp"
+#include "policy_options.hpp"
+#include "state_output.hpp"
+
+namespace pnmem_cli {
+
+namespace {
+
+std::string clock_time() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::localtime_r(&now, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
+  return buf;
+}
+
+std::string ms_text(std::chrono::milliseconds ms) { return std::to_string(ms.count()); }
+
+// The stop signal caught, 0 until one is.
+volatile std::sig_atomic_t stop_signal = 0;
+void on_stop_signal(int sig) { stop_signal = sig; }
+
+// --count 0: print until SIGINT/SIGTERM.
+constexpr int until_stopped = 0;
+
+class watch_command final : public streaming_command {
+ public:
+  watch_command()
+      : streaming_command("watch", "Run the watcher: level changes and a live line (JSON lines with --json)") {}
+
+ private:
+  void add_options(CLI::App& app) override;
+  int stream(const pnmem::policy& env_policy, bool json) const override;
+
+  // The option text, defaulting to the watcher's own defaults.
+  box_options box_;
+  std::string interval_ = ms_text(pnmem::watcher_options{}.poll_interval);
+  std::string pressure_interval_ = ms_text(pnmem::watcher_options{}.pressure_poll_interval);
+  std::string dwell_ = ms_text(pnmem::watcher_options{}.step_down_dwell);
+  std::string count_ = std::to_string(until_stopped);
+  policy_options policy_;
+};
+
+void watch_command::add_options(CLI::App& app) {
+  box_.add_to(app);
+  app.add_option("--interval", interval_, "Poll interval at OK, ms (default " + interval_ + ")")->type_name("MS");
+  app.add_option("--pressure-interval", pressure_interval_,
+                 "Poll interval at WATCH or worse, ms (default " + pressure_interval_ + ")")
+      ->type_name("MS");
+  app.add_option("--dwell", dwell_,
+                 "Step a level down only after it stayed lower this long, ms (default " + dwell_ + ")")
+      ->type_name("MS");
+  app.add_option("--count", count_, "Stop after N sample lines (default " + count_ + ": until SIGINT/SIGTERM)")
+      ->type_name("N");
+  policy_.add_to(app, level_flags);
+}
+
+int watch_command::stream(const pnmem::policy& env_policy, bool json) const {
+  pnmem::watcher_options o;
+  o.poll_interval = std::chrono::milliseconds(parse_int_arg("--interval", interval_, 1));
+  o.pressure_poll_interval = std::chrono::milliseconds(parse_int_arg("--pressure-interval", pressure_interval_, 1));
+  o.step_down_dwell = std::chrono::milliseconds(parse_int_arg("--dwell", dwell_, 0));
+  const int count = parse_int_arg("--count", count_, 0);
+  o.policy = policy_.apply(env_policy);
+  pnmem::platform_sampler sampler = box_.make_sampler(true);
+
+  // SIGINT/SIGTERM stop the loop below. Blocked while the watcher's thread starts
+  // (it inherits the mask, so they always reach this thread), then caught here:
+  // one cuts the sleep between lines short (nanosleep is never restarted; other
+  // calls are, so a write to stdout is not failed by it). POSIX only, so the
+  // command builds wherever a platform sampler does.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  const bool live = !json && ::isatty(STDOUT_FILENO) == 1;
+  std::mutex out_mu;
+  pnmem::watcher<pnmem::platform_sampler> w{std::move(sampler), o};
+  w.subscribe([&](const pnmem::level_change& c) {
+    std::lock_guard<std::mutex> lk(out_mu);
+    if (json) {
+      nlohmann::ordered_json j;
+      j["event"] = "level_change";
+      j["from"] = std::string(pnmem::to_string(c.from));
+      j["to"] = std::string(pnmem::to_string(c.to));
+      j["state"] = state_json(c.state, o.policy);
+      std::cout << j.dump() << '\n' << std::flush;
+    } else {
+      std::cout << (live ? "\r\033[K" : "") << clock_time() << " level " << pnmem::to_string(c.from) << " -> "
+                << pnmem::to_string(c.to) << ": " << state_line(c.state) << '\n'
+                << std::flush;
+    }
+  });
+  if (!w.start()) {
+    std::cerr << "pnmem: error: could not start the watcher thread\n";
+    return 1;
+  }
+  struct sigaction on_stop {};
+  on_stop.sa_handler = on_stop_signal;
+  on_stop.sa_flags = SA_RESTART;
+  sigemptyset(&on_stop.sa_mask);
+  ::sigaction(SIGINT, &on_stop, nullptr);
+  ::sigaction(SIGTERM, &on_stop, nullptr);
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+
+  int printed = 0;
+  std::uint64_t last_seq = 0;
+  const auto interval = o.poll_interval;
+  for (;;) {
+    const pnmem::mem_state s = w.read();
+    if (s.seq != last_seq) {
+      last_seq = s.seq;
+      std::lock_guard<std::mutex> lk(out_mu);
+      if (json) {
+        nlohmann::ordered_json j;
+        j["event"] = "sample";
+        j["state"] = state_json(s, o.policy);
+        std::cout << j.dump() << '\n';
+      } else if (live) {
+        std::cout << "\r\033[K" << state_line(s);
+      } else {
+        std::cout << clock_time() << ' ' << state_line(s) << '\n';
+      }
+      std::cout << std::flush;
+      if (count != until_stopped && ++printed >= count) break;
+    }
+    const auto secs = std::chrono::duration_cast<std::chrono::seconds>(interval);
+    timespec ts{static_cast<std::time_t>(secs.count()),
+                static_cast<long>(std::chrono::duration_cast<std::chrono::nanoseconds>(interval - secs).count())};
+    ::nanosleep(&ts, nullptr);  // cut short by a stop signal
+    if (stop_signal != 0) break;
+  }
+  w.stop();
+  if (live) std::cout << '\n';
+  std::cout << std::flush;
+  return std::cout ? 0 : 1;
+}
+
+}  // namespace
+
+std::unique_ptr<subcommand> make_watch_command() { return std::make_unique<watch_command>(); }
+
+}  // namespace pnmem_cli
