@@ -5,6 +5,8 @@
 #include <optional>
 #include <string_view>
 
+#include "pnmem/detail/ascii.hpp"
+
 namespace pnmem {
 
 // Ordered: a larger value is more pressure, so worst-of is max().
@@ -30,19 +32,11 @@ constexpr std::string_view to_string(mem_level l) noexcept {
   return "invalid";
 }
 
-// Accepts the lower-case names and the upper-case ones the seed's logs print.
+// Accepts the names in any case: lower case, and the upper case the seed's logs print.
 constexpr std::optional<mem_level> parse_mem_level(std::string_view s) noexcept {
   for (int i = 0; i < mem_level_count; ++i) {
     const auto l = static_cast<mem_level>(i);
-    const std::string_view name = to_string(l);
-    if (s.size() != name.size()) continue;
-    bool same = true;
-    for (std::size_t k = 0; k < s.size(); ++k) {
-      char c = s[k];
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-      if (c != name[k]) same = false;
-    }
-    if (same) return l;
+    if (detail::iequals(s, to_string(l))) return l;
   }
   return std::nullopt;
 }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "pnmem/detail/ascii.hpp"
 #include "pnmem/policy.hpp"
 #include "pnmem/units.hpp"
 
@@ -66,20 +67,11 @@ namespace detail {
 
 constexpr bool is_space(char c) noexcept { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 constexpr bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
-constexpr char lower(char c) noexcept { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
 constexpr std::string_view trim(std::string_view s) noexcept {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
   return s;
-}
-
-constexpr bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
 }
 
 // A decimal number "int[.frac]" at the front of s: the integer part (checked for

@@ -51,22 +51,6 @@ namespace detail::metrics {
 
 inline std::uint64_t load(const std::atomic<std::uint64_t>& c) noexcept { return c.load(std::memory_order_relaxed); }
 
-struct source_name {
-  host_source source;
-  std::string_view name;
-};
-
-inline constexpr source_name source_names[] = {
-    {host_source::meminfo, "meminfo"},
-    {host_source::psi, "psi"},
-    {host_source::cgroup_usage, "cgroup_usage"},
-    {host_source::cgroup_limit, "cgroup_limit"},
-    {host_source::cgroup_stat, "cgroup_stat"},
-    {host_source::cgroup_pressure, "cgroup_pressure"},
-    {host_source::macos_vm, "macos_vm"},
-    {host_source::macos_pressure, "macos_pressure"},
-};
-
 // The (verdict, reason) pairs the admission answers (admission.hpp).
 struct outcome {
   verdict v;
@@ -215,12 +199,14 @@ inline std::string prometheus_text(const mem_state& s, const engine_counters* co
             {"limit_cgroup", pv.limit_cgroup_path()}},
            std::uint64_t{1});
   w.family("pnmem_source_read", "gauge", "1 when the sampler got numbers from this source.");
-  for (const auto& src : detail::metrics::source_names) {
-    w.sample("pnmem_source_read", {{"source", src.name}}, std::uint64_t{pv.read(src.source) ? 1U : 0U});
+  for (int i = 0; i < host_source_count; ++i) {
+    const auto src = static_cast<host_source>(1U << i);
+    w.sample("pnmem_source_read", {{"source", to_string(src)}}, std::uint64_t{pv.read(src) ? 1U : 0U});
   }
   w.family("pnmem_source_failed", "gauge", "1 when this source exists but could not be read or parsed.");
-  for (const auto& src : detail::metrics::source_names) {
-    w.sample("pnmem_source_failed", {{"source", src.name}}, std::uint64_t{pv.failed(src.source) ? 1U : 0U});
+  for (int i = 0; i < host_source_count; ++i) {
+    const auto src = static_cast<host_source>(1U << i);
+    w.sample("pnmem_source_failed", {{"source", to_string(src)}}, std::uint64_t{pv.failed(src) ? 1U : 0U});
   }
 
   if (counters != nullptr) detail::metrics::write_counters(w, *counters);
