@@ -328,24 +328,22 @@ bool same_die(const pnmem_cli::die_spec& a, const pnmem_cli::die_spec& b) {
   return a.free_bytes == b.free_bytes && a.budget_bytes == b.budget_bytes && a.used_bytes == b.used_bytes;
 }
 
-void check_cli(std::string_view t) {
-  const auto bytes = pnmem::parse_bytes(t);
-  const auto b = call_cli([&] { return pnmem_cli::parse_bytes_arg(flag, t); });
-  FUZZ_CHECK(b.ok == bytes.ok());
-  if (b.ok) {
-    FUZZ_CHECK(b.value == bytes.value);
+// The CLI's answer for `t` is the library's: the same value, or the library's
+// error in the CLI's message.
+template <class Parsed, class CliResult>
+void check_cli_agrees(std::string_view t, const Parsed& library, const CliResult& cli) {
+  FUZZ_CHECK(cli.ok == library.ok());
+  if (cli.ok) {
+    FUZZ_CHECK(cli.value == library.value);
   } else {
-    FUZZ_CHECK(b.message == as_what(pnmem_cli::describe_bad_value(flag, t, pnmem::to_string(bytes.error))));
+    FUZZ_CHECK(cli.message == as_what(pnmem_cli::describe_bad_value(flag, t, pnmem::to_string(library.error))));
   }
+}
 
+void check_cli(std::string_view t) {
+  check_cli_agrees(t, pnmem::parse_bytes(t), call_cli([&] { return pnmem_cli::parse_bytes_arg(flag, t); }));
   const auto percent = pnmem::parse_percent_bp(t);
-  const auto p = call_cli([&] { return pnmem_cli::parse_percent_arg(flag, t); });
-  FUZZ_CHECK(p.ok == percent.ok());
-  if (p.ok) {
-    FUZZ_CHECK(p.value == percent.value);
-  } else {
-    FUZZ_CHECK(p.message == as_what(pnmem_cli::describe_bad_value(flag, t, pnmem::to_string(percent.error))));
-  }
+  check_cli_agrees(t, percent, call_cli([&] { return pnmem_cli::parse_percent_arg(flag, t); }));
 
   const auto psi = call_cli([&] { return pnmem_cli::parse_psi_arg(flag, t); });
   FUZZ_CHECK(psi.ok == percent.ok());
@@ -412,9 +410,9 @@ void check_cli(std::string_view t) {
     FUZZ_CHECK(state.n_dies == static_cast<int>(lines.size()));
     for (std::size_t i = 0; i < lines.size(); ++i) {
       FUZZ_CHECK(same_die(dies.value[i], reference_die(lines[i]).value));
-      FUZZ_CHECK(state.per_die_free[i] == dies.value[i].free_bytes);
-      FUZZ_CHECK(state.per_die_budget[i] == dies.value[i].budget_bytes);
-      FUZZ_CHECK(state.per_die_used[i] == dies.value[i].used_bytes);
+      FUZZ_CHECK(state.per_die_free_bytes[i] == dies.value[i].free_bytes);
+      FUZZ_CHECK(state.per_die_budget_bytes[i] == dies.value[i].budget_bytes);
+      FUZZ_CHECK(state.per_die_used_bytes[i] == dies.value[i].used_bytes);
     }
   }
 }

@@ -71,8 +71,7 @@ std::string render(const procfs::meminfo& m) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view t = as_text(data, size);
-  const auto r = parse(t);
-  check_kernel_text_contract(t, r.error);
+  const auto r = parse_checked(t, parse);
 
   const reference ref = read_reference(t);
   FUZZ_CHECK(r.ok() == ref.ok);
@@ -91,9 +90,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(parse_appended(t, "MemTotal: 1 kB\n", parse).error == procfs::errc::duplicate_key);
   FUZZ_CHECK(parse_appended(t, "MemAvailable: 1 kB\n", parse).error == procfs::errc::duplicate_key);
 
-  const std::string canonical = render(r.value);
-  const exact_text again(canonical);
-  const auto back = parse(again.view());
-  FUZZ_CHECK(back.ok() && same(back.value, r.value));
+  check_round_trip(render(r.value), r.value, parse, same);
   return 0;
 }

@@ -50,8 +50,7 @@ std::string render_line(const char* kind, const procfs::psi_line& l) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view t = as_text(data, size);
-  const auto r = parse(t);
-  check_kernel_text_contract(t, r.error);
+  const auto r = parse_checked(t, parse);
   check_crlf_same(t, r, parse, same);
   if (!r.ok()) return 0;
 
@@ -61,9 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   std::string canonical = render_line("some", r.value.some);
   if (r.value.has_full) canonical += render_line("full", r.value.full);
-  const exact_text again(canonical);
-  const auto back = parse(again.view());
-  FUZZ_CHECK(back.ok() && same(back.value, r.value));
+  check_round_trip(canonical, r.value, parse, same);
 
   constexpr std::string_view extra = "full avg10=1.50 avg60=0.25 avg300=0.05 total=42\n";
   FUZZ_CHECK(parse_appended(t, "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", parse).error ==

@@ -88,8 +88,7 @@ void check_path(std::string_view path, std::string_view t) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view t = as_text(data, size);
-  const auto r = procfs::parse_self_cgroup(t);
-  check_kernel_text_contract(t, r.error);
+  const auto r = parse_checked(t, procfs::parse_self_cgroup);
   const reference ref = read_reference(t);
   FUZZ_CHECK(r.ok() == ref.ok);
 

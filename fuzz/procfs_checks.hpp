@@ -57,6 +57,23 @@ void check_crlf_same(std::string_view t, const Result& r, Parse&& parse, Same&& 
   if (r.ok()) FUZZ_CHECK(same(r.value, r2.value));
 }
 
+// What `parse` answers for `t`, once the contract every kernel text parser
+// keeps (check_kernel_text_contract) is checked.
+template <class Parse>
+auto parse_checked(std::string_view t, Parse&& parse) {
+  auto r = parse(t);
+  check_kernel_text_contract(t, r.error);
+  return r;
+}
+
+// `canonical`, a value written back the kernel's way, parses to that value again.
+template <class Value, class Parse, class Same>
+void check_round_trip(std::string_view canonical, const Value& value, Parse&& parse, Same&& same) {
+  const exact_text again(canonical);
+  const auto back = parse(again.view());
+  FUZZ_CHECK(back.ok() && same(back.value, value));
+}
+
 // `t` followed by `line` (which ends with '\n'), in an exact-size buffer, parsed.
 template <class Parse>
 auto parse_appended(std::string_view t, std::string_view line, Parse&& parse) {

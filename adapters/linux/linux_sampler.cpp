@@ -66,6 +66,30 @@ std::uint64_t min_set(std::uint64_t current, std::uint64_t candidate) {
   return current == 0 || candidate < current ? candidate : current;
 }
 
+// One source's value: ok; missing (absent: its numbers stay 0, unmarked);
+// failed (it exists but could not be read, or its bytes did not parse).
+template <class T>
+struct source_value {
+  source_status status = source_status::missing;
+  T value{};
+  bool ok() const noexcept { return status == source_status::ok; }
+};
+
+// The bytes of a read, parsed by `parse` (a procfs parser).
+template <class Parse>
+auto parse_read(const source_read& r, Parse parse) -> source_value<decltype(parse(r.text).value)> {
+  if (r.status != source_status::ok) return {r.status, {}};
+  const auto v = parse(r.text);
+  if (!v.ok()) return {source_status::failed, {}};
+  return {source_status::ok, v.value};
+}
+
+// The provenance bit a source's value earns.
+void mark(sample_provenance& p, host_source source, source_status status) {
+  if (status == source_status::ok) p.mark_read(source);
+  if (status == source_status::failed) p.mark_failed(source);
+}
+
 }  // namespace
 
 struct linux_sampler::impl {
@@ -217,17 +241,9 @@ bool linux_sampler::impl::build_levels(cgroup_mode hierarchy, const procfs::cgro
 
 std::optional<procfs::meminfo> linux_sampler::impl::read_meminfo(host_sample& h) {
   sample_provenance& p = h.provenance;
-  const source_read r = read(meminfo);
-  if (r.status != source_status::ok) {
-    if (r.status == source_status::failed) p.mark_failed(host_source::meminfo);
-    return std::nullopt;
-  }
-  const procfs::result<procfs::meminfo> m = procfs::parse_meminfo(r.text);
-  if (!m.ok()) {
-    p.mark_failed(host_source::meminfo);
-    return std::nullopt;
-  }
-  p.mark_read(host_source::meminfo);
+  const source_value<procfs::meminfo> m = parse_read(read(meminfo), procfs::parse_meminfo);
+  mark(p, host_source::meminfo, m.status);
+  if (!m.ok()) return std::nullopt;
   p.meminfo_total_bytes = m.value.total_bytes;
   p.meminfo_avail_bytes = m.value.avail_bytes;
   return m.value;
@@ -237,14 +253,12 @@ void linux_sampler::impl::read_psi(host_sample& h) {
   sample_provenance& p = h.provenance;
   const source_read r = read(psi);
   const std::int64_t now_ns = clock();  // right after the read: the counters' time
-  const procfs::result<procfs::psi> v =
-      r.status == source_status::ok ? procfs::parse_psi(r.text) : procfs::result<procfs::psi>{{}, procfs::errc::empty};
-  if (r.status != source_status::ok || !v.ok()) {
-    if (r.status != source_status::missing) p.mark_failed(host_source::psi);
+  const source_value<procfs::psi> v = parse_read(r, procfs::parse_psi);
+  mark(p, host_source::psi, v.status);
+  if (!v.ok()) {
     have_psi_reference = false;  // the next rate starts over rather than spanning the gap
     return;
   }
-  p.mark_read(host_source::psi);
   p.psi = trigger_armed ? psi_mode::trigger : psi_mode::poll;
   h.psi_some_avg10 = v.value.some.avg10_pct;
   h.psi_full_avg10 = v.value.has_full ? v.value.full.avg10_pct : 0.0;
@@ -270,18 +284,11 @@ cgroup_reading linux_sampler::impl::read_cgroup(sample_provenance& p) {
 
   // One limit file: its value when set, and which bits it earns.
   const auto read_limit = [&](source_file& f) -> std::optional<std::uint64_t> {
-    const source_read r = read(f);
-    if (r.status == source_status::missing) return std::nullopt;  // e.g. the root cgroup's memory.max
-    if (r.status == source_status::failed) {
-      limit_failed = true;
-      return std::nullopt;
-    }
-    const procfs::result<procfs::cgroup_limit> l =
-        v2 ? procfs::parse_cgroup_v2_limit(r.text) : procfs::parse_cgroup_v1_limit(r.text);
-    if (!l.ok()) {
-      limit_failed = true;
-      return std::nullopt;
-    }
+    // Missing is e.g. the root cgroup's memory.max.
+    const source_value<procfs::cgroup_limit> l =
+        parse_read(read(f), v2 ? procfs::parse_cgroup_v2_limit : procfs::parse_cgroup_v1_limit);
+    if (l.status == source_status::failed) limit_failed = true;
+    if (!l.ok()) return std::nullopt;
     limit_read = true;
     return l.value.set ? std::optional<std::uint64_t>(l.value.bytes) : std::nullopt;
   };
@@ -306,35 +313,17 @@ cgroup_reading linux_sampler::impl::read_cgroup(sample_provenance& p) {
   if (limit_failed) p.mark_failed(host_source::cgroup_limit);
 
   cgroup_level& measured = levels[c.limit_bytes ? c.limiting : usage_level];
-  const source_read u = read(measured.usage);
-  if (u.status == source_status::ok) {
-    const procfs::result<std::uint64_t> usage = procfs::parse_cgroup_bytes(u.text);
-    if (usage.ok()) {
-      c.usage_bytes = usage.value;
-      p.mark_read(host_source::cgroup_usage);
-    } else {
-      p.mark_failed(host_source::cgroup_usage);
-    }
-  } else if (u.status == source_status::failed) {
-    p.mark_failed(host_source::cgroup_usage);
-  }
+  const source_value<std::uint64_t> usage = parse_read(read(measured.usage), procfs::parse_cgroup_bytes);
+  mark(p, host_source::cgroup_usage, usage.status);
+  if (usage.ok()) c.usage_bytes = usage.value;
 
   // The working set only matters against a limit; without one memory.stat is not read.
   if (!c.limit_bytes) return c;
-  std::uint64_t inactive_file_bytes = 0;  // unknown counts as 0: the larger, safer working set
-  const source_read s = read(measured.stat);
-  if (s.status == source_status::ok) {
-    const procfs::result<std::uint64_t> inactive = procfs::parse_memory_stat_inactive_file(s.text, mode);
-    if (inactive.ok()) {
-      inactive_file_bytes = inactive.value;
-      p.mark_read(host_source::cgroup_stat);
-    } else {
-      p.mark_failed(host_source::cgroup_stat);
-    }
-  } else if (s.status == source_status::failed) {
-    p.mark_failed(host_source::cgroup_stat);
-  }
-  if (c.usage_bytes) c.working_set_bytes = detail::sat_sub(*c.usage_bytes, inactive_file_bytes);
+  // Unknown inactive_file counts as 0: the larger, safer working set.
+  const source_value<std::uint64_t> inactive = parse_read(
+      read(measured.stat), [&](std::string_view text) { return procfs::parse_memory_stat_inactive_file(text, mode); });
+  mark(p, host_source::cgroup_stat, inactive.status);
+  if (c.usage_bytes) c.working_set_bytes = detail::sat_sub(*c.usage_bytes, inactive.value);
   return c;
 }
 

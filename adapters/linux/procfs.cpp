@@ -124,21 +124,31 @@ errc take_once(bool& seen, T& slot, const result<T>& parsed) noexcept {
   return errc::ok;
 }
 
-}  // namespace
-
-result<meminfo> parse_meminfo(std::string_view text) noexcept {
-  if (const errc e = check_text(text); e != errc::ok) return {{}, e};
-  meminfo m;
-  bool seen_total = false;
-  bool seen_avail = false;
+// Calls `on_line` for each line of a kernel text file that check_text accepts.
+// The first error, the text's or a line's, ends the walk and is the answer.
+template <class OnLine>
+errc for_each_line(std::string_view text, OnLine&& on_line) noexcept {
+  if (const errc e = check_text(text); e != errc::ok) return e;
   line_reader lines(text);
   std::string_view line;
   while (lines.next(line)) {
+    if (const errc e = on_line(line); e != errc::ok) return e;
+  }
+  return errc::ok;
+}
+
+}  // namespace
+
+result<meminfo> parse_meminfo(std::string_view text) noexcept {
+  meminfo m;
+  bool seen_total = false;
+  bool seen_avail = false;
+  const errc walked = for_each_line(text, [&](std::string_view line) {
     const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
+    if (colon == std::string_view::npos) return errc::ok;
     const std::string_view key = line.substr(0, colon);
     const bool is_total = key == "MemTotal";
-    if (!is_total && key != "MemAvailable") continue;
+    if (!is_total && key != "MemAvailable") return errc::ok;
 
     std::string_view rest = line.substr(colon + 1);
     const std::string_view number = next_field(rest);
@@ -156,9 +166,9 @@ result<meminfo> parse_meminfo(std::string_view text) noexcept {
         bytes.value = kib.value * 1024;
       }
     }
-    const errc e = is_total ? take_once(seen_total, m.total_bytes, bytes) : take_once(seen_avail, m.avail_bytes, bytes);
-    if (e != errc::ok) return {{}, e};
-  }
+    return is_total ? take_once(seen_total, m.total_bytes, bytes) : take_once(seen_avail, m.avail_bytes, bytes);
+  });
+  if (walked != errc::ok) return {{}, walked};
   if (!seen_total || !seen_avail) return {{}, errc::missing_key};
   // A machine with no memory is garbage, and a 0 total would read as "unknown" downstream.
   if (m.total_bytes == 0) return {{}, errc::out_of_range};
@@ -196,20 +206,17 @@ result<psi_line> parse_psi_fields(std::string_view rest) noexcept {
 }  // namespace
 
 result<psi> parse_psi(std::string_view text) noexcept {
-  if (const errc e = check_text(text); e != errc::ok) return {{}, e};
   psi out;
   bool seen_some = false;
-  line_reader lines(text);
-  std::string_view line;
-  while (lines.next(line)) {
+  const errc walked = for_each_line(text, [&](std::string_view line) {
     std::string_view rest = line;
     const std::string_view kind = next_field(rest);
     const bool is_some = kind == "some";
-    if (!is_some && kind != "full") continue;
+    if (!is_some && kind != "full") return errc::ok;
     const result<psi_line> fields = parse_psi_fields(rest);
-    const errc e = is_some ? take_once(seen_some, out.some, fields) : take_once(out.has_full, out.full, fields);
-    if (e != errc::ok) return {{}, e};
-  }
+    return is_some ? take_once(seen_some, out.some, fields) : take_once(out.has_full, out.full, fields);
+  });
+  if (walked != errc::ok) return {{}, walked};
   if (!seen_some) return {{}, errc::missing_key};
   return {out, errc::ok};
 }
@@ -238,53 +245,47 @@ result<cgroup_limit> parse_cgroup_v1_limit(std::string_view text) noexcept {
 
 result<std::uint64_t> parse_memory_stat_inactive_file(std::string_view text, cgroup_mode hierarchy) noexcept {
   if (hierarchy == cgroup_mode::none) return {0, errc::malformed};
-  if (const errc e = check_text(text); e != errc::ok) return {0, e};
   std::uint64_t local = 0;
   std::uint64_t hierarchical = 0;
   bool seen_local = false;
   bool seen_hierarchical = false;
-  line_reader lines(text);
-  std::string_view line;
-  while (lines.next(line)) {
+  const errc walked = for_each_line(text, [&](std::string_view line) {
     std::string_view rest = line;
     const std::string_view key = next_field(rest);
     const bool is_local = key == "inactive_file";
     const bool is_hierarchical = hierarchy == cgroup_mode::v1 && key == "total_inactive_file";
-    if (!is_local && !is_hierarchical) continue;
+    if (!is_local && !is_hierarchical) return errc::ok;
     const std::string_view value = next_field(rest);
     result<std::uint64_t> n = to_u64(value);
     if (n.ok() && !only_blanks(rest)) n.error = errc::malformed;
-    const errc e = is_local ? take_once(seen_local, local, n) : take_once(seen_hierarchical, hierarchical, n);
-    if (e != errc::ok) return {0, e};
-  }
+    return is_local ? take_once(seen_local, local, n) : take_once(seen_hierarchical, hierarchical, n);
+  });
+  if (walked != errc::ok) return {0, walked};
   if (seen_hierarchical) return {hierarchical, errc::ok};
   if (seen_local) return {local, errc::ok};
   return {0, errc::missing_key};
 }
 
 result<self_cgroup> parse_self_cgroup(std::string_view text) noexcept {
-  if (const errc e = check_text(text); e != errc::ok) return {{}, e};
   self_cgroup out;
   bool seen_v2 = false;
   bool seen_memory = false;
-  line_reader lines(text);
-  std::string_view line;
-  while (lines.next(line)) {
+  const errc walked = for_each_line(text, [&](std::string_view line) {
     const std::size_t c1 = line.find(':');
     const std::size_t c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
-    if (c2 == std::string_view::npos) return {{}, errc::malformed};
+    if (c2 == std::string_view::npos) return errc::malformed;
     const result<std::uint64_t> id = to_u64(line.substr(0, c1));
-    if (!id.ok()) return {{}, errc::malformed};
+    if (!id.ok()) return errc::malformed;
     const std::string_view controllers = line.substr(c1 + 1, c2 - c1 - 1);
     // The path is everything after the second colon: a cgroup name may hold ':'.
     const std::string_view path = line.substr(c2 + 1);
-    if (path.empty() || path.front() != '/') return {{}, errc::malformed};
+    if (path.empty() || path.front() != '/') return errc::malformed;
 
     if (id.value == 0 && controllers.empty()) {
-      if (seen_v2) return {{}, errc::duplicate_key};
+      if (seen_v2) return errc::duplicate_key;
       seen_v2 = true;
       out.v2_path = path;
-      continue;
+      return errc::ok;
     }
     std::string_view list = controllers;
     while (!list.empty()) {
@@ -292,11 +293,13 @@ result<self_cgroup> parse_self_cgroup(std::string_view text) noexcept {
       const std::string_view name = list.substr(0, comma);
       list.remove_prefix(comma == std::string_view::npos ? list.size() : comma + 1);
       if (name != "memory") continue;
-      if (seen_memory) return {{}, errc::duplicate_key};
+      if (seen_memory) return errc::duplicate_key;
       seen_memory = true;
       out.v1_memory_path = path;
     }
-  }
+    return errc::ok;
+  });
+  if (walked != errc::ok) return {{}, walked};
   return {out, errc::ok};
 }
 

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -12,6 +11,8 @@
 #include <system_error>
 #include <thread>
 #include <utility>
+
+#include "os_calls.hpp"
 
 namespace pnmem {
 
@@ -21,20 +22,7 @@ namespace fs = std::filesystem;
 using std::chrono::nanoseconds;
 using std::chrono::steady_clock;
 
-int real_open(const char* path, int flags) { return ::open(path, flags); }
-ssize_t real_write(int fd, const void* buf, std::size_t n) { return ::write(fd, buf, n); }
-int real_ppoll(::pollfd* fds, ::nfds_t n, const ::timespec* timeout) { return ::ppoll(fds, n, timeout, nullptr); }
-int real_close(int fd) { return ::close(fd); }
-int real_fstatfs(int fd, struct ::statfs* buf) { return ::fstatfs(fd, buf); }
-
-psi_syscalls with_real_calls(psi_syscalls s) {
-  if (s.open == nullptr) s.open = real_open;
-  if (s.write == nullptr) s.write = real_write;
-  if (s.ppoll == nullptr) s.ppoll = real_ppoll;
-  if (s.close == nullptr) s.close = real_close;
-  if (s.fstatfs == nullptr) s.fstatfs = real_fstatfs;
-  return s;
-}
+using linux_os::sys;
 
 // Pressure files live on procfs (/proc/pressure) and cgroup2 (memory.pressure).
 bool on_pressure_fs(const struct ::statfs& st) {
@@ -83,7 +71,6 @@ std::string psi_trigger_text(const psi_trigger_spec& s) {
 }
 
 struct psi_trigger::state {
-  psi_syscalls sys;
   int event_fd = -1;
   // Touched only by the constructor and the waiting thread.
   std::vector<int> trigger_fds;
@@ -100,10 +87,10 @@ struct psi_trigger::state {
   fs::path host_file;
   std::size_t host_fd_count = 0;
 
-  explicit state(psi_syscalls s) : sys(with_real_calls(s)) {
+  state() {
     // Non-blocking so that consuming it never waits and interrupt() never
     // blocks (a full counter already means "interrupt pending").
-    event_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    event_fd = sys().eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (event_fd < 0) throw std::system_error(errno, std::generic_category(), "pnmem::psi_trigger: eventfd");
   }
   state(const state&) = delete;
@@ -111,13 +98,13 @@ struct psi_trigger::state {
 
   ~state() {
     close_triggers();
-    ::close(event_fd);
+    sys().close(event_fd);
   }
 
   void close_triggers() {
     // Linux closes the descriptor even when close() fails (EINTR included), so
     // there is nothing to retry.
-    for (int fd : trigger_fds) sys.close(fd);
+    for (int fd : trigger_fds) sys().close(fd);
     trigger_fds.clear();
   }
 
@@ -149,7 +136,7 @@ struct psi_trigger::state {
     const std::string text = psi_trigger_text(s);
     // With the NUL: the kernel replaces the last byte written with one.
     const std::size_t n = text.size() + 1;
-    const ssize_t written = sys.write(fd, text.c_str(), n);
+    const ssize_t written = sys().write(fd, text.c_str(), n);
     if (written == static_cast<ssize_t>(n)) return true;
     err = written < 0 ? errno : EIO;  // a short write would be a kernel we do not understand
     return false;
@@ -164,7 +151,7 @@ struct psi_trigger::state {
     bool armed_any = false;
     for (const auto& requested : specs) {
       const psi_trigger_spec spec = clamp_to_kernel_limits(requested);
-      const int fd = sys.open(file.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+      const int fd = sys().open(file.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
       if (fd < 0) {
         const int err = errno;
         if (!required && !armed_any) {
@@ -182,8 +169,8 @@ struct psi_trigger::state {
         return arm_result::failed;
       }
       struct ::statfs st {};
-      if (sys.fstatfs(fd, &st) != 0 || !on_pressure_fs(st)) {
-        sys.close(fd);
+      if (sys().fstatfs(fd, &st) != 0 || !on_pressure_fs(st)) {
+        sys().close(fd);
         const std::string why = file.string() + " is not a kernel pressure file (not on procfs or cgroup2)";
         if (!required && !armed_any) {
           note(why + ": not armed");
@@ -249,7 +236,7 @@ struct psi_trigger::state {
   // Replaces the cgroup file's triggers (if any) with triggers on `file`.
   bool arm_cgroup(const fs::path& file) {
     if (mode.load(std::memory_order_acquire) != psi_mode::trigger) return false;
-    for (std::size_t i = host_fd_count; i < trigger_fds.size(); ++i) sys.close(trigger_fds[i]);
+    for (std::size_t i = host_fd_count; i < trigger_fds.size(); ++i) sys().close(trigger_fds[i]);
     trigger_fds.resize(host_fd_count);
     {
       std::lock_guard lock(mutex);
@@ -262,7 +249,7 @@ struct psi_trigger::state {
 
   bool consume_interrupt() const {
     std::uint64_t count = 0;
-    return ::read(event_fd, &count, sizeof count) == static_cast<ssize_t>(sizeof count);
+    return sys().read(event_fd, &count, sizeof count) == static_cast<ssize_t>(sizeof count);
   }
 
   // Only when ppoll() itself fails without triggers to drop: short sleeps that
@@ -283,7 +270,7 @@ struct psi_trigger::state {
       const nanoseconds remaining = deadline > now ? deadline - now : nanoseconds::zero();
       const ::timespec ts = to_timespec(std::min(remaining, max_single_wait));
       for (auto& p : poll_fds) p.revents = 0;
-      const int n = sys.ppoll(poll_fds.data(), static_cast<::nfds_t>(poll_fds.size()), &ts);
+      const int n = sys().ppoll(poll_fds.data(), static_cast<::nfds_t>(poll_fds.size()), &ts);
       if (n < 0) {
         const int err = errno;
         if (err == EINTR) continue;  // with what is left of the time
@@ -319,7 +306,7 @@ struct psi_trigger::state {
   }
 };
 
-psi_trigger::psi_trigger(psi_trigger_config config, psi_syscalls sys) : state_(std::make_unique<state>(sys)) {
+psi_trigger::psi_trigger(psi_trigger_config config) : state_(std::make_unique<state>()) {
   state_->arm(config);
 }
 
@@ -344,7 +331,7 @@ void psi_trigger::interrupt() noexcept {
   if (!state_) return;
   const std::uint64_t one = 1;
   // EAGAIN means the counter is full: an interrupt is pending already.
-  [[maybe_unused]] const ssize_t ignored = ::write(state_->event_fd, &one, sizeof one);
+  [[maybe_unused]] const ssize_t ignored = sys().write(state_->event_fd, &one, sizeof one);
 }
 
 psi_mode psi_trigger::mode() const noexcept {

@@ -3,16 +3,15 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
-#include <sys/stat.h>
-#include <sys/vfs.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <utility>
 
+#include "os_calls.hpp"
+
 namespace pnmem::detail {
 
-pread_result pread_whole(int fd, std::span<char> buffer, pread_function pread_fn) noexcept {
+pread_result pread_whole(int fd, std::span<char> buffer) noexcept {
   std::size_t size = 0;
   for (;;) {
     char probe = 0;
@@ -20,14 +19,14 @@ pread_result pread_whole(int fd, std::span<char> buffer, pread_function pread_fn
     // When the buffer is full, one more byte tells "exactly fits" from "too large".
     char* const dest = full ? &probe : buffer.data() + size;
     const std::size_t want = full ? 1 : buffer.size() - size;
-    const ssize_t n = pread_fn(fd, dest, want, static_cast<off_t>(size));
+    const ssize_t n = linux_os::sys().pread(fd, dest, want, static_cast<off_t>(size));
     if (n < 0) {
       if (errno == EINTR) continue;
       return {pread_status::error, 0, errno};
     }
     if (n == 0) return {pread_status::ok, size, 0};
     if (full) return {pread_status::too_large, 0, 0};
-    // A misbehaving pread (a test seam) can claim more than asked: never overrun.
+    // A misbehaving pread (a test's, through the seam) can claim more than asked: never overrun.
     if (static_cast<std::size_t>(n) > want) return {pread_status::error, 0, EIO};
     size += static_cast<std::size_t>(n);
   }
@@ -37,7 +36,7 @@ namespace {
 
 bool kernel_file_system(int fd) noexcept {
   struct statfs fs {};
-  if (fstatfs(fd, &fs) != 0) return false;
+  if (linux_os::sys().fstatfs(fd, &fs) != 0) return false;
   switch (static_cast<unsigned long>(fs.f_type)) {
     case PROC_SUPER_MAGIC:
     case SYSFS_MAGIC:
@@ -57,14 +56,12 @@ bool absent_errno(int e) noexcept { return e == ENOENT || e == ENOTDIR; }
 
 }  // namespace
 
-source_file::source_file(std::string path, pread_function pread_fn) noexcept
-    : path_(std::move(path)), pread_(pread_fn != nullptr ? pread_fn : &::pread) {}
+source_file::source_file(std::string path) noexcept : path_(std::move(path)) {}
 
 source_file::~source_file() { close(); }
 
 source_file::source_file(source_file&& other) noexcept
     : path_(std::move(other.path_)),
-      pread_(other.pread_),
       fd_(std::exchange(other.fd_, -1)),
       check_links_(other.check_links_) {}
 
@@ -72,7 +69,6 @@ source_file& source_file::operator=(source_file&& other) noexcept {
   if (this != &other) {
     close();
     path_ = std::move(other.path_);
-    pread_ = other.pread_;
     fd_ = std::exchange(other.fd_, -1);
     check_links_ = other.check_links_;
   }
@@ -80,14 +76,14 @@ source_file& source_file::operator=(source_file&& other) noexcept {
 }
 
 void source_file::close() noexcept {
-  if (fd_ >= 0) ::close(fd_);  // a close error on a read-only fd loses nothing
+  if (fd_ >= 0) linux_os::sys().close(fd_);  // a close error on a read-only fd loses nothing
   fd_ = -1;
 }
 
 source_status source_file::open_status(int& error_number) noexcept {
   if (fd_ >= 0) return source_status::ok;
   if (path_.empty()) return source_status::missing;
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = linux_os::sys().open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     error_number = errno;
     return absent_errno(error_number) ? source_status::missing : source_status::failed;
@@ -104,7 +100,7 @@ bool source_file::open() noexcept {
 
 bool source_file::unlinked() const noexcept {
   struct stat st {};
-  return fstat(fd_, &st) == 0 && st.st_nlink == 0;
+  return linux_os::sys().fstat(fd_, &st) == 0 && st.st_nlink == 0;
 }
 
 source_read source_file::read(std::span<char> buffer) noexcept {
@@ -117,7 +113,7 @@ source_read source_file::read(std::span<char> buffer) noexcept {
       close();
       continue;
     }
-    const pread_result r = pread_whole(fd_, buffer, pread_);
+    const pread_result r = pread_whole(fd_, buffer);
     if (r.status == pread_status::ok) return {source_status::ok, {buffer.data(), r.size}, 0};
     close();
     if (r.status == pread_status::too_large) return {source_status::failed, {}, EFBIG};

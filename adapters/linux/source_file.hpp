@@ -2,11 +2,9 @@
 //
 // Private to the Linux adapter (not installed). Reading /proc and cgroupfs is the
 // sampler's whole cost, so a file is opened once and re-read from offset 0 each
-// sample; the pread call is a seam (pread_function) so tests can inject EINTR,
+// sample. Every OS call goes through os_calls.hpp, so tests can inject EINTR,
 // short reads and errors the kernel rarely produces on demand.
 #pragma once
-
-#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -15,8 +13,6 @@
 #include <string_view>
 
 namespace pnmem::detail {
-
-using pread_function = ssize_t (*)(int fd, void* buffer, std::size_t count, off_t offset);
 
 enum class pread_status : std::uint8_t {
   ok,
@@ -33,7 +29,7 @@ struct pread_result {
 // Reads from offset 0 to end of file into `buffer`, retrying EINTR and short
 // reads: only a 0-byte read means end of file. A file that fills the buffer is
 // probed for one more byte to tell "exactly full" from "too large".
-pread_result pread_whole(int fd, std::span<char> buffer, pread_function pread_fn) noexcept;
+pread_result pread_whole(int fd, std::span<char> buffer) noexcept;
 
 enum class source_status : std::uint8_t {
   ok,
@@ -50,7 +46,7 @@ struct source_read {
 class source_file {
  public:
   source_file() = default;
-  explicit source_file(std::string path, pread_function pread_fn = nullptr) noexcept;
+  explicit source_file(std::string path) noexcept;
   ~source_file();
   source_file(source_file&& other) noexcept;
   source_file& operator=(source_file&& other) noexcept;
@@ -75,7 +71,6 @@ class source_file {
   bool unlinked() const noexcept;
 
   std::string path_;
-  pread_function pread_ = nullptr;
   int fd_ = -1;
   // procfs, sysfs and cgroupfs report a vanished file through read errors; on any
   // other file system (fixture trees) the file's link count is checked instead.

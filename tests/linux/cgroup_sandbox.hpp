@@ -1,9 +1,9 @@
 // cgroup_sandbox.hpp - throwaway memory cgroups for the real-kernel test programs
 // (kernel_psi_trigger_test, kernel_watcher_test). Test code only, header-only.
 //
-//   own_cgroup(fstype, option)  where this process sits in a cgroup hierarchy
-//                               (from /proc/self/mountinfo and /proc/self/cgroup)
-//   read_file / write_file      cgroupfs I/O (one write() per value, errno kept)
+//   own_cgroup_dir(hierarchy)   this process's cgroup directory (real_cgroup.hpp's own_cgroup)
+//   write_file                  cgroupfs writes (one write() per value, errno kept);
+//                               read_file (file_text.hpp) reads
 //   remove_cgroup               rmdir, retried while the kernel still says EBUSY
 //   remove_stale_cgroups        what a SIGKILLed earlier run left behind, by prefix
 //   cgroup_sandbox              owns one uniquely named child cgroup and the child
@@ -38,26 +38,21 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "file_text.hpp"
+#include "pnmem/provenance.hpp"
+#include "real_cgroup.hpp"
+
 namespace pnmem_test {
 
 namespace fs = std::filesystem;
 
 inline std::string errno_text() { return std::strerror(errno); }
-
-inline std::optional<std::string> read_file(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // One write() of the whole text, as cgroupfs wants it; errno on failure.
 inline bool write_file(const fs::path& p, const std::string& text) {
@@ -87,65 +82,17 @@ constexpr const char* memory_limit_file(cgroup_version v) noexcept {
   return v == cgroup_version::v1 ? "memory.limit_in_bytes" : "memory.max";
 }
 
-// This process's place in one cgroup hierarchy.
-struct cgroup_location {
-  fs::path mount_point;    // where the hierarchy is mounted
-  std::string mount_root;  // the hierarchy's directory shown there ("/" on a host)
-  fs::path dir;            // this process's cgroup directory
-
-  // A directory under mount_point as /proc/<pid>/cgroup names it ("/a/b").
-  std::string cgroup_path(const fs::path& d) const {
-    const std::string below = "/" + d.lexically_relative(mount_point).generic_string();
-    const std::string prefix = mount_root == "/" ? std::string() : mount_root;
-    return below == "/." ? (prefix.empty() ? "/" : prefix) : prefix + below;
-  }
-};
-
-// The hierarchy mounted with fstype `fstype` whose super options include
-// `option` ("" for cgroup2): mountinfo gives the mount point and the mount's
-// root inside the hierarchy, /proc/self/cgroup the process's path inside it.
-inline std::optional<cgroup_location> own_cgroup(const std::string& fstype, const std::string& option) {
-  const auto mountinfo = read_file("/proc/self/mountinfo");
-  const auto cgroups = read_file("/proc/self/cgroup");
-  if (!mountinfo || !cgroups) return std::nullopt;
-  cgroup_location where;
-  for (const auto& line : split(*mountinfo, '\n')) {
-    // id parent dev root mount-point options [optional...] - fstype source super-options
-    const auto fields = split(line, ' ');
-    std::size_t dash = 0;
-    while (dash < fields.size() && fields[dash] != "-") ++dash;
-    if (dash < 5 || dash + 3 >= fields.size() || fields[dash + 1] != fstype) continue;
-    const auto super = split(fields[dash + 3], ',');
-    if (!option.empty() && std::find(super.begin(), super.end(), option) == super.end()) continue;
-    where.mount_root = fields[3];
-    where.mount_point = fields[4];
-    break;
-  }
-  if (where.mount_point.empty()) return std::nullopt;
-  for (const auto& line : split(*cgroups, '\n')) {
-    // hierarchy-id:controllers:path; cgroup2 is "0::path"
-    const auto first = line.find(':');
-    const auto second = line.find(':', first + 1);
-    if (first == std::string::npos || second == std::string::npos) continue;
-    const auto controllers = split(line.substr(first + 1, second - first - 1), ',');
-    const bool match = option.empty() ? line.compare(0, 3, "0::") == 0
-                                      : std::find(controllers.begin(), controllers.end(), option) !=
-                                            controllers.end();
-    if (!match) continue;
-    std::string path = line.substr(second + 1);
-    // Inside a container the mount's root may be a prefix of the path.
-    if (where.mount_root != "/" && path.compare(0, where.mount_root.size(), where.mount_root) == 0) {
-      path.erase(0, where.mount_root.size());
-    }
-    where.dir = where.mount_point / fs::path(path).relative_path();
-    return where;
-  }
-  return std::nullopt;
+inline std::optional<fs::path> own_cgroup_dir(pnmem::cgroup_mode hierarchy) {
+  const auto where = own_cgroup(hierarchy);
+  return where ? std::optional<fs::path>(where->dir) : std::nullopt;
 }
 
-inline std::optional<fs::path> own_cgroup_dir(const std::string& fstype, const std::string& option) {
-  const auto where = own_cgroup(fstype, option);
-  return where ? std::optional<fs::path>(where->dir) : std::nullopt;
+// The same, naming the hierarchy by its mount's fstype and super option, as
+// examples/survival does: ("cgroup2", "") is v2, ("cgroup", "memory") v1.
+inline std::optional<fs::path> own_cgroup_dir(std::string_view fstype, std::string_view option) {
+  if (fstype == "cgroup2" && option.empty()) return own_cgroup_dir(pnmem::cgroup_mode::v2);
+  if (fstype == "cgroup" && option == "memory") return own_cgroup_dir(pnmem::cgroup_mode::v1);
+  return std::nullopt;
 }
 
 // Moves process `pid` (all its threads) into the cgroup at `dir`; errno on failure.

@@ -5,7 +5,7 @@
 //   temp_tree t{"v1_limit"}  a copy of one fixture tree (or, with no name, an empty
 //                            directory) under /tmp, removed at scope exit: the
 //                            checked-in fixtures are never modified
-//   write_text / read_text   whole-file I/O
+//   write_text / read_text   whole-file I/O (read_text: file_text.hpp's read_file)
 #pragma once
 
 #include <doctest/doctest.h>
@@ -14,10 +14,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
+
+#include "file_text.hpp"
 
 namespace pnmem_test {
 
@@ -52,11 +53,7 @@ inline void write_text(const std::filesystem::path& p, std::string_view text) {
   out << text;
 }
 
-inline std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// The file's bytes; "" when it cannot be opened.
+inline std::string read_text(const std::filesystem::path& p) { return read_file(p).value_or(std::string()); }
 
 }  // namespace pnmem_test

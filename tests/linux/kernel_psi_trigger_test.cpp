@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "cgroup_sandbox.hpp"
+#include "kernel_test_exit.hpp"
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/linux/psi_trigger.hpp"
 #include "pnmem/watcher.hpp"
@@ -54,10 +55,6 @@ using steady = std::chrono::steady_clock;
 
 namespace {
 
-constexpr int exit_pass = 0;
-constexpr int exit_fail = 1;
-constexpr int exit_skip = 77;
-
 constexpr std::size_t MiB = 1024 * 1024;
 constexpr std::size_t cgroup_limit_bytes = 300 * MiB;
 constexpr std::size_t anon_bytes = 270 * MiB;
@@ -65,16 +62,6 @@ constexpr std::size_t file_bytes = 600 * MiB;
 constexpr auto fire_deadline = 30s;
 
 const char* const stale_prefix = "pnmem-psi-test-";
-
-int skip(const std::string& why) {
-  std::printf("SKIP: %s\n", why.c_str());
-  return exit_skip;
-}
-
-int fail(const std::string& why) {
-  std::printf("FAIL: %s\n", why.c_str());
-  return exit_fail;
-}
 
 // ---- the process under pressure -------------------------------------------------
 
@@ -156,7 +143,7 @@ std::string psi_totals() {
 int run_pressure(bool via_watcher) {
   if (::geteuid() != 0) return skip("not root: cannot create a memory cgroup");
   if (::access("/proc/pressure/memory", R_OK) != 0) return skip("no /proc/pressure/memory (PSI off)");
-  const auto parent = own_cgroup_dir("cgroup", "memory");
+  const auto parent = own_cgroup_dir(pnmem::cgroup_mode::v1);
   if (!parent) return skip("no cgroup v1 memory controller mounted");
   const auto data_dir = disk_backed_dir();
   if (!data_dir) return skip("no disk-backed writable directory for the 600 MiB file");
@@ -269,7 +256,7 @@ int run_pressure(bool via_watcher) {
 int run_cgroup_removed() {
   if (::geteuid() != 0) return skip("not root: cannot create a cgroup");
   if (::access("/proc/pressure/memory", R_OK) != 0) return skip("no /proc/pressure/memory (PSI off)");
-  const auto parent = own_cgroup_dir("cgroup2", "");
+  const auto parent = own_cgroup_dir(pnmem::cgroup_mode::v2);
   if (!parent) return skip("no cgroup2 mounted");
   remove_stale_cgroups(*parent, stale_prefix);
   cgroup_sandbox sandbox;

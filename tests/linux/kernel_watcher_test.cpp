@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "cgroup_sandbox.hpp"
+#include "kernel_test_exit.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/linux/procfs.hpp"
@@ -58,10 +59,6 @@ using steady = std::chrono::steady_clock;
 using pnmem::MiB;
 
 namespace {
-
-constexpr int exit_pass = 0;
-constexpr int exit_fail = 1;
-constexpr int exit_skip = 77;
 
 constexpr std::uint64_t limit_bytes = 3 * pnmem::GiB;
 constexpr std::uint64_t step_bytes = 128 * MiB;
@@ -76,16 +73,6 @@ constexpr auto wait_limit = 10s;   // for any one ack or snapshot
 constexpr auto total_limit = 60s;  // for the whole run
 
 const char* const stale_prefix = "pnmem-watcher-test-";
-
-int skip(const std::string& why) {
-  std::printf("SKIP: %s\n", why.c_str());
-  return exit_skip;
-}
-
-int fail(const std::string& why) {
-  std::printf("FAIL: %s\n", why.c_str());
-  return exit_fail;
-}
 
 std::string mib(std::uint64_t bytes) { return std::to_string(bytes / MiB) + " MiB"; }
 
@@ -261,7 +248,7 @@ bool has_word(const std::string& text, std::string_view word) {
 // for its children), or a child of the root, which can. Else v1.
 std::optional<memory_hierarchy> choose_hierarchy() {
   std::string v2_note = "no cgroup2 mounted";
-  if (auto v2 = own_cgroup("cgroup2", "")) {
+  if (auto v2 = own_cgroup(pnmem::cgroup_mode::v2)) {
     const fs::path parent = v2->dir == v2->mount_point ? v2->dir : v2->dir.parent_path();
     const auto subtree = read_file(parent / "cgroup.subtree_control");
     if (subtree && has_word(*subtree, "memory")) {
@@ -270,7 +257,7 @@ std::optional<memory_hierarchy> choose_hierarchy() {
     }
     v2_note = "cgroup2 " + parent.string() + " does not delegate the memory controller";
   }
-  if (auto v1 = own_cgroup("cgroup", "memory")) {
+  if (auto v1 = own_cgroup(pnmem::cgroup_mode::v1)) {
     return memory_hierarchy{cgroup_version::v1, *v1, v1->dir, v2_note};
   }
   return std::nullopt;
@@ -511,22 +498,20 @@ int run() {
   rig r(sandbox, hierarchy->version, limit_path, meminfo.value.total_bytes, start + total_limit);
   r.w_out = fds[pipes::w_out_r];
   r.g_ack = fds[pipes::g_ack_r];
-  r.w_pid = ::fork();
-  if (r.w_pid < 0) return fail("fork: " + errno_text());
-  if (r.w_pid == 0) {
-    prepare_child(self);
-    fds.keep_only(pipes::w_control_r, pipes::w_out_w);
-    watcher_main(cg, fds[pipes::w_control_r], fds[pipes::w_out_w]);
-  }
-  sandbox.adopt(r.w_pid);
-  r.g_pid = ::fork();
-  if (r.g_pid < 0) return fail("fork: " + errno_text());
-  if (r.g_pid == 0) {
-    prepare_child(self);
-    fds.keep_only(pipes::g_command_r, pipes::g_ack_w);
-    grower_main(cg, fds[pipes::g_command_r], fds[pipes::g_ack_w]);
-  }
-  sandbox.adopt(r.g_pid);
+  // Forks a child that keeps only descriptors `in` and `out` and runs child_main(cg, in, out).
+  const auto spawn = [&](pid_t& pid, pipes::end in, pipes::end out, void (*child_main)(const fs::path&, int, int)) {
+    pid = ::fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+      prepare_child(self);
+      fds.keep_only(in, out);
+      child_main(cg, fds[in], fds[out]);
+    }
+    sandbox.adopt(pid);
+    return true;
+  };
+  if (!spawn(r.w_pid, pipes::w_control_r, pipes::w_out_w, watcher_main)) return fail("fork: " + errno_text());
+  if (!spawn(r.g_pid, pipes::g_command_r, pipes::g_ack_w, grower_main)) return fail("fork: " + errno_text());
   // Only the children hold the other ends now: EOF when one ends.
   fds.close(pipes::w_out_w);
   fds.close(pipes::g_ack_w);

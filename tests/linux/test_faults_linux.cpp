@@ -2,7 +2,7 @@
 // sources that vanish and come back, unreadable sources, short reads and EINTR,
 // a clock that jumps under the PSI stall rate. Real files in a private copy of a
 // fixture tree where a real mechanism exists (removal, rename, a symlink to a
-// kernel file that fails for real), the source_file pread seam otherwise.
+// kernel file that fails for real), the OS-call seam's pread otherwise.
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -28,12 +28,17 @@
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/linux/procfs.hpp"
 #include "pnmem/units.hpp"
+#include "fixture_sampler.hpp"
 #include "fixture_tree.hpp"
+#include "os_calls.hpp"
 #include "source_file.hpp"
 
 namespace fs = std::filesystem;
 using namespace pnmem::literals;
+using pnmem_test::bits;
+using pnmem_test::fake_clock;
 using pnmem_test::fixtures_dir;
+using pnmem_test::psi_text;
 using pnmem_test::read_text;
 using pnmem_test::temp_tree;
 using pnmem_test::write_text;
@@ -53,26 +58,8 @@ void link_over(const fs::path& p, const fs::path& target) {
   fs::create_symlink(target, p);
 }
 
-struct fake_clock {
-  std::int64_t now_ns = 1'000'000'000;
-};
-
 linux_sampler sampler_over(const fs::path& root, fake_clock* clock = nullptr) {
-  pnmem::linux_sampler_options o;
-  o.root = root.string();
-  o.psi_triggers.clear();  // nothing here is about triggers
-  if (clock != nullptr) {
-    o.monotonic_ns = [clock] { return clock->now_ns; };
-  } else {
-    o.monotonic_ns = [] { return std::int64_t{0}; };
-  }
-  return linux_sampler(std::move(o));
-}
-
-std::uint32_t bits(std::initializer_list<host_source> sources) {
-  std::uint32_t b = 0;
-  for (const host_source s : sources) b |= static_cast<std::uint32_t>(s);
-  return b;
+  return pnmem_test::fixture_sampler(root, clock, pnmem_test::psi_triggers::none);  // nothing here is about triggers
 }
 
 pnmem::mem_level level_of(const host_sample& h) {
@@ -81,11 +68,11 @@ pnmem::mem_level level_of(const host_sample& h) {
   return pnmem::derive_level(s);
 }
 
-// ---- the pread seam ----------------------------------------------------------------
+// ---- the seam's pread --------------------------------------------------------------
 
 // Each pread call takes the next step: fail with `err`, or read at most
 // `max_bytes` (0: as much as asked) from the real file. With no steps left,
-// the real pread. One global: the seam is a plain function pointer.
+// the real pread. One global: the seam takes plain function pointers.
 struct step {
   int err = 0;
   std::size_t max_bytes = 0;
@@ -96,7 +83,7 @@ int g_calls = 0;
 
 ssize_t scripted_pread(int fd, void* buf, std::size_t count, off_t offset) {
   ++g_calls;
-  if (g_steps.empty()) return ::pread(fd, buf, count, offset);
+  if (g_steps.empty()) return pnmem::linux_os::real_calls().pread(fd, buf, count, offset);
   const step s = g_steps.front();
   g_steps.pop_front();
   if (s.err != 0) {
@@ -105,12 +92,13 @@ ssize_t scripted_pread(int fd, void* buf, std::size_t count, off_t offset) {
   }
   if (s.eof) return 0;
   if (s.max_bytes != 0 && count > s.max_bytes) count = s.max_bytes;
-  return ::pread(fd, buf, count, offset);
+  return pnmem::linux_os::real_calls().pread(fd, buf, count, offset);
 }
 
 // Claims one byte more than it was asked for.
 ssize_t overrunning_pread(int, void*, std::size_t count, off_t) { return static_cast<ssize_t>(count) + 1; }
 
+// Every pread of the adapter follows `steps` while this is alive.
 struct script_scope {
   explicit script_scope(std::initializer_list<step> steps = {}) : script_scope(std::deque<step>(steps)) {}
   explicit script_scope(std::deque<step> steps) {
@@ -120,12 +108,23 @@ struct script_scope {
   ~script_scope() { g_steps.clear(); }
   script_scope(const script_scope&) = delete;
   script_scope& operator=(const script_scope&) = delete;
+  pnmem::linux_os::calls_override seam{
+      pnmem::linux_os::real_calls_but(&pnmem::linux_os::calls::pread, scripted_pread)};
 };
 
-std::string psi_text(std::uint64_t some_total_us, std::uint64_t full_total_us) {
-  return "some avg10=0.00 avg60=0.00 avg300=0.00 total=" + std::to_string(some_total_us) +
-         "\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=" + std::to_string(full_total_us) + "\n";
-}
+// A file with `text` in a fresh directory, kept open by a source_file, and a
+// read buffer.
+struct kept_file {
+  temp_tree dir;
+  fs::path path;
+  source_file file;
+  std::vector<char> buf;
+  kept_file(std::string_view name, std::string_view text, std::size_t buffer_bytes = 64)
+      : path(dir / name), buf(buffer_bytes) {
+    write_text(path, text);
+    file = source_file(path.string());
+  }
+};
 
 // A kernfs file that refuses to be opened for reading, even by root (a write-only
 // sysfs attribute: kernfs checks the mode itself), or, for a user without
@@ -210,11 +209,10 @@ TEST_CASE("fault a: /proc/self/cgroup vanishes and comes back: no cgroup, then l
 }
 
 TEST_CASE("fault a: a kept-open file whose read says ENODEV is reopened at once; twice in a row it has failed") {
-  temp_tree dir;
-  const fs::path p = dir / "memory.usage_in_bytes";
-  write_text(p, "42\n");
-  source_file f(p.string(), &scripted_pread);
-  std::vector<char> buf(64);
+  kept_file k("memory.usage_in_bytes", "42\n");
+  const fs::path& p = k.path;
+  source_file& f = k.file;
+  std::vector<char>& buf = k.buf;
   REQUIRE(f.read(buf).status == source_status::ok);
 
   SUBCASE("back already (the cgroup re-created): read in the same call") {
@@ -248,11 +246,9 @@ TEST_CASE("fault a: a kept-open file whose read says ENODEV is reopened at once;
 // ---- b: unreadable sources ---------------------------------------------------------------
 
 TEST_CASE("fault b: EACCES or EIO from a read: failed with that errno, closed; the next read reopens") {
-  temp_tree dir;
-  const fs::path p = dir / "meminfo";
-  write_text(p, "MemTotal: 4 kB\n");
-  source_file f(p.string(), &scripted_pread);
-  std::vector<char> buf(64);
+  kept_file k("meminfo", "MemTotal: 4 kB\n");
+  source_file& f = k.file;
+  std::vector<char>& buf = k.buf;
   for (const int err : {EACCES, EIO, EPERM}) {
     CAPTURE(err);
     script_scope sc{{err, 0}};
@@ -346,12 +342,10 @@ TEST_CASE("fault b: a real EACCES on open (a write-only kernfs file) where the c
 // ---- c: short reads and EINTR ----------------------------------------------------------
 
 TEST_CASE("fault c: EINTR storms and one-byte reads: the whole file, byte for byte") {
-  temp_tree dir;
-  const fs::path p = dir / "meminfo";
   const std::string text = read_text(fixtures_dir() / "v1_limit/proc/meminfo");
-  write_text(p, text);
-  source_file f(p.string(), &scripted_pread);
-  std::vector<char> buf(16 * 1024);
+  kept_file k("meminfo", text, 16 * 1024);
+  source_file& f = k.file;
+  std::vector<char>& buf = k.buf;
 
   SUBCASE("EINTR once") {
     script_scope sc{{EINTR, 0}};
@@ -379,7 +373,9 @@ TEST_CASE("fault c: EINTR storms and one-byte reads: the whole file, byte for by
     CHECK(pnmem::procfs::parse_meminfo(r.text).error == pnmem::procfs::errc::truncated);  // never a short number
   }
   SUBCASE("a pread that claims more than it was asked for: failed (EIO), nothing overrun") {
-    source_file bad(p.string(), &overrunning_pread);
+    const pnmem::linux_os::calls_override seam(
+        pnmem::linux_os::real_calls_but(&pnmem::linux_os::calls::pread, overrunning_pread));
+    source_file bad(k.path.string());
     const auto r = bad.read(buf);
     CHECK(r.status == source_status::failed);
     CHECK(r.error_number == EIO);

@@ -19,6 +19,7 @@
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/linux/procfs.hpp"
 #include "pnmem/units.hpp"
+#include "fixture_sampler.hpp"
 #include "fixture_tree.hpp"
 #include "real_cgroup.hpp"
 #include "source_file.hpp"
@@ -31,40 +32,18 @@ using pnmem::host_source;
 using pnmem::linux_sampler;
 using pnmem::linux_sampler_options;
 using pnmem::psi_mode;
+using pnmem_test::bits;
+using pnmem_test::fake_clock;
+using pnmem_test::fixture_sampler;
 using pnmem_test::fixtures_dir;
+using pnmem_test::psi_text;
 using pnmem_test::read_text;
 using pnmem_test::real_cgroup_dir;
+using pnmem_test::sample_fixture;
 using pnmem_test::temp_tree;
 using pnmem_test::write_text;
 
 namespace {
-
-// A clock the test moves by hand.
-struct fake_clock {
-  std::int64_t now_ns = 1'000'000'000;
-};
-
-linux_sampler fixture_sampler(const fs::path& root, fake_clock* clock = nullptr) {
-  linux_sampler_options o;
-  o.root = root.string();
-  if (clock != nullptr) {
-    o.monotonic_ns = [clock] { return clock->now_ns; };
-  } else {
-    o.monotonic_ns = [] { return std::int64_t{0}; };
-  }
-  return linux_sampler(std::move(o));
-}
-
-host_sample sample_fixture(std::string_view name) {
-  linux_sampler s = fixture_sampler(fixtures_dir() / name);
-  return s.sample();
-}
-
-std::uint32_t bits(std::initializer_list<host_source> sources) {
-  std::uint32_t b = 0;
-  for (const host_source s : sources) b |= static_cast<std::uint32_t>(s);
-  return b;
-}
 
 // Every host_sample and provenance field.
 void check_sample(const host_sample& got, const host_sample& want) {
@@ -91,16 +70,60 @@ void check_sample(const host_sample& got, const host_sample& want) {
   CHECK(g.limit_cgroup_path() == w.limit_cgroup_path());
 }
 
+// A fixture's expected sample: only the fields that differ from an empty one
+// are named (designated initializers, in this order). GCC 12 warns about the
+// members such an initializer leaves out (GCC PR 96868); leaving them out is the point.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+struct expected {
+  std::uint64_t total_bytes = 0;
+  std::uint64_t avail_bytes = 0;
+  double psi_some_avg10 = 0.0;
+  double psi_full_avg10 = 0.0;
+  std::uint64_t cgroup_current_bytes = 0;
+  std::uint64_t cgroup_high_bytes = 0;
+  std::uint64_t cgroup_max_bytes = 0;
+  std::uint32_t sources_read = 0;
+  std::uint32_t sources_failed = 0;
+  cgroup_mode cgroup = cgroup_mode::none;
+  psi_mode psi = psi_mode::none;
+  std::uint64_t meminfo_total_bytes = 0;
+  std::uint64_t meminfo_avail_bytes = 0;
+  std::uint64_t cgroup_limit_bytes = 0;
+  std::uint64_t cgroup_working_set_bytes = 0;
+  std::string_view limit_cgroup_path;
+};
+
+host_sample expected_sample(const expected& e) {
+  host_sample h;
+  h.total_bytes = e.total_bytes;
+  h.avail_bytes = e.avail_bytes;
+  h.psi_some_avg10 = e.psi_some_avg10;
+  h.psi_full_avg10 = e.psi_full_avg10;
+  h.cgroup_current_bytes = e.cgroup_current_bytes;
+  h.cgroup_high_bytes = e.cgroup_high_bytes;
+  h.cgroup_max_bytes = e.cgroup_max_bytes;
+  auto& p = h.provenance;
+  p.sources_read = e.sources_read;
+  p.sources_failed = e.sources_failed;
+  p.cgroup = e.cgroup;
+  p.psi = e.psi;
+  p.meminfo_total_bytes = e.meminfo_total_bytes;
+  p.meminfo_avail_bytes = e.meminfo_avail_bytes;
+  p.cgroup_limit_bytes = e.cgroup_limit_bytes;
+  p.cgroup_working_set_bytes = e.cgroup_working_set_bytes;
+  if (!e.limit_cgroup_path.empty()) p.set_limit_cgroup_path(e.limit_cgroup_path);
+  return h;
+}
+
+// Every source a limited cgroup's sample reads.
+constexpr std::uint32_t every_source = bits({host_source::meminfo, host_source::psi, host_source::cgroup_usage,
+                                         host_source::cgroup_limit, host_source::cgroup_stat});
+
 // The level a snapshot with these host numbers gets, with the default policy.
 pnmem::mem_level level_of(const host_sample& h) {
   pnmem::mem_state s;
   pnmem::assign_host(s, h);
   return pnmem::derive_level(s);
-}
-
-std::string psi_text(std::uint64_t some_total_us, std::uint64_t full_total_us) {
-  return "some avg10=0.00 avg60=0.00 avg300=0.00 total=" + std::to_string(some_total_us) +
-         "\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=" + std::to_string(full_total_us) + "\n";
 }
 
 }  // namespace
@@ -110,24 +133,21 @@ TEST_CASE("fixture v1_limit: a v1 container's limit on a hybrid host") {
   // memory.current), so the v1 memory hierarchy is used. The limit is the
   // container's own (2 GiB; its ancestors are unlimited); the working set uses
   // the hierarchical total_inactive_file, not the local inactive_file.
-  host_sample want;
-  want.total_bytes = 2_GiB;
-  want.avail_bytes = 1_GiB;  // 2 GiB - (1.5 GiB usage - 512 MiB total_inactive_file)
-  want.psi_some_avg10 = 2.5;
-  want.psi_full_avg10 = 0.5;
-  want.cgroup_current_bytes = 1536_MiB;
-  want.cgroup_max_bytes = 2_GiB;
-  auto& p = want.provenance;
-  p.sources_read = bits({host_source::meminfo, host_source::psi, host_source::cgroup_usage,
-                         host_source::cgroup_limit, host_source::cgroup_stat});
-  p.cgroup = cgroup_mode::v1;
-  p.psi = psi_mode::poll;
-  p.meminfo_total_bytes = 16_GiB;
-  p.meminfo_avail_bytes = 10_GiB;
-  p.cgroup_limit_bytes = 2_GiB;
-  p.cgroup_working_set_bytes = 1_GiB;
-  p.set_limit_cgroup_path("/docker/abc");
-  check_sample(sample_fixture("v1_limit"), want);
+  check_sample(sample_fixture("v1_limit"),
+               expected_sample({.total_bytes = 2_GiB,
+                                .avail_bytes = 1_GiB,  // 2 GiB - (1.5 GiB usage - 512 MiB total_inactive_file)
+                                .psi_some_avg10 = 2.5,
+                                .psi_full_avg10 = 0.5,
+                                .cgroup_current_bytes = 1536_MiB,
+                                .cgroup_max_bytes = 2_GiB,
+                                .sources_read = every_source,
+                                .cgroup = cgroup_mode::v1,
+                                .psi = psi_mode::poll,
+                                .meminfo_total_bytes = 16_GiB,
+                                .meminfo_avail_bytes = 10_GiB,
+                                .cgroup_limit_bytes = 2_GiB,
+                                .cgroup_working_set_bytes = 1_GiB,
+                                .limit_cgroup_path = "/docker/abc"}));
 }
 
 TEST_CASE("fixture v2_nested: a tighter ancestor, and memory.high below memory.max") {
@@ -135,68 +155,59 @@ TEST_CASE("fixture v2_nested: a tighter ancestor, and memory.high below memory.m
   // (max 12 GiB) < the root cgroup (no limit files). The pod's memory.high is the
   // effective limit, so the pod is the limiting cgroup: its usage and memory.stat
   // give the working set, not the container's.
-  host_sample want;
-  want.total_bytes = 3_GiB;
-  want.avail_bytes = 1_GiB;  // 3 GiB - (2.5 GiB - 512 MiB)
-  want.psi_some_avg10 = 0.4;
-  want.cgroup_current_bytes = 2560_MiB;
-  want.cgroup_high_bytes = 3_GiB;
-  want.cgroup_max_bytes = 4_GiB;
-  auto& p = want.provenance;
-  p.sources_read = bits({host_source::meminfo, host_source::psi, host_source::cgroup_usage,
-                         host_source::cgroup_limit, host_source::cgroup_stat});
-  p.cgroup = cgroup_mode::v2;
-  p.psi = psi_mode::poll;
-  p.meminfo_total_bytes = 32_GiB;
-  p.meminfo_avail_bytes = 20_GiB;
-  p.cgroup_limit_bytes = 3_GiB;
-  p.cgroup_working_set_bytes = 2_GiB;
-  p.set_limit_cgroup_path("/kubepods.slice/pod1.slice");
-  check_sample(sample_fixture("v2_nested"), want);
+  check_sample(sample_fixture("v2_nested"),
+               expected_sample({.total_bytes = 3_GiB,
+                                .avail_bytes = 1_GiB,  // 3 GiB - (2.5 GiB - 512 MiB)
+                                .psi_some_avg10 = 0.4,
+                                .cgroup_current_bytes = 2560_MiB,
+                                .cgroup_high_bytes = 3_GiB,
+                                .cgroup_max_bytes = 4_GiB,
+                                .sources_read = every_source,
+                                .cgroup = cgroup_mode::v2,
+                                .psi = psi_mode::poll,
+                                .meminfo_total_bytes = 32_GiB,
+                                .meminfo_avail_bytes = 20_GiB,
+                                .cgroup_limit_bytes = 3_GiB,
+                                .cgroup_working_set_bytes = 2_GiB,
+                                .limit_cgroup_path = "/kubepods.slice/pod1.slice"}));
 }
 
 TEST_CASE("fixture v2_unlimited: host numbers, the process's own usage, no limit path") {
-  host_sample want;
-  want.total_bytes = 8_GiB;
-  want.avail_bytes = 6_GiB;
-  want.cgroup_current_bytes = 700_MiB;  // the process's cgroup: nothing limits
-  auto& p = want.provenance;
-  // memory.stat is only read against a limit.
-  p.sources_read = bits({host_source::meminfo, host_source::psi, host_source::cgroup_usage,
-                         host_source::cgroup_limit});
-  p.cgroup = cgroup_mode::v2;
-  p.psi = psi_mode::poll;
-  p.meminfo_total_bytes = 8_GiB;
-  p.meminfo_avail_bytes = 6_GiB;
-  check_sample(sample_fixture("v2_unlimited"), want);
+  check_sample(sample_fixture("v2_unlimited"),
+               expected_sample({.total_bytes = 8_GiB,
+                                .avail_bytes = 6_GiB,
+                                .cgroup_current_bytes = 700_MiB,  // the process's cgroup: nothing limits
+                                // memory.stat is only read against a limit.
+                                .sources_read = bits({host_source::meminfo, host_source::psi,
+                                                      host_source::cgroup_usage, host_source::cgroup_limit}),
+                                .cgroup = cgroup_mode::v2,
+                                .psi = psi_mode::poll,
+                                .meminfo_total_bytes = 8_GiB,
+                                .meminfo_avail_bytes = 6_GiB}));
 }
 
 TEST_CASE("fixture no_cgroup: no /proc/self/cgroup, nothing mounted, PSI without a full line") {
-  host_sample want;
-  want.total_bytes = 4_GiB;
-  want.avail_bytes = 3_GiB;
-  want.psi_some_avg10 = 12.0;
-  want.psi_full_avg10 = 0.0;  // unknown on this kernel: not a stall
-  auto& p = want.provenance;
-  p.sources_read = bits({host_source::meminfo, host_source::psi});
-  p.cgroup = cgroup_mode::none;
-  p.psi = psi_mode::poll;
-  p.meminfo_total_bytes = 4_GiB;
-  p.meminfo_avail_bytes = 3_GiB;
-  check_sample(sample_fixture("no_cgroup"), want);
+  check_sample(sample_fixture("no_cgroup"),
+               expected_sample({.total_bytes = 4_GiB,
+                                .avail_bytes = 3_GiB,
+                                .psi_some_avg10 = 12.0,
+                                .psi_full_avg10 = 0.0,  // unknown on this kernel: not a stall
+                                .sources_read = bits({host_source::meminfo, host_source::psi}),
+                                .cgroup = cgroup_mode::none,
+                                .psi = psi_mode::poll,
+                                .meminfo_total_bytes = 4_GiB,
+                                .meminfo_avail_bytes = 3_GiB}));
 }
 
 TEST_CASE("fixture no_psi: no /proc/pressure; the v2 root cgroup has no numbers of its own") {
-  host_sample want;
-  want.total_bytes = 64_GiB;
-  want.avail_bytes = 48_GiB;
-  auto& p = want.provenance;
-  p.sources_read = bits({host_source::meminfo});
-  p.cgroup = cgroup_mode::none;  // "0::/" has no memory.current: no container limit to find
-  p.psi = psi_mode::none;        // absent, not failed
-  p.meminfo_total_bytes = 64_GiB;
-  p.meminfo_avail_bytes = 48_GiB;
-  check_sample(sample_fixture("no_psi"), want);
+  check_sample(sample_fixture("no_psi"),
+               expected_sample({.total_bytes = 64_GiB,
+                                .avail_bytes = 48_GiB,
+                                .sources_read = bits({host_source::meminfo}),
+                                .cgroup = cgroup_mode::none,  // "0::/" has no memory.current: no container limit
+                                .psi = psi_mode::none,        // absent, not failed
+                                .meminfo_total_bytes = 64_GiB,
+                                .meminfo_avail_bytes = 48_GiB}));
 }
 
 TEST_CASE("fixture truncated: files cut mid-line are failures, never short numbers") {
@@ -205,46 +216,38 @@ TEST_CASE("fixture truncated: files cut mid-line are failures, never short numbe
   // mid-key. The parent's 4 GiB limit still counts; its working set is its whole
   // usage (inactive_file unknown). No meminfo: total 0, skipped by the level rules.
   const host_sample got = sample_fixture("truncated");
-  host_sample want;
-  want.cgroup_current_bytes = 1_GiB;
-  want.cgroup_max_bytes = 4_GiB;
-  auto& p = want.provenance;
-  p.sources_read = bits({host_source::cgroup_usage, host_source::cgroup_limit});
-  p.sources_failed =
-      bits({host_source::meminfo, host_source::psi, host_source::cgroup_limit, host_source::cgroup_stat});
-  p.cgroup = cgroup_mode::v2;
-  p.psi = psi_mode::none;
-  p.cgroup_limit_bytes = 4_GiB;
-  p.cgroup_working_set_bytes = 1_GiB;
-  p.set_limit_cgroup_path("/lim");
-  check_sample(got, want);
+  check_sample(got, expected_sample({.cgroup_current_bytes = 1_GiB,
+                                     .cgroup_max_bytes = 4_GiB,
+                                     .sources_read = bits({host_source::cgroup_usage, host_source::cgroup_limit}),
+                                     .sources_failed = bits({host_source::meminfo, host_source::psi,
+                                                             host_source::cgroup_limit, host_source::cgroup_stat}),
+                                     .cgroup = cgroup_mode::v2,
+                                     .psi = psi_mode::none,
+                                     .cgroup_limit_bytes = 4_GiB,
+                                     .cgroup_working_set_bytes = 1_GiB,
+                                     .limit_cgroup_path = "/lim"}));
   CHECK(level_of(got) == pnmem::mem_level::ok);
 }
 
 TEST_CASE("fixture garbage: junk values are failures, never numbers") {
   const host_sample got = sample_fixture("garbage");
-  host_sample want;
-  auto& p = want.provenance;
-  p.sources_failed =
-      bits({host_source::meminfo, host_source::psi, host_source::cgroup_usage, host_source::cgroup_limit});
-  p.cgroup = cgroup_mode::v2;
-  p.psi = psi_mode::none;
-  check_sample(got, want);
+  check_sample(got, expected_sample({.sources_failed = bits({host_source::meminfo, host_source::psi,
+                                                             host_source::cgroup_usage, host_source::cgroup_limit}),
+                                     .cgroup = cgroup_mode::v2,
+                                     .psi = psi_mode::none}));
   CHECK(level_of(got) == pnmem::mem_level::ok);
 }
 
 TEST_CASE("fixture garbage_self_cgroup: an unreadable cgroup membership marks the cgroup sources failed") {
-  host_sample want;
-  want.total_bytes = 8_GiB;
-  want.avail_bytes = 6_GiB;
-  auto& p = want.provenance;
-  p.sources_read = bits({host_source::meminfo, host_source::psi});
-  p.sources_failed = bits({host_source::cgroup_usage, host_source::cgroup_limit});
-  p.cgroup = cgroup_mode::none;
-  p.psi = psi_mode::poll;
-  p.meminfo_total_bytes = 8_GiB;
-  p.meminfo_avail_bytes = 6_GiB;
-  check_sample(sample_fixture("garbage_self_cgroup"), want);
+  check_sample(sample_fixture("garbage_self_cgroup"),
+               expected_sample({.total_bytes = 8_GiB,
+                                .avail_bytes = 6_GiB,
+                                .sources_read = bits({host_source::meminfo, host_source::psi}),
+                                .sources_failed = bits({host_source::cgroup_usage, host_source::cgroup_limit}),
+                                .cgroup = cgroup_mode::none,
+                                .psi = psi_mode::poll,
+                                .meminfo_total_bytes = 8_GiB,
+                                .meminfo_avail_bytes = 6_GiB}));
 }
 
 TEST_CASE("fixture container_v2_subtree: the container's cgroup is the mount's root") {
@@ -253,43 +256,37 @@ TEST_CASE("fixture container_v2_subtree: the container's cgroup is the mount's r
   // is /sys/fs/cgroup/app and the walk stops at /sys/fs/cgroup (the container's
   // 1 GiB limit). The fixture has no sys/fs/cgroup/system.slice: joining the
   // full path would find nothing.
-  host_sample want;
-  want.total_bytes = 1_GiB;
-  want.avail_bytes = 524_MiB;  // 1 GiB - (600 MiB - 100 MiB)
-  want.psi_some_avg10 = 5.0;
-  want.psi_full_avg10 = 1.0;
-  want.cgroup_current_bytes = 600_MiB;
-  want.cgroup_max_bytes = 1_GiB;
-  auto& p = want.provenance;
-  p.sources_read = bits({host_source::meminfo, host_source::psi, host_source::cgroup_usage,
-                         host_source::cgroup_limit, host_source::cgroup_stat});
-  p.cgroup = cgroup_mode::v2;
-  p.psi = psi_mode::poll;
-  p.meminfo_total_bytes = 64_GiB;
-  p.meminfo_avail_bytes = 40_GiB;
-  p.cgroup_limit_bytes = 1_GiB;
-  p.cgroup_working_set_bytes = 500_MiB;
-  p.set_limit_cgroup_path("/system.slice/docker-abc.scope");
-  check_sample(sample_fixture("container_v2_subtree"), want);
+  check_sample(sample_fixture("container_v2_subtree"),
+               expected_sample({.total_bytes = 1_GiB,
+                                .avail_bytes = 524_MiB,  // 1 GiB - (600 MiB - 100 MiB)
+                                .psi_some_avg10 = 5.0,
+                                .psi_full_avg10 = 1.0,
+                                .cgroup_current_bytes = 600_MiB,
+                                .cgroup_max_bytes = 1_GiB,
+                                .sources_read = every_source,
+                                .cgroup = cgroup_mode::v2,
+                                .psi = psi_mode::poll,
+                                .meminfo_total_bytes = 64_GiB,
+                                .meminfo_avail_bytes = 40_GiB,
+                                .cgroup_limit_bytes = 1_GiB,
+                                .cgroup_working_set_bytes = 500_MiB,
+                                .limit_cgroup_path = "/system.slice/docker-abc.scope"}));
 }
 
 TEST_CASE("fixture container_v1_subtree: an escaped mount root, cpu and memory mounted together") {
-  host_sample want;
-  want.total_bytes = 512_MiB;
-  want.avail_bytes = 256_MiB;  // 512 MiB - (300 MiB - 44 MiB)
-  want.cgroup_current_bytes = 300_MiB;
-  want.cgroup_max_bytes = 512_MiB;
-  auto& p = want.provenance;
-  p.sources_read = bits({host_source::meminfo, host_source::psi, host_source::cgroup_usage,
-                         host_source::cgroup_limit, host_source::cgroup_stat});
-  p.cgroup = cgroup_mode::v1;
-  p.psi = psi_mode::poll;
-  p.meminfo_total_bytes = 16_GiB;
-  p.meminfo_avail_bytes = 12_GiB;
-  p.cgroup_limit_bytes = 512_MiB;
-  p.cgroup_working_set_bytes = 256_MiB;
-  p.set_limit_cgroup_path("/docker/abc def");
-  check_sample(sample_fixture("container_v1_subtree"), want);
+  check_sample(sample_fixture("container_v1_subtree"),
+               expected_sample({.total_bytes = 512_MiB,
+                                .avail_bytes = 256_MiB,  // 512 MiB - (300 MiB - 44 MiB)
+                                .cgroup_current_bytes = 300_MiB,
+                                .cgroup_max_bytes = 512_MiB,
+                                .sources_read = every_source,
+                                .cgroup = cgroup_mode::v1,
+                                .psi = psi_mode::poll,
+                                .meminfo_total_bytes = 16_GiB,
+                                .meminfo_avail_bytes = 12_GiB,
+                                .cgroup_limit_bytes = 512_MiB,
+                                .cgroup_working_set_bytes = 256_MiB,
+                                .limit_cgroup_path = "/docker/abc def"}));
 }
 
 TEST_CASE("a missing root directory: nothing read, nothing failed, total unknown") {

@@ -1,5 +1,5 @@
-// psi_trigger against a fake kernel (through the psi_syscalls seam) and, where
-// it has PSI, the real one.
+// psi_trigger against a fake kernel (fake_psi_kernel.hpp, through the OS-call
+// seam) and, where it has PSI, the real one.
 #include "pnmem/linux/psi_trigger.hpp"
 
 #include <fcntl.h>
@@ -10,17 +10,16 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
 
+#include "fake_psi_kernel.hpp"
+#include "file_text.hpp"
 #include "pnmem/watcher.hpp"
 
 using namespace pnmem;
@@ -45,165 +44,15 @@ static_assert(widen_to_unprivileged_window({psi_stall::some, 1us, 10s}) == psi_t
 static_assert(widen_to_unprivileged_window({psi_stall::some, 1us, 1s}) == psi_trigger_spec{psi_stall::some, 2us, 2s});
 
 TEST_CASE("trigger text is what the kernel parses") {
-  CHECK(psi_trigger_text({}) == "some 150000 1000000");
+  CHECK(psi_trigger_text({}) == "some 100000 1000000");
   CHECK(psi_trigger_text({psi_stall::full, 50ms, 2s}) == "full 50000 2000000");
 }
 
-// ---- a fake kernel behind the seam ------------------------------------------------
+// ---- against the fake kernel (fake_psi_kernel.hpp) ---------------------------------
 
 namespace {
 
-// What the fake does; the seam takes plain function pointers, so one global.
-struct fake_kernel {
-  std::map<std::string, int> open_errno;  // path -> errno from open()
-  std::map<std::string, long> fs_type;     // path -> f_type; default procfs / cgroup2 by name
-  // Return 0 to accept a trigger text, or the errno to refuse it with.
-  int (*write_rule)(const std::string& text) = nullptr;
-  struct poll_step {
-    int err = 0;                           // ppoll() fails with this
-    std::map<std::string, short> revents;  // otherwise: path -> revents of its trigger fds
-  };
-  std::deque<poll_step> poll_script;  // then the real ppoll() on the real fds
-
-  int next_fd = 1000;                 // far above real descriptors
-  std::map<int, std::string> open_fds;
-  std::vector<std::string> opened;    // paths, in order
-  std::vector<std::string> writes;    // texts, without the NUL
-  std::vector<bool> writes_had_nul;
-  std::vector<::timespec> poll_timeouts;
-  std::vector<::nfds_t> poll_nfds;    // descriptors polled, per ppoll() call
-  int closes = 0;
-};
-
-fake_kernel* fake = nullptr;
-
-// An unprivileged 6.x kernel: EINVAL unless 500 ms <= window <= 10 s,
-// window a multiple of 2 s and 0 < stall <= window.
-int unprivileged_kernel(const std::string& text) {
-  char kind[8] = {};
-  unsigned long long stall = 0;
-  unsigned long long window = 0;
-  if (std::sscanf(text.c_str(), "%7s %llu %llu", kind, &stall, &window) != 3) return EINVAL;
-  if (window < 500000 || window > 10000000 || window % 2000000 != 0) return EINVAL;
-  if (stall == 0 || stall > window) return EINVAL;
-  return 0;
-}
-int refuse_all_einval(const std::string&) { return EINVAL; }
-int refuse_sub_2s_eperm(const std::string& text) { return unprivileged_kernel(text) == 0 ? 0 : EPERM; }
-int refuse_all_ebusy(const std::string&) { return EBUSY; }
-
-// The cgroup file refuses every trigger (ENOSPC, as no kernel would: "any other refusal").
-bool cgroup_writes_fail = false;
-int cgroup_write_errno = ENOSPC;
-const std::string host_file = "/fake/proc/pressure/memory";
-const std::string cgroup_file = "/fake/sys/fs/cgroup/job/memory.pressure";
-
-int fake_open(const char* path, int flags) {
-  CHECK((flags & O_RDWR) != 0);
-  CHECK((flags & O_NONBLOCK) != 0);
-  CHECK((flags & O_CLOEXEC) != 0);
-  const auto it = fake->open_errno.find(path);
-  if (it != fake->open_errno.end()) {
-    errno = it->second;
-    return -1;
-  }
-  fake->opened.emplace_back(path);
-  const int fd = fake->next_fd++;
-  fake->open_fds[fd] = path;
-  return fd;
-}
-
-ssize_t fake_write(int fd, const void* buf, std::size_t n) {
-  REQUIRE(fake->open_fds.count(fd) == 1);
-  const auto* p = static_cast<const char*>(buf);
-  const bool nul = n > 0 && p[n - 1] == '\0';
-  fake->writes_had_nul.push_back(nul);
-  // The real kernel overwrites the last byte with a NUL.
-  const std::string text(p, n > 0 ? n - 1 : 0);
-  fake->writes.push_back(text);
-  int err = fake->write_rule != nullptr ? fake->write_rule(text) : 0;
-  if (err == 0 && cgroup_writes_fail && fake->open_fds[fd] == cgroup_file) err = cgroup_write_errno;
-  if (err != 0) {
-    errno = err;
-    return -1;
-  }
-  return static_cast<ssize_t>(n);
-}
-
-// The real ppoll() on the real descriptors (the eventfd); poll() skips negative fds.
-int real_ppoll_masking_fakes(::pollfd* fds, ::nfds_t n, const ::timespec* timeout) {
-  std::vector<int> saved(n);
-  for (::nfds_t i = 0; i < n; ++i) {
-    saved[i] = fds[i].fd;
-    if (fake->open_fds.count(fds[i].fd) != 0) fds[i].fd = -1;
-  }
-  const int r = ::ppoll(fds, n, timeout, nullptr);
-  for (::nfds_t i = 0; i < n; ++i) fds[i].fd = saved[i];
-  return r;
-}
-
-int fake_ppoll(::pollfd* fds, ::nfds_t n, const ::timespec* timeout) {
-  fake->poll_timeouts.push_back(*timeout);
-  fake->poll_nfds.push_back(n);
-  if (fake->poll_script.empty()) return real_ppoll_masking_fakes(fds, n, timeout);
-  const auto step = fake->poll_script.front();
-  fake->poll_script.pop_front();
-  if (step.err != 0) {
-    errno = step.err;
-    return -1;
-  }
-  // Scripted revents on the fake fds, the real state of the real ones (a pending interrupt).
-  const ::timespec now{};
-  if (real_ppoll_masking_fakes(fds, n, &now) < 0) return -1;
-  int ready = 0;
-  for (::nfds_t i = 0; i < n; ++i) {
-    const auto it = fake->open_fds.find(fds[i].fd);
-    if (it != fake->open_fds.end()) {
-      const auto r = step.revents.find(it->second);
-      if (r != step.revents.end()) fds[i].revents = r->second;
-    }
-    if (fds[i].revents != 0) ++ready;
-  }
-  return ready;
-}
-
-int fake_close(int fd) {
-  CHECK(fake->open_fds.erase(fd) == 1);
-  ++fake->closes;
-  return 0;
-}
-
-int fake_fstatfs(int fd, struct ::statfs* st) {
-  REQUIRE(fake->open_fds.count(fd) == 1);
-  const std::string& path = fake->open_fds[fd];
-  const auto it = fake->fs_type.find(path);
-  *st = {};
-  st->f_type = it != fake->fs_type.end() ? it->second : (path == cgroup_file ? CGROUP2_SUPER_MAGIC : PROC_SUPER_MAGIC);
-  return 0;
-}
-
-constexpr psi_syscalls fake_calls{fake_open, fake_write, fake_ppoll, fake_close, fake_fstatfs};
-
-// Installs a fresh fake for one test.
-struct fake_scope {
-  fake_kernel k;
-  explicit fake_scope(int (*rule)(const std::string&) = unprivileged_kernel) {
-    k.write_rule = rule;
-    fake = &k;
-    cgroup_writes_fail = false;
-    cgroup_write_errno = ENOSPC;
-  }
-  ~fake_scope() { fake = nullptr; }
-  fake_scope(const fake_scope&) = delete;
-  fake_scope& operator=(const fake_scope&) = delete;
-};
-
-psi_trigger_config fake_config(std::vector<psi_trigger_spec> specs = {psi_trigger_spec{}}) {
-  psi_trigger_config c;
-  c.root = "/fake";
-  c.triggers = std::move(specs);
-  return c;
-}
+using namespace pnmem_test;
 
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 
@@ -214,7 +63,7 @@ long long ns_of(const ::timespec& t) { return static_cast<long long>(t.tv_sec) *
 TEST_CASE("a window the kernel accepts is armed as asked, with its NUL, one fd per trigger") {
   fake_scope f;
   {
-    psi_trigger t(fake_config({{psi_stall::some, 300ms, 2s}, {psi_stall::full, 100ms, 4s}}), fake_calls);
+    psi_trigger t(fake_config({{psi_stall::some, 300ms, 2s}, {psi_stall::full, 100ms, 4s}}));
     CHECK(t.mode() == psi_mode::trigger);
     CHECK_FALSE(t.widened());
     CHECK(t.reason().empty());
@@ -231,22 +80,22 @@ TEST_CASE("a window the kernel accepts is armed as asked, with its NUL, one fd p
 
 TEST_CASE("a refused sub-2 s window is re-armed on 2 s with the same ratio") {
   fake_scope f;
-  psi_trigger t(fake_config(), fake_calls);
+  psi_trigger t(fake_config());
   CHECK(t.mode() == psi_mode::trigger);
   CHECK(t.widened());
-  CHECK(f.k.writes == std::vector<std::string>{"some 150000 1000000", "some 300000 2000000"});
+  CHECK(f.k.writes == std::vector<std::string>{"some 100000 1000000", "some 200000 2000000"});
   CHECK(f.k.opened.size() == 1);  // the refused write left the fd free for the wider trigger
   const auto a = t.armed();
   REQUIRE(a.size() == 1);
   CHECK(a[0].widened);
   CHECK(a[0].requested == psi_trigger_spec{});
-  CHECK(a[0].armed == psi_trigger_spec{psi_stall::some, 300ms, 2s});
+  CHECK(a[0].armed == psi_trigger_spec{psi_stall::some, 200ms, 2s});
   CHECK(contains(t.reason(), "widened from 1 s to 2 s"));
 }
 
 TEST_CASE("EPERM for a sub-2 s window is treated like EINVAL") {
   fake_scope f(refuse_sub_2s_eperm);
-  psi_trigger t(fake_config({{psi_stall::full, 50ms, 500ms}}), fake_calls);
+  psi_trigger t(fake_config({{psi_stall::full, 50ms, 500ms}}));
   CHECK(t.mode() == psi_mode::trigger);
   CHECK(t.widened());
   CHECK(f.k.writes.back() == "full 200000 2000000");
@@ -254,7 +103,7 @@ TEST_CASE("EPERM for a sub-2 s window is treated like EINVAL") {
 
 TEST_CASE("specs are clamped to the kernel's limits before arming") {
   fake_scope f;
-  psi_trigger t(fake_config({{psi_stall::some, 20s, 20s}}), fake_calls);
+  psi_trigger t(fake_config({{psi_stall::some, 20s, 20s}}));
   CHECK(t.mode() == psi_mode::trigger);
   CHECK_FALSE(t.widened());
   CHECK(f.k.writes == std::vector<std::string>{"some 10000000 10000000"});
@@ -262,12 +111,12 @@ TEST_CASE("specs are clamped to the kernel's limits before arming") {
 
 TEST_CASE("refusal of both the window and its widening falls back to polling, saying why") {
   fake_scope f(refuse_all_einval);
-  psi_trigger t(fake_config(), fake_calls);
+  psi_trigger t(fake_config());
   CHECK(t.mode() == psi_mode::poll);
   CHECK_FALSE(t.widened());
   CHECK(t.armed().empty());
-  CHECK(contains(t.reason(), "'some 150000 1000000'"));
-  CHECK(contains(t.reason(), "'some 300000 2000000'"));
+  CHECK(contains(t.reason(), "'some 100000 1000000'"));
+  CHECK(contains(t.reason(), "'some 200000 2000000'"));
   CHECK(contains(t.reason(), "Invalid argument"));
   CHECK(f.k.open_fds.empty());
   CHECK(t.wait_for(0ns) == wake::timeout);  // it still waits
@@ -276,14 +125,14 @@ TEST_CASE("refusal of both the window and its widening falls back to polling, sa
 TEST_CASE("any other refusal falls back at once, without widening") {
   SUBCASE("an error other than EINVAL/EPERM") {
     fake_scope f(refuse_all_ebusy);
-    psi_trigger t(fake_config(), fake_calls);
+    psi_trigger t(fake_config());
     CHECK(t.mode() == psi_mode::poll);
     CHECK(f.k.writes.size() == 1);
     CHECK(contains(t.reason(), std::strerror(EBUSY)));
   }
   SUBCASE("EINVAL for a window that is already a multiple of 2 s") {
     fake_scope f(refuse_all_einval);
-    psi_trigger t(fake_config({{psi_stall::some, 300ms, 2s}}), fake_calls);
+    psi_trigger t(fake_config({{psi_stall::some, 300ms, 2s}}));
     CHECK(t.mode() == psi_mode::poll);
     CHECK(f.k.writes.size() == 1);
   }
@@ -291,7 +140,7 @@ TEST_CASE("any other refusal falls back at once, without widening") {
 
 TEST_CASE("a refused second trigger drops the first one as well") {
   fake_scope f([](const std::string& text) { return text.rfind("full", 0) == 0 ? EBUSY : 0; });
-  psi_trigger t(fake_config({{psi_stall::some, 300ms, 2s}, {psi_stall::full, 100ms, 2s}}), fake_calls);
+  psi_trigger t(fake_config({{psi_stall::some, 300ms, 2s}, {psi_stall::full, 100ms, 2s}}));
   CHECK(t.mode() == psi_mode::poll);
   CHECK(f.k.opened.size() == 2);
   CHECK(f.k.open_fds.empty());
@@ -302,7 +151,7 @@ TEST_CASE("no pressure file: mode none; an unopenable one: poll") {
   SUBCASE("missing") {
     fake_scope f;
     f.k.open_errno[host_file] = ENOENT;
-    psi_trigger t(fake_config(), fake_calls);
+    psi_trigger t(fake_config());
     CHECK(t.mode() == psi_mode::none);
     CHECK(contains(t.reason(), "does not exist"));
     CHECK(t.wait_for(0ns) == wake::timeout);
@@ -310,13 +159,13 @@ TEST_CASE("no pressure file: mode none; an unopenable one: poll") {
   SUBCASE("not writable (older kernels without CAP_SYS_RESOURCE)") {
     fake_scope f;
     f.k.open_errno[host_file] = EPERM;
-    psi_trigger t(fake_config(), fake_calls);
+    psi_trigger t(fake_config());
     CHECK(t.mode() == psi_mode::poll);
     CHECK(contains(t.reason(), std::strerror(EPERM)));
   }
   SUBCASE("no triggers configured") {
     fake_scope f;
-    psi_trigger t(fake_config({}), fake_calls);
+    psi_trigger t(fake_config({}));
     CHECK(t.mode() == psi_mode::poll);
     CHECK(f.k.opened.empty());
   }
@@ -326,7 +175,7 @@ TEST_CASE("a pressure file that is not on procfs/cgroup2 (a fixture tree) is nev
   SUBCASE("host file") {
     fake_scope f;
     f.k.fs_type[host_file] = EXT4_SUPER_MAGIC;
-    psi_trigger t(fake_config(), fake_calls);
+    psi_trigger t(fake_config());
     CHECK(t.mode() == psi_mode::poll);
     CHECK(f.k.writes.empty());
     CHECK(f.k.open_fds.empty());
@@ -335,9 +184,7 @@ TEST_CASE("a pressure file that is not on procfs/cgroup2 (a fixture tree) is nev
   SUBCASE("cgroup file: skipped") {
     fake_scope f;
     f.k.fs_type[cgroup_file] = TMPFS_MAGIC;
-    auto c = fake_config();
-    c.cgroup_pressure = cgroup_file;
-    psi_trigger t(c, fake_calls);
+    psi_trigger t(fake_config_with_cgroup());
     CHECK(t.mode() == psi_mode::trigger);
     CHECK(t.armed().size() == 1);
     CHECK(f.k.open_fds.size() == 1);
@@ -347,9 +194,7 @@ TEST_CASE("a pressure file that is not on procfs/cgroup2 (a fixture tree) is nev
 TEST_CASE("the cgroup file is armed too; an unopenable one is skipped; a refusal there drops all") {
   SUBCASE("armed") {
     fake_scope f;
-    auto c = fake_config();
-    c.cgroup_pressure = cgroup_file;
-    psi_trigger t(c, fake_calls);
+    psi_trigger t(fake_config_with_cgroup());
     CHECK(t.mode() == psi_mode::trigger);
     CHECK(f.k.opened == std::vector<std::string>{host_file, cgroup_file});
     CHECK(t.armed().size() == 2);
@@ -357,19 +202,15 @@ TEST_CASE("the cgroup file is armed too; an unopenable one is skipped; a refusal
   SUBCASE("read-only cgroupfs") {
     fake_scope f;
     f.k.open_errno[cgroup_file] = EROFS;
-    auto c = fake_config();
-    c.cgroup_pressure = cgroup_file;
-    psi_trigger t(c, fake_calls);
+    psi_trigger t(fake_config_with_cgroup());
     CHECK(t.mode() == psi_mode::trigger);
     CHECK(t.armed().size() == 1);
     CHECK(contains(t.reason(), "not armed"));
   }
   SUBCASE("refused") {
     fake_scope f;
-    cgroup_writes_fail = true;
-    auto c = fake_config();
-    c.cgroup_pressure = cgroup_file;
-    psi_trigger t(c, fake_calls);
+    f.k.cgroup_writes_fail = true;
+    psi_trigger t(fake_config_with_cgroup());
     CHECK(t.mode() == psi_mode::poll);
     CHECK(f.k.open_fds.empty());
     CHECK(contains(t.reason(), cgroup_file));
@@ -378,7 +219,7 @@ TEST_CASE("the cgroup file is armed too; an unopenable one is skipped; a refusal
 
 TEST_CASE("a cgroup file found later is armed from the waiting thread, replacing an earlier one") {
   fake_scope f;
-  psi_trigger t(fake_config(), fake_calls);
+  psi_trigger t(fake_config());
   REQUIRE(t.mode() == psi_mode::trigger);
   CHECK(t.armed().size() == 1);
   CHECK(t.arm_cgroup_pressure(cgroup_file));
@@ -402,7 +243,7 @@ TEST_CASE("a cgroup file found later is armed from the waiting thread, replacing
 TEST_CASE("arm_cgroup_pressure does nothing once polling took over") {
   fake_scope f;
   f.k.open_errno[host_file] = EACCES;
-  psi_trigger t(fake_config(), fake_calls);
+  psi_trigger t(fake_config());
   REQUIRE(t.mode() == psi_mode::poll);
   CHECK_FALSE(t.arm_cgroup_pressure(cgroup_file));
   CHECK(f.k.open_fds.empty());
@@ -411,7 +252,7 @@ TEST_CASE("arm_cgroup_pressure does nothing once polling took over") {
 TEST_CASE("POLLPRI is an event; the triggers stay armed") {
   fake_scope f;
   f.k.poll_script.push_back({0, {{host_file, POLLPRI}}});
-  psi_trigger t(fake_config(), fake_calls);
+  psi_trigger t(fake_config());
   CHECK(t.wait_for(1h) == wake::event);
   CHECK(t.mode() == psi_mode::trigger);
   CHECK(f.k.open_fds.size() == 1);
@@ -419,11 +260,8 @@ TEST_CASE("POLLPRI is an event; the triggers stay armed") {
 
 TEST_CASE("POLLERR (the cgroup went away) falls back to polling and reports an event") {
   fake_scope f;
-  auto c = fake_config();
-  c.cgroup_pressure = cgroup_file;
-  // What a removed cgroup's file reports: error and priority together.
-  f.k.poll_script.push_back({0, {{cgroup_file, static_cast<short>(POLLERR | POLLPRI)}}});
-  psi_trigger t(c, fake_calls);
+  f.k.remove_cgroup_at_next_poll();
+  psi_trigger t(fake_config_with_cgroup());
   REQUIRE(t.mode() == psi_mode::trigger);
   CHECK(t.wait_for(1h) == wake::event);
   CHECK(t.mode() == psi_mode::poll);
@@ -438,7 +276,7 @@ TEST_CASE("POLLERR (the cgroup went away) falls back to polling and reports an e
 TEST_CASE("POLLNVAL falls back too") {
   fake_scope f;
   f.k.poll_script.push_back({0, {{host_file, POLLNVAL}}});
-  psi_trigger t(fake_config(), fake_calls);
+  psi_trigger t(fake_config());
   CHECK(t.wait_for(1h) == wake::event);
   CHECK(t.mode() == psi_mode::poll);
   CHECK(contains(t.reason(), "POLLNVAL"));
@@ -449,7 +287,7 @@ TEST_CASE("EINTR is retried with the time that is left") {
   f.k.poll_script.push_back({EINTR, {}});
   f.k.poll_script.push_back({EINTR, {}});
   f.k.poll_script.push_back({0, {}});  // then a timeout
-  psi_trigger t(fake_config(), fake_calls);
+  psi_trigger t(fake_config());
   CHECK(t.wait_for(5s) == wake::timeout);
   REQUIRE(f.k.poll_timeouts.size() == 3);
   CHECK(ns_of(f.k.poll_timeouts[0]) <= 5'000'000'000LL);
@@ -462,7 +300,7 @@ TEST_CASE("EINTR is retried with the time that is left") {
 TEST_CASE("a failing poll() drops the triggers; without triggers the wait still honours interrupts") {
   fake_scope f;
   for (int i = 0; i < 1000; ++i) f.k.poll_script.push_back({ENOMEM, {}});
-  psi_trigger t(fake_config(), fake_calls);
+  psi_trigger t(fake_config());
   CHECK(t.wait_for(1h) == wake::event);
   CHECK(t.mode() == psi_mode::poll);
   CHECK(contains(t.reason(), "poll() on the triggers failed"));
@@ -473,7 +311,7 @@ TEST_CASE("a failing poll() drops the triggers; without triggers the wait still 
 
 TEST_CASE("timeouts: zero and negative return at once, a far one does not overflow") {
   fake_scope f;
-  psi_trigger t(fake_config(), fake_calls);
+  psi_trigger t(fake_config());
   CHECK(t.wait_for(0ns) == wake::timeout);
   CHECK(t.wait_for(-5s) == wake::timeout);
   f.k.poll_script.push_back({0, {{host_file, POLLPRI}}});
@@ -485,7 +323,7 @@ TEST_CASE("timeouts: zero and negative return at once, a far one does not overfl
 
 TEST_CASE("an interrupt before the wait makes it return at once, and is consumed") {
   fake_scope f;
-  psi_trigger t(fake_config(), fake_calls);
+  psi_trigger t(fake_config());
   t.interrupt();
   t.interrupt();  // coalesce
   CHECK(t.wait_for(1h) == wake::interrupted);
@@ -494,7 +332,7 @@ TEST_CASE("an interrupt before the wait makes it return at once, and is consumed
 
 TEST_CASE("an event and an interrupt together: the event first, the interrupt next") {
   fake_scope f;
-  psi_trigger t(fake_config(), fake_calls);
+  psi_trigger t(fake_config());
   t.interrupt();
   f.k.poll_script.push_back({0, {{host_file, POLLPRI}}});
   CHECK(t.wait_for(1h) == wake::event);
@@ -503,13 +341,13 @@ TEST_CASE("an event and an interrupt together: the event first, the interrupt ne
 
 TEST_CASE("moving keeps the triggers; a moved-from object only says stop") {
   fake_scope f;
-  psi_trigger a(fake_config(), fake_calls);
+  psi_trigger a(fake_config());
   psi_trigger b(std::move(a));
   CHECK(b.mode() == psi_mode::trigger);
   CHECK(f.k.open_fds.size() == 1);
   CHECK(a.wait_for(1h) == wake::interrupted);  // NOLINT(bugprone-use-after-move): documented
   a.interrupt();
-  psi_trigger c(fake_config(), fake_calls);
+  psi_trigger c(fake_config());
   c = std::move(b);  // c's own trigger is closed, b's kept
   CHECK(f.k.open_fds.size() == 1);
   CHECK(c.mode() == psi_mode::trigger);
@@ -519,10 +357,8 @@ TEST_CASE("moving keeps the triggers; a moved-from object only says stop") {
 
 TEST_CASE("fault h: after a trigger's file went away, each wait sleeps its whole timeout on the interrupt fd alone") {
   fake_scope f;
-  auto c = fake_config();
-  c.cgroup_pressure = cgroup_file;
-  f.k.poll_script.push_back({0, {{cgroup_file, static_cast<short>(POLLERR | POLLPRI)}}});
-  psi_trigger t(c, fake_calls);
+  f.k.remove_cgroup_at_next_poll();
+  psi_trigger t(fake_config_with_cgroup());
   REQUIRE(t.mode() == psi_mode::trigger);
   REQUIRE(f.k.poll_nfds.empty());
   CHECK(t.wait_for(1h) == wake::event);  // sample now: the mode changed
@@ -553,11 +389,9 @@ TEST_CASE("fault h: after a trigger's file went away, each wait sleeps its whole
 
 TEST_CASE("fault h: a cgroup removed between open and write (ENODEV): polling, saying why") {
   fake_scope f;
-  cgroup_writes_fail = true;
-  cgroup_write_errno = ENODEV;
-  auto c = fake_config({{psi_stall::some, 300ms, 2s}});
-  c.cgroup_pressure = cgroup_file;
-  psi_trigger t(c, fake_calls);
+  f.k.cgroup_writes_fail = true;
+  f.k.cgroup_write_errno = ENODEV;
+  psi_trigger t(fake_config_with_cgroup({{psi_stall::some, 300ms, 2s}}));
   CHECK(t.mode() == psi_mode::poll);
   CHECK(t.armed().empty());
   CHECK(f.k.open_fds.empty());  // the host trigger is dropped too: all or nothing
@@ -590,10 +424,8 @@ static_assert(event_sampler<trigger_sampler>);
 
 TEST_CASE("fault h: the watcher whose trigger file goes away samples at once, then polls at its interval") {
   fake_scope f;
-  auto c = fake_config();
-  c.cgroup_pressure = cgroup_file;
-  f.k.poll_script.push_back({0, {{cgroup_file, static_cast<short>(POLLERR | POLLPRI)}}});
-  psi_trigger t(c, fake_calls);
+  f.k.remove_cgroup_at_next_poll();
+  psi_trigger t(fake_config_with_cgroup());
   REQUIRE(t.mode() == psi_mode::trigger);
   std::atomic<int> samples{0};
   watcher_options o;
@@ -671,7 +503,7 @@ TEST_CASE("the real kernel: a trigger on /proc/pressure/memory is armed, widened
   CHECK(a[0].file == "/proc/pressure/memory");
   if (t.widened()) {
     MESSAGE("the kernel refused a 1 s window; armed " << psi_trigger_text(a[0].armed));
-    CHECK(a[0].armed == psi_trigger_spec{psi_stall::some, 300ms, 2s});
+    CHECK(a[0].armed == psi_trigger_spec{psi_stall::some, 200ms, 2s});
   } else {
     MESSAGE("the kernel accepted a 1 s window (CAP_SYS_RESOURCE?)");
     CHECK(a[0].armed == psi_trigger_spec{});
@@ -700,10 +532,7 @@ TEST_CASE("a real fixture tree's pressure file is left as it was") {
     c.root = root;
     psi_trigger t(c);
     mode = t.mode();
-    std::ifstream in(root / "proc/pressure/memory");
-    std::ostringstream content;
-    content << in.rdbuf();
-    after = content.str();
+    after = pnmem_test::read_file(root / "proc/pressure/memory").value_or(std::string());
   }
   std::filesystem::remove_all(root);
   CHECK(mode == psi_mode::poll);

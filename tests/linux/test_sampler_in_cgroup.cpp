@@ -17,15 +17,13 @@
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/linux/procfs.hpp"
 #include "pnmem/units.hpp"
+#include "kernel_test_exit.hpp"
 #include "real_cgroup.hpp"
 #include "source_file.hpp"
 
 namespace fs = std::filesystem;
+using namespace pnmem;
 using namespace pnmem::literals;
-using pnmem::cgroup_mode;
-using pnmem::host_sample;
-using pnmem::host_source;
-using pnmem::linux_sampler;
 using pnmem_test::real_cgroup_dir;
 
 TEST_CASE("the real machine: moved into a limited v1 child cgroup and back") {
@@ -122,7 +120,7 @@ TEST_CASE("fault a, the real kernel: the sampler's cgroup removed, then created 
     }
   } guard{root, child};
 
-  const std::string mountinfo = pnmem_test::slurp("/proc/self/mountinfo");
+  const std::string mountinfo = pnmem_test::read_file("/proc/self/mountinfo").value_or(std::string());
   const auto mount = pnmem::procfs::find_cgroup_mount(mountinfo, cgroup_mode::v1, parent_path);
   REQUIRE(mount.ok());
   REQUIRE(mount.value.lookup == pnmem::procfs::mount_lookup::found);
@@ -144,15 +142,19 @@ TEST_CASE("fault a, the real kernel: the sampler's cgroup removed, then created 
   o.root = root.string();
   o.psi_triggers.clear();
   linux_sampler s{o};
+  // The child, limited to `limit_bytes`, is the limiting cgroup unless an ancestor is tighter.
+  const auto check_limited_child = [&](const host_sample& got, std::uint64_t limit_bytes) {
+    CHECK(got.provenance.cgroup == cgroup_mode::v1);
+    CHECK(got.provenance.sources_failed == 0);
+    CHECK(got.provenance.read(host_source::cgroup_usage));
+    if (before.provenance.cgroup_limit_bytes == 0 || before.provenance.cgroup_limit_bytes > limit_bytes) {
+      CHECK(got.provenance.limit_cgroup_path() == child_path);
+      CHECK(got.provenance.cgroup_limit_bytes == limit_bytes);
+    }
+    CHECK(got.total_bytes <= limit_bytes);
+  };
   host_sample h = s.sample();
-  CHECK(h.provenance.cgroup == cgroup_mode::v1);
-  CHECK(h.provenance.sources_failed == 0);
-  CHECK(h.provenance.read(host_source::cgroup_usage));
-  if (before.provenance.cgroup_limit_bytes == 0 || before.provenance.cgroup_limit_bytes > 256_MiB) {
-    CHECK(h.provenance.limit_cgroup_path() == child_path);
-    CHECK(h.provenance.cgroup_limit_bytes == 256_MiB);
-  }
-  CHECK(h.total_bytes <= 256_MiB);
+  check_limited_child(h, 256_MiB);
 
   REQUIRE(::rmdir(child.c_str()) == 0);
   h = s.sample();
@@ -173,24 +175,13 @@ TEST_CASE("fault a, the real kernel: the sampler's cgroup removed, then created 
   }
 
   make_child(128_MiB);  // back, with another limit: read afresh, not remembered
-  h = s.sample();
-  CHECK(h.provenance.sources_failed == 0);
-  CHECK(h.provenance.read(host_source::cgroup_usage));
-  if (before.provenance.cgroup_limit_bytes == 0 || before.provenance.cgroup_limit_bytes > 128_MiB) {
-    CHECK(h.provenance.limit_cgroup_path() == child_path);
-    CHECK(h.provenance.cgroup_limit_bytes == 128_MiB);
-  }
-  CHECK(h.total_bytes <= 128_MiB);
+  check_limited_child(s.sample(), 128_MiB);
 }
 
 int main(int argc, char** argv) {
-  if (::geteuid() != 0) {
-    std::printf("SKIP: not root: cannot create a memory cgroup\n");
-    return 77;
-  }
+  if (::geteuid() != 0) return pnmem_test::skip("not root: cannot create a memory cgroup");
   if (real_cgroup_dir(cgroup_mode::v1).empty() || linux_sampler{}.sample().provenance.cgroup != cgroup_mode::v1) {
-    std::printf("SKIP: the v1 memory hierarchy is not the one in use here\n");
-    return 77;
+    return pnmem_test::skip("the v1 memory hierarchy is not the one in use here");
   }
   doctest::Context context(argc, argv);
   return context.run();

@@ -1,5 +1,5 @@
 // The pread loop and the kept-open file: EINTR, short reads, too-large files and
-// errors through the pread seam; vanished and returning files on a real file system.
+// errors through the OS-call seam; vanished and returning files on a real file system.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <span>
 #include <string_view>
 #include <vector>
 
 #include "fixture_tree.hpp"
+#include "os_calls.hpp"
 #include "source_file.hpp"
 
 namespace fs = std::filesystem;
@@ -25,7 +27,7 @@ using pnmem_test::write_text;
 
 namespace {
 
-// A fake file behind the pread seam: `content`, served at most `chunk` bytes per
+// A fake file behind the seam's pread: `content`, served at most `chunk` bytes per
 // call, with an EINTR before every call while `eintr_every` is set, or a fixed errno.
 struct fake_file {
   std::string content;
@@ -59,6 +61,14 @@ ssize_t fake_pread(int, void* buf, std::size_t count, off_t offset) {
   return static_cast<ssize_t>(n);
 }
 
+// pread_whole over `f` (on descriptor 0, which the fake ignores).
+pnmem::detail::pread_result pread_fake(fake_file& f, std::span<char> buf) {
+  g_fake = &f;
+  using pnmem::linux_os::calls;
+  const pnmem::linux_os::calls_override seam(pnmem::linux_os::real_calls_but(&calls::pread, fake_pread));
+  return pnmem::detail::pread_whole(0, buf);
+}
+
 }  // namespace
 
 TEST_CASE("pread_whole: short reads and EINTR are retried until EOF") {
@@ -66,9 +76,8 @@ TEST_CASE("pread_whole: short reads and EINTR are retried until EOF") {
   f.content = "MemTotal: 4 kB\nMemAvailable: 2 kB\n";
   f.chunk = 3;
   f.eintr_every = true;
-  g_fake = &f;
   std::vector<char> buf(64);
-  const auto r = pnmem::detail::pread_whole(0, buf, &fake_pread);
+  const auto r = pread_fake(f, buf);
   REQUIRE(r.status == pread_status::ok);
   CHECK(std::string_view(buf.data(), r.size) == f.content);
   CHECK(f.calls > 20);  // 12 chunks, an EINTR before each, and the EOF read
@@ -77,21 +86,19 @@ TEST_CASE("pread_whole: short reads and EINTR are retried until EOF") {
 TEST_CASE("pread_whole: a file exactly the buffer's size fits; one byte more is too large") {
   fake_file f;
   f.content = std::string(64, 'a');
-  g_fake = &f;
   std::vector<char> buf(64);
-  const auto fits = pnmem::detail::pread_whole(0, buf, &fake_pread);
+  const auto fits = pread_fake(f, buf);
   CHECK(fits.status == pread_status::ok);
   CHECK(fits.size == 64);
   f.content.push_back('b');
-  CHECK(pnmem::detail::pread_whole(0, buf, &fake_pread).status == pread_status::too_large);
+  CHECK(pread_fake(f, buf).status == pread_status::too_large);
 }
 
 TEST_CASE("pread_whole: an error is reported with its errno") {
   fake_file f;
   f.fail_errno = EIO;
-  g_fake = &f;
   std::vector<char> buf(64);
-  const auto r = pnmem::detail::pread_whole(0, buf, &fake_pread);
+  const auto r = pread_fake(f, buf);
   CHECK(r.status == pread_status::error);
   CHECK(r.error_number == EIO);
 }

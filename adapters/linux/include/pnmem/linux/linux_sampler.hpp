@@ -74,12 +74,11 @@ struct linux_sampler_options {
   // Monotonic clock in nanoseconds for the PSI stall rate. Empty: std::chrono::steady_clock.
   std::function<std::int64_t()> monotonic_ns;
   // PSI triggers armed on <root>/proc/pressure/memory, waited through by
-  // wait_for(). The default, 100 ms of "some" stall in 1 s, is the seed's
-  // some >= 10 % TIGHT line; without CAP_SYS_RESOURCE the kernel only takes 2 s
-  // windows and psi_trigger widens it to 200 ms in 2 s. Empty: no triggers, and
-  // wait_for() is a plain interruptible wait (PSI is still polled).
-  std::vector<psi_trigger_spec> psi_triggers{psi_trigger_spec{psi_stall::some, std::chrono::milliseconds(100),
-                                                              std::chrono::seconds(1)}};
+  // wait_for(). The default is psi_trigger's (default_psi_trigger, psi_trigger.hpp);
+  // without CAP_SYS_RESOURCE the kernel only takes 2 s windows and psi_trigger
+  // widens it. Empty: no triggers, and wait_for() is a plain interruptible wait
+  // (PSI is still polled).
+  std::vector<psi_trigger_spec> psi_triggers{default_psi_trigger};
 };
 
 // Not thread-safe: one thread samples (the watcher's).

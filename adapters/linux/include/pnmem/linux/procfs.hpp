@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "pnmem/parse.hpp"
 #include "pnmem/provenance.hpp"
 
 namespace pnmem::procfs {
@@ -47,12 +48,9 @@ constexpr std::string_view to_string(errc e) noexcept {
   return "invalid";
 }
 
+// pnmem's one parse-result type, with this family's errors.
 template <class T>
-struct result {
-  T value{};
-  errc error = errc::ok;
-  constexpr bool ok() const noexcept { return error == errc::ok; }
-};
+using result = parsed<T, errc>;
 
 // ---- /proc/meminfo ----------------------------------------------------------
 

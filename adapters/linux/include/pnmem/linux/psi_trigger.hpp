@@ -6,7 +6,7 @@
 // event_sampler concept (host_sample.hpp): a Linux sampler forwards wait_for()
 // and interrupt() to it and reports mode() in its provenance.
 //
-//   pnmem::psi_trigger t;                       // some 150 ms / 1 s on /proc/pressure/memory
+//   pnmem::psi_trigger t;                       // some 100 ms / 1 s on /proc/pressure/memory
 //   while (running) {
 //     if (t.wait_for(250ms) == pnmem::wake::interrupted) break;
 //     publish(sampler.sample());                // after an event too: sample fresh, at once
@@ -42,20 +42,15 @@
 // in a container) is skipped, not a failure: the host-wide `some` counts every
 // task's stall, so it still sees the cgroup's stalls; reason() notes the skip.
 //
-// Default: one `some` trigger, 150 ms stall in a 1 s window (15 %; 300 ms in
-// 2 s once widened). No `full` trigger by default: full stall time is part of
-// some stall time, so a full trigger at the same ratio can only fire after the
-// some trigger has already woken the watcher, doubling wake-ups for nothing.
-// Add one only with a lower ratio than the some trigger's.
+// Default (default_psi_trigger): one `some` trigger, 100 ms stall in a 1 s
+// window (10 %; 200 ms in 2 s once widened). No `full` trigger by default: full
+// stall time is part of some stall time, so a full trigger at the same ratio can
+// only fire after the some trigger has already woken the watcher, doubling
+// wake-ups for nothing. Add one only with a lower ratio than the some trigger's.
 //
 // Threads: wait_for() from one thread at a time; interrupt(), mode(),
 // widened(), reason() and armed() from any thread.
 #pragma once
-
-#include <poll.h>
-#include <sys/statfs.h>
-#include <sys/types.h>
-#include <time.h>
 
 #include <chrono>
 #include <cstddef>
@@ -75,14 +70,23 @@ enum class psi_stall : std::uint8_t { some, full };
 
 constexpr std::string_view to_string(psi_stall s) noexcept { return s == psi_stall::full ? "full" : "some"; }
 
+// The default trigger, written once (psi_trigger_config and
+// linux_sampler_options both start from it): 100 ms of `some` stall in a 1 s
+// window, the seed's some >= 10 % TIGHT line. See "Default" above.
+inline constexpr std::chrono::microseconds psi_default_stall{100'000};
+inline constexpr std::chrono::microseconds psi_default_window{1'000'000};
+
 // One trigger: wake when `kind` stall time inside a moving `window` reaches `stall`.
+// A value-initialised spec is the default trigger.
 struct psi_trigger_spec {
   psi_stall kind = psi_stall::some;
-  std::chrono::microseconds stall{150'000};
-  std::chrono::microseconds window{1'000'000};
+  std::chrono::microseconds stall = psi_default_stall;
+  std::chrono::microseconds window = psi_default_window;
 
   friend constexpr bool operator==(const psi_trigger_spec&, const psi_trigger_spec&) = default;
 };
+
+inline constexpr psi_trigger_spec default_psi_trigger{};
 
 // The kernel's limits (kernel/sched/psi.c).
 inline constexpr std::chrono::microseconds psi_window_min{500'000};
@@ -115,7 +119,7 @@ constexpr psi_trigger_spec widen_to_unprivileged_window(psi_trigger_spec s) noex
   return {s.kind, std::chrono::microseconds{stall}, std::chrono::microseconds{window}};
 }
 
-// "some 150000 1000000": what is written (with its NUL) to a pressure file.
+// "some 100000 1000000": what is written (with its NUL) to a pressure file.
 std::string psi_trigger_text(const psi_trigger_spec& s);
 
 struct psi_trigger_config {
@@ -123,7 +127,7 @@ struct psi_trigger_config {
   // A cgroup v2 memory.pressure file, as the caller found it (already under
   // root); empty for none. Every spec is armed on it as well.
   std::filesystem::path cgroup_pressure;
-  std::vector<psi_trigger_spec> triggers{psi_trigger_spec{}};
+  std::vector<psi_trigger_spec> triggers{default_psi_trigger};
 };
 
 // What one armed trigger ended up as.
@@ -134,23 +138,12 @@ struct psi_armed_trigger {
   bool widened = false;    // the kernel refused the requested window; 2 s steps instead
 };
 
-// The OS-call seam (in the spirit of {fmt}'s FMT_SYSTEM): tests replace calls
-// to inject failures. The calls report errors through errno like the real
-// ones. A null member means the real call.
-struct psi_syscalls {
-  int (*open)(const char* path, int flags) = nullptr;
-  ssize_t (*write)(int fd, const void* buf, std::size_t n) = nullptr;
-  int (*ppoll)(::pollfd* fds, ::nfds_t n, const ::timespec* timeout) = nullptr;
-  int (*close)(int fd) = nullptr;
-  int (*fstatfs)(int fd, struct ::statfs* buf) = nullptr;
-};
-
 class psi_trigger {
  public:
   // Arms the triggers; never fails for the kernel's sake (see mode()). Throws
   // std::system_error only when no eventfd can be made (out of descriptors):
   // without one the watcher could not be stopped.
-  explicit psi_trigger(psi_trigger_config config = {}, psi_syscalls sys = {});
+  explicit psi_trigger(psi_trigger_config config = {});
   ~psi_trigger();
   psi_trigger(psi_trigger&&) noexcept;
   psi_trigger& operator=(psi_trigger&&) noexcept;
