@@ -72,9 +72,9 @@ constexpr pnmem::mem_state varied_state(splitmix64& r) noexcept {
   s.n_dies = r.between_int(0, 8);
   for (std::size_t d = 0; d < static_cast<std::size_t>(pnmem::max_dies); ++d) {
     const std::uint64_t budget = r.below(8) == 0 ? 0 : r.between(23, 140) * GiB;
-    s.per_die_budget[d] = budget;
-    s.per_die_free[d] = budget / 1000 * r.below(1001);
-    s.per_die_used[d] = budget - s.per_die_free[d];
+    s.per_die_budget_bytes[d] = budget;
+    s.per_die_free_bytes[d] = budget / 1000 * r.below(1001);
+    s.per_die_used_bytes[d] = budget - s.per_die_free_bytes[d];
   }
   s.seq = r.next();
   s.level = pnmem::derive_level(s);
@@ -125,8 +125,8 @@ constexpr request_corpus make_host_admit_requests(std::uint64_t seed) noexcept {
     s.host_psi_some_avg10 = r.pct(500);
     s.n_dies = 2;
     for (std::size_t d = 0; d < 2; ++d) {
-      s.per_die_budget[d] = 80 * GiB;
-      s.per_die_free[d] = r.between(40, 79) * GiB;
+      s.per_die_budget_bytes[d] = 80 * GiB;
+      s.per_die_free_bytes[d] = r.between(40, 79) * GiB;
     }
     s.level = pnmem::derive_level(s);
     pnmem::request_spec& q = c.rq[i];
@@ -150,10 +150,10 @@ constexpr request_corpus make_host_cap_requests(std::uint64_t seed) noexcept {
     s.host_total_bytes = totals_gib[r.below(4)] * GiB;
     s.host_avail_bytes = pnmem::host_reserve_bytes(s.host_total_bytes) + r.between(2 * 1024, 16 * 1024) * MiB;
     s.n_dies = 2;
-    s.per_die_budget[0] = 80 * GiB;
-    s.per_die_free[0] = 60 * GiB;
-    s.per_die_budget[1] = 80 * GiB;
-    s.per_die_free[1] = r.between(1024, 2048) * MiB;
+    s.per_die_budget_bytes[0] = 80 * GiB;
+    s.per_die_free_bytes[0] = 60 * GiB;
+    s.per_die_budget_bytes[1] = 80 * GiB;
+    s.per_die_free_bytes[1] = r.between(1024, 2048) * MiB;
     s.level = pnmem::derive_level(s);
     pnmem::request_spec& q = c.rq[i];
     q.n_prompt = r.between_int(32768, 131072);
@@ -229,8 +229,8 @@ constexpr pnmem::mem_state tight_box() noexcept {
   s.host_total_bytes = 64 * GiB;                       // reserve = 15 % = 9.6 GiB
   s.host_avail_bytes = pnmem::host_reserve_bytes(64 * GiB) + 2 * GiB;  // slack 2 GiB < reserve/4
   s.n_dies = 1;
-  s.per_die_budget[0] = 79 * GiB;
-  s.per_die_free[0] = 20 * GiB;
+  s.per_die_budget_bytes[0] = 79 * GiB;
+  s.per_die_free_bytes[0] = 20 * GiB;
   return s;
 }
 
@@ -395,7 +395,7 @@ void BM_die_level(benchmark::State& st) {
   std::size_t i = 0;
   for (auto _ : st) {
     const std::size_t d = i & 3;  // dies 0..3 of state i
-    benchmark::DoNotOptimize(pnmem::die_level(s[i].per_die_free[d], s[i].per_die_budget[d]));
+    benchmark::DoNotOptimize(pnmem::die_level(s[i].per_die_free_bytes[d], s[i].per_die_budget_bytes[d]));
     i = (i + 1) & case_mask;
   }
 }

@@ -46,9 +46,9 @@ mem_state sample_state() {
   s.host_psi_some_avg10 = 1.5;
   s.n_dies = 4;
   for (std::size_t d = 0; d < 4; ++d) {
-    s.per_die_free[d] = 10 * pnmem::GiB;
-    s.per_die_budget[d] = 70 * pnmem::GiB;
-    s.per_die_used[d] = 50 * pnmem::GiB;
+    s.per_die_free_bytes[d] = 10 * pnmem::GiB;
+    s.per_die_budget_bytes[d] = 70 * pnmem::GiB;
+    s.per_die_used_bytes[d] = 50 * pnmem::GiB;
   }
   s.seq = 1;
   return s;

@@ -94,10 +94,10 @@ pnmem_state to_c(const mem_state& m) noexcept {
   out.cgroup_high_bytes = m.cgroup_high_bytes;
   out.cgroup_max_bytes = m.cgroup_max_bytes;
   out.n_dies = die_count(m);
-  copy_dies(out.per_die_free, m.per_die_free);
-  copy_dies(out.per_die_budget, m.per_die_budget);
-  copy_dies(out.per_die_used, m.per_die_used);
-  copy_dies(out.per_die_retiring, m.per_die_retiring);
+  copy_dies(out.per_die_free, m.per_die_free_bytes);
+  copy_dies(out.per_die_budget, m.per_die_budget_bytes);
+  copy_dies(out.per_die_used, m.per_die_used_bytes);
+  copy_dies(out.per_die_retiring, m.per_die_retiring_bytes);
   out.level = to_c(m.level);
   out.raw_level = to_c(m.raw_level);
   out.seq = m.seq;

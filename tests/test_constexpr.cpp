@@ -20,8 +20,8 @@ constexpr mem_state make(std::uint64_t total, std::uint64_t avail, double some =
 
 constexpr mem_state with_die(mem_state s, std::uint64_t free_bytes, std::uint64_t budget) {
   const auto i = static_cast<std::size_t>(s.n_dies++);
-  s.per_die_free[i] = free_bytes;
-  s.per_die_budget[i] = budget;
+  s.per_die_free_bytes[i] = free_bytes;
+  s.per_die_budget_bytes[i] = budget;
   return s;
 }
 

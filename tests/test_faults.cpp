@@ -85,7 +85,7 @@ constexpr std::uint64_t die_free_for(std::uint64_t used) { return die_budget / 2
 bool dies_whole(const mem_state& s) {
   for (int d = 0; d < die_count(s); ++d) {
     const auto i = static_cast<std::size_t>(d);
-    if (s.per_die_budget[i] != 0 && s.per_die_free[i] != die_free_for(s.per_die_used[i])) return false;
+    if (s.per_die_budget_bytes[i] != 0 && s.per_die_free_bytes[i] != die_free_for(s.per_die_used_bytes[i])) return false;
   }
   return true;
 }
@@ -339,7 +339,7 @@ TEST_CASE("fault e: a subscriber blocked on the poll thread stops sampling, not 
   for (std::uint64_t k = 1; k <= 100; ++k) {
     CHECK(w.set_die(0, die_free_for(k), die_budget, k) == set_die_status::ok);
   }
-  CHECK(w.read().per_die_used[0] == 100);
+  CHECK(w.read().per_die_used_bytes[0] == 100);
   std::atomic<bool> stopped{false};
   std::thread stopper([&] {
     w.stop();
@@ -421,8 +421,8 @@ TEST_CASE("fault e: a reader stalled mid-read holds up no writer and no other re
   std::thread other([&] {
     const mem_state s = w.read();
     CHECK(dies_whole(s));
-    CHECK(s.per_die_used[0] == 1000);
-    CHECK(s.per_die_used[3] == 999);
+    CHECK(s.per_die_used_bytes[0] == 1000);
+    CHECK(s.per_die_used_bytes[3] == 999);
   });
   other.join();
   final_seq = w.read().seq;
@@ -472,7 +472,7 @@ TEST_CASE("fault f: a writer storing back to back: readers still finish reads, e
         const mem_state s = lock.read();
         // Store k carries seq k, used k in every die and free derived from it.
         bool whole = s.host_total_bytes == s.seq && dies_whole(s);
-        for (int d = 0; d < max_dies; ++d) whole = whole && s.per_die_used[static_cast<std::size_t>(d)] == s.seq;
+        for (int d = 0; d < max_dies; ++d) whole = whole && s.per_die_used_bytes[static_cast<std::size_t>(d)] == s.seq;
         if (!whole || s.seq < prev) bad.fetch_add(1);
         prev = s.seq;
         // Counted only between the writer's first store and its last.
@@ -486,7 +486,7 @@ TEST_CASE("fault f: a writer storing back to back: readers still finish reads, e
   while (started.load() < readers) std::this_thread::yield();
   mem_state s;
   s.n_dies = max_dies;
-  s.per_die_budget.fill(die_budget);
+  s.per_die_budget_bytes.fill(die_budget);
   const auto start = std::chrono::steady_clock::now();
   std::uint64_t k = 0;
   bool timed_out = false;
@@ -495,8 +495,8 @@ TEST_CASE("fault f: a writer storing back to back: readers still finish reads, e
       ++k;
       s.seq = k;
       s.host_total_bytes = k;
-      s.per_die_used.fill(k);
-      s.per_die_free.fill(die_free_for(k));
+      s.per_die_used_bytes.fill(k);
+      s.per_die_free_bytes.fill(die_free_for(k));
       lock.store(s);
     }
     if (std::chrono::steady_clock::now() - start > hang_deadline) {
@@ -601,9 +601,9 @@ TEST_CASE("fault g: set_die from many threads with readers and the poll thread: 
   const mem_state s = w.read();
   // The last write per die.
   for (int t = 0; t < own_die_writers; ++t) {
-    CHECK(s.per_die_used[static_cast<std::size_t>(t)] == per_writer * 7 + static_cast<std::uint64_t>(t));
+    CHECK(s.per_die_used_bytes[static_cast<std::size_t>(t)] == per_writer * 7 + static_cast<std::uint64_t>(t));
   }
-  const std::uint64_t shared = s.per_die_used[shared_die];
+  const std::uint64_t shared = s.per_die_used_bytes[shared_die];
   CHECK((shared == 2 * per_writer || shared == 2 * per_writer + 1));
   CHECK(s.n_dies == shared_die + 1);
   CHECK(dies_whole(s));

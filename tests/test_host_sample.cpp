@@ -26,8 +26,8 @@ static_assert(!host_sampler<not_a_sampler>);
 TEST_CASE("assign_host copies the host half and leaves dies, level and seq alone") {
   mem_state s;
   s.n_dies = 2;
-  s.per_die_free[1] = 5;
-  s.per_die_budget[1] = 9;
+  s.per_die_free_bytes[1] = 5;
+  s.per_die_budget_bytes[1] = 9;
   s.level = mem_level::tight;
   s.seq = 41;
   host_sample h;
@@ -57,8 +57,8 @@ TEST_CASE("assign_host copies the host half and leaves dies, level and seq alone
   CHECK(s.provenance.cgroup == cgroup_mode::v1);
   CHECK(s.provenance.limit_cgroup_path() == "/engine");
   CHECK(s.n_dies == 2);
-  CHECK(s.per_die_free[1] == 5);
-  CHECK(s.per_die_budget[1] == 9);
+  CHECK(s.per_die_free_bytes[1] == 5);
+  CHECK(s.per_die_budget_bytes[1] == 9);
   CHECK(s.level == mem_level::tight);
   CHECK(s.seq == 41);
 }

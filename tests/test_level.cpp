@@ -174,10 +174,10 @@ TEST_CASE("level = worst of host, PSI and every die") {
 TEST_CASE("a corrupt die count never indexes past the arrays") {
   mem_state s = host_state(64 * GiB, 60 * GiB);
   for (std::size_t i = 0; i < max_dies; ++i) {
-    s.per_die_free[i] = 8 * GiB;
-    s.per_die_budget[i] = 16 * GiB;
+    s.per_die_free_bytes[i] = 8 * GiB;
+    s.per_die_budget_bytes[i] = 16 * GiB;
   }
-  s.per_die_free[max_dies - 1] = 0;
+  s.per_die_free_bytes[max_dies - 1] = 0;
   s.n_dies = 1000;
   CHECK(die_count(s) == max_dies);
   CHECK(derive_level(s) == mem_level::critical);

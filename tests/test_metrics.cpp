@@ -41,7 +41,7 @@ pnmem::mem_state sample_state() {
   pnmem::mem_state s = pnmem::test::host_state(64 * GiB, 20 * GiB, 2.5, 0.25);
   s = pnmem::test::add_die(s, 3 * GiB, 70 * GiB, 60 * GiB);
   s = pnmem::test::add_die(s, 40 * GiB, 70 * GiB, 10 * GiB);
-  s.per_die_retiring[1] = 512 * pnmem::MiB;
+  s.per_die_retiring_bytes[1] = 512 * pnmem::MiB;
   s.host_psi_some_rate = 7.125;
   s.host_psi_full_rate = 0.1;
   s.cgroup_current_bytes = 30 * GiB;

@@ -156,9 +156,9 @@ mem_state stamped_state(std::uint64_t k) {
   s.seq = k;
   s.sample_time_ns = static_cast<std::int64_t>(k);
   s.cgroup_current_bytes = k;
-  s.per_die_free.fill(k);
-  s.per_die_budget.fill(k);
-  s.per_die_used.fill(k);
+  s.per_die_free_bytes.fill(k);
+  s.per_die_budget_bytes.fill(k);
+  s.per_die_used_bytes.fill(k);
   s.provenance.meminfo_total_bytes = k;
   s.provenance.cgroup_working_set_bytes = k;
   return s;
@@ -169,9 +169,9 @@ bool consistent(const mem_state& s) {
   const auto is_k = [k](std::uint64_t v) { return v == k; };
   return s.host_total_bytes == k && s.host_avail_bytes == k && s.cgroup_current_bytes == k &&
          s.sample_time_ns == static_cast<std::int64_t>(k) &&
-         std::all_of(s.per_die_free.begin(), s.per_die_free.end(), is_k) &&
-         std::all_of(s.per_die_budget.begin(), s.per_die_budget.end(), is_k) &&
-         std::all_of(s.per_die_used.begin(), s.per_die_used.end(), is_k) &&
+         std::all_of(s.per_die_free_bytes.begin(), s.per_die_free_bytes.end(), is_k) &&
+         std::all_of(s.per_die_budget_bytes.begin(), s.per_die_budget_bytes.end(), is_k) &&
+         std::all_of(s.per_die_used_bytes.begin(), s.per_die_used_bytes.end(), is_k) &&
          s.provenance.meminfo_total_bytes == k && s.provenance.cgroup_working_set_bytes == k;
 }
 

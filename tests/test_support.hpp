@@ -23,9 +23,9 @@ constexpr mem_state host_state(std::uint64_t total, std::uint64_t avail, double 
 constexpr mem_state add_die(mem_state s, std::uint64_t free_bytes, std::uint64_t budget_bytes,
                             std::uint64_t used_bytes = 0) {
   const auto i = static_cast<std::size_t>(s.n_dies);
-  s.per_die_free[i] = free_bytes;
-  s.per_die_budget[i] = budget_bytes;
-  s.per_die_used[i] = used_bytes;
+  s.per_die_free_bytes[i] = free_bytes;
+  s.per_die_budget_bytes[i] = budget_bytes;
+  s.per_die_used_bytes[i] = used_bytes;
   ++s.n_dies;
   return s;
 }

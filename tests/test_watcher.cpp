@@ -88,11 +88,11 @@ TEST_CASE("set_die merges, re-derives and publishes; a bad die id is an error") 
   w.poll_now();
   CHECK(w.set_die(2, 8 * GiB, 16 * GiB, 3 * GiB, 512 * MiB) == set_die_status::ok);
   mem_state s = w.read();
-  CHECK(s.per_die_retiring[2] == 512 * MiB);
+  CHECK(s.per_die_retiring_bytes[2] == 512 * MiB);
   CHECK(s.n_dies == 3);
-  CHECK(s.per_die_free[2] == 8 * GiB);
-  CHECK(s.per_die_budget[2] == 16 * GiB);
-  CHECK(s.per_die_used[2] == 3 * GiB);
+  CHECK(s.per_die_free_bytes[2] == 8 * GiB);
+  CHECK(s.per_die_budget_bytes[2] == 16 * GiB);
+  CHECK(s.per_die_used_bytes[2] == 3 * GiB);
   CHECK(s.level == mem_level::ok);
   CHECK(s.seq == 2);
 
@@ -108,7 +108,7 @@ TEST_CASE("set_die merges, re-derives and publishes; a bad die id is an error") 
 
   // A host sample never clobbers die numbers.
   w.poll_now();
-  CHECK(w.read().per_die_free[2] == 8 * GiB);
+  CHECK(w.read().per_die_free_bytes[2] == 8 * GiB);
   CHECK(w.read().level == mem_level::critical);
 }
 
@@ -291,7 +291,7 @@ TEST_CASE("many set_die writers and readers: every snapshot is consistent, nothi
       // merge would show up as a mismatch.
       for (int d = 0; d < s.n_dies; ++d) {
         const auto i = static_cast<std::size_t>(d);
-        if (s.per_die_budget[i] != 0 && s.per_die_free[i] != s.per_die_used[i] + i) bad.fetch_add(1);
+        if (s.per_die_budget_bytes[i] != 0 && s.per_die_free_bytes[i] != s.per_die_used_bytes[i] + i) bad.fetch_add(1);
       }
       if (s.seq < last_seq) bad.fetch_add(1);
       last_seq = s.seq;
@@ -315,7 +315,7 @@ TEST_CASE("many set_die writers and readers: every snapshot is consistent, nothi
   const mem_state s = w.read();
   CHECK(s.n_dies == writers);
   for (int t = 0; t < writers; ++t) {
-    CHECK(s.per_die_used[static_cast<std::size_t>(t)] == static_cast<std::uint64_t>(per_writer) * MiB);
+    CHECK(s.per_die_used_bytes[static_cast<std::size_t>(t)] == static_cast<std::uint64_t>(per_writer) * MiB);
   }
   CHECK(s.seq >= static_cast<std::uint64_t>(writers * per_writer));
 }

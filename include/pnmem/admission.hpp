@@ -218,8 +218,8 @@ constexpr admit_result admit_request(const request_spec& rq, const mem_state& s,
   int binding_die = no_die;
   if (rq.die != no_die) {
     const auto idx = static_cast<std::size_t>(rq.die);
-    if (s.per_die_budget[idx] != 0 && s.per_die_free[idx] < limit) {
-      limit = s.per_die_free[idx];
+    if (s.per_die_budget_bytes[idx] != 0 && s.per_die_free_bytes[idx] < limit) {
+      limit = s.per_die_free_bytes[idx];
       binding = admit_reason::die_vram;
       binding_die = rq.die;
     }
@@ -251,8 +251,8 @@ constexpr int pick_die(const mem_state& s, Better better) noexcept {
   int pick = no_die;
   for (int i = 0; i < die_count(s); ++i) {
     const auto idx = static_cast<std::size_t>(i);
-    if (s.per_die_budget[idx] == 0) continue;
-    if (pick == no_die || better(s.per_die_free[idx], s.per_die_free[static_cast<std::size_t>(pick)])) pick = i;
+    if (s.per_die_budget_bytes[idx] == 0) continue;
+    if (pick == no_die || better(s.per_die_free_bytes[idx], s.per_die_free_bytes[static_cast<std::size_t>(pick)])) pick = i;
   }
   return pick;
 }
@@ -260,7 +260,7 @@ constexpr int pick_die(const mem_state& s, Better better) noexcept {
 // What both model-load checks end with: `need` against one die's free VRAM less `reserve`.
 constexpr admit_result fit_on_die(const mem_state& s, int die, std::uint64_t need, std::uint64_t reserve) noexcept {
   if (!valid_die(s, die)) return make_result(verdict::reject, 0, admit_reason::bad_request, die, need, 0);
-  const std::uint64_t limit = sat_sub(s.per_die_free[static_cast<std::size_t>(die)], reserve);
+  const std::uint64_t limit = sat_sub(s.per_die_free_bytes[static_cast<std::size_t>(die)], reserve);
   return need <= limit ? make_result(verdict::admit, 0, admit_reason::fits, die, need, limit)
                        : make_result(verdict::reject, 0, admit_reason::die_vram, die, need, limit);
 }

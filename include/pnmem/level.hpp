@@ -114,11 +114,11 @@ constexpr mem_level level_of(const mem_state& s, const policy& p, level_report* 
   for (int i = 0; i < n; ++i) {
     if (r == nullptr && l == mem_level::critical) break;  // nothing is worse
     const auto idx = static_cast<std::size_t>(i);
-    const mem_level d = die_level(s.per_die_free[idx], s.per_die_budget[idx], p);
+    const mem_level d = die_level(s.per_die_free_bytes[idx], s.per_die_budget_bytes[idx], p);
     l = worst_of(l, d);
     if (r == nullptr) continue;
     r->die_levels[idx] = d;
-    if (s.per_die_budget[idx] != 0 && (r->worst_die == no_die || d > r->worst_die_level)) {
+    if (s.per_die_budget_bytes[idx] != 0 && (r->worst_die == no_die || d > r->worst_die_level)) {
       r->worst_die = i;
       r->worst_die_level = d;
     }

@@ -29,9 +29,9 @@ struct mem_state {
   std::uint64_t cgroup_high_bytes = 0;     // memory.high (0 = "max"/unset)
   std::uint64_t cgroup_max_bytes = 0;      // memory.max  (0 = "max"/unset)
   int n_dies = 0;                          // dies [0, n_dies) are meaningful
-  std::array<std::uint64_t, max_dies> per_die_free{};    // cudaMemGetInfo free per die
-  std::array<std::uint64_t, max_dies> per_die_budget{};  // total - die reserve; 0 = die skipped
-  std::array<std::uint64_t, max_dies> per_die_used{};    // the engine's own allocation tally
+  std::array<std::uint64_t, max_dies> per_die_free_bytes{};    // cudaMemGetInfo free per die
+  std::array<std::uint64_t, max_dies> per_die_budget_bytes{};  // total - die reserve; 0 = die skipped
+  std::array<std::uint64_t, max_dies> per_die_used_bytes{};    // the engine's own allocation tally
   mem_level level = mem_level::ok;         // derived: worst of host, PSI and every die (after hysteresis)
   std::uint64_t seq = 0;                   // monotonic snapshot counter
   std::int64_t sample_time_ns = 0;         // steady (monotonic) clock when sampled, ns
@@ -42,8 +42,8 @@ struct mem_state {
   mem_level host_os_level = mem_level::ok; // the OS's own pressure verdict (macOS memorystatus); ok elsewhere
   mem_level raw_level = mem_level::ok;     // derived level before hysteresis
   // Bytes a die's owner has released but not yet freed (waiting on a retire list
-  // for in-flight work): not free yet, and not counted in per_die_free.
-  std::array<std::uint64_t, max_dies> per_die_retiring{};
+  // for in-flight work): not free yet, and not counted in per_die_free_bytes.
+  std::array<std::uint64_t, max_dies> per_die_retiring_bytes{};
   // Steady clock just before the host sources were read (sample_time_ns moves on
   // every publish, set_die included): memory allocated after this instant is not
   // in the host numbers yet (engine/host_ledger.hpp). 0 = host never read.

@@ -154,10 +154,10 @@ class watcher {
     if (die < 0 || die >= max_dies) return set_die_status::die_out_of_range;
     publish([&](mem_state& s) {
       const auto i = static_cast<std::size_t>(die);
-      s.per_die_free[i] = free_bytes;
-      s.per_die_budget[i] = budget_bytes;
-      s.per_die_used[i] = used_bytes;
-      s.per_die_retiring[i] = retiring_bytes;
+      s.per_die_free_bytes[i] = free_bytes;
+      s.per_die_budget_bytes[i] = budget_bytes;
+      s.per_die_used_bytes[i] = used_bytes;
+      s.per_die_retiring_bytes[i] = retiring_bytes;
       if (s.n_dies < die + 1) s.n_dies = die + 1;
     });
     return set_die_status::ok;

@@ -118,8 +118,8 @@ TEST_CASE("level: PSI and dies against explain_level") {
   s.host_psi_some_avg10 = 3.25;
   s.host_psi_full_avg10 = 0.5;
   s.n_dies = 4;
-  s.per_die_free = {10 * GiB, GiB / 2, 0, 1};
-  s.per_die_budget = {15 * GiB, 15 * GiB, 15 * GiB, 0};
+  s.per_die_free_bytes = {10 * GiB, GiB / 2, 0, 1};
+  s.per_die_budget_bytes = {15 * GiB, 15 * GiB, 15 * GiB, 0};
   const pnmem::level_report want = pnmem::explain_level(s);
 
   CHECK(j.at("level") == name(want.level));
@@ -167,8 +167,8 @@ TEST_CASE("level: a table of states agrees with derive_level") {
       a.push_back(d);
       const auto colon = d.find(':');
       const auto idx = static_cast<std::size_t>(s.n_dies++);
-      s.per_die_free[idx] = pnmem::parse_bytes(d.substr(0, colon)).value;
-      s.per_die_budget[idx] = pnmem::parse_bytes(d.substr(colon + 1)).value;
+      s.per_die_free_bytes[idx] = pnmem::parse_bytes(d.substr(0, colon)).value;
+      s.per_die_budget_bytes[idx] = pnmem::parse_bytes(d.substr(colon + 1)).value;
     }
     CAPTURE(r.total);
     CAPTURE(r.avail);
@@ -315,8 +315,8 @@ TEST_CASE("admit: host path, fits / cap / reject agree with admit_request") {
     auto c = make_admit(64 * GiB, 20 * GiB, 20000);
     c.args.insert(c.args.end(), {"--die", "2GiB:15GiB", "--max-window", "8000"});
     c.state.n_dies = 1;
-    c.state.per_die_free[0] = 2 * GiB;
-    c.state.per_die_budget[0] = 15 * GiB;
+    c.state.per_die_free_bytes[0] = 2 * GiB;
+    c.state.per_die_budget_bytes[0] = 15 * GiB;
     c.rq.die = 0;
     c.rq.max_window = 8000;
     check_fields(check_admit(c), {{"reason", "die_vram"}, {"die", 0}});
@@ -369,8 +369,8 @@ TEST_CASE("load: model_load, per_die and load_spike agree with the library") {
   s.host_total_bytes = 8 * GiB;
   s.host_avail_bytes = 3 * GiB;
   s.n_dies = 3;
-  s.per_die_free = {10 * GiB, 30 * GiB, 12 * GiB};
-  s.per_die_budget = {15 * GiB, 31 * GiB, 15 * GiB};
+  s.per_die_free_bytes = {10 * GiB, 30 * GiB, 12 * GiB};
+  s.per_die_budget_bytes = {15 * GiB, 31 * GiB, 15 * GiB};
   const pnmem::model_load_spec m{20 * GiB, 3 * GiB};
 
   const auto whole = pnmem::admit_model_load(m, s);
@@ -399,8 +399,8 @@ TEST_CASE("load: without the host the spike is not evaluated; the flags override
   CHECK(j.at("load_spike").is_null());
   pnmem::mem_state s;
   s.n_dies = 3;
-  s.per_die_free = {3 * GiB, 3 * GiB, 3 * GiB};
-  s.per_die_budget = {4 * GiB, 4 * GiB, 4 * GiB};
+  s.per_die_free_bytes = {3 * GiB, 3 * GiB, 3 * GiB};
+  s.per_die_budget_bytes = {4 * GiB, 4 * GiB, 4 * GiB};
   pnmem::policy p;
   p.die_reserve_bytes = 512 * pnmem::MiB;
   check_verdict(j.at("model_load"), pnmem::admit_model_load({10, 0}, s, pnmem::no_die, p));

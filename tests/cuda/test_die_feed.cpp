@@ -302,10 +302,10 @@ TEST_CASE("watcher_sink feeds watcher::set_die, retiring included") {
   CHECK(r.pushed == 2);
   const mem_state s = w.read();
   CHECK(s.n_dies == 2);
-  CHECK(s.per_die_budget[1] == 15 * GiB);
-  CHECK(s.per_die_free[1] == 16 * GiB);
-  CHECK(s.per_die_used[1] == 5 * MiB);
-  CHECK(s.per_die_retiring[1] == 3 * MiB);
+  CHECK(s.per_die_budget_bytes[1] == 15 * GiB);
+  CHECK(s.per_die_free_bytes[1] == 16 * GiB);
+  CHECK(s.per_die_used_bytes[1] == 5 * MiB);
+  CHECK(s.per_die_retiring_bytes[1] == 3 * MiB);
 }
 
 }  // namespace

@@ -59,9 +59,9 @@ void put_dies(pnmem::mem_state& state, const std::vector<die_spec>& dies) {
   if (n > static_cast<std::size_t>(pnmem::max_dies)) n = static_cast<std::size_t>(pnmem::max_dies);
   state.n_dies = static_cast<int>(n);
   for (std::size_t i = 0; i < n; ++i) {
-    state.per_die_free[i] = dies[i].free_bytes;
-    state.per_die_budget[i] = dies[i].budget_bytes;
-    state.per_die_used[i] = dies[i].used_bytes;
+    state.per_die_free_bytes[i] = dies[i].free_bytes;
+    state.per_die_budget_bytes[i] = dies[i].budget_bytes;
+    state.per_die_used_bytes[i] = dies[i].used_bytes;
   }
 }
 

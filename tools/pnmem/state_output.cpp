@@ -63,10 +63,10 @@ nlohmann::ordered_json state_json(const pnmem::mem_state& s, const pnmem::policy
     for (int i = 0; i < n; ++i) a.push_back(arr[static_cast<std::size_t>(i)]);
     return a;
   };
-  j["per_die_free"] = die_array(s.per_die_free);
-  j["per_die_budget"] = die_array(s.per_die_budget);
-  j["per_die_used"] = die_array(s.per_die_used);
-  j["per_die_retiring"] = die_array(s.per_die_retiring);
+  j["per_die_free"] = die_array(s.per_die_free_bytes);
+  j["per_die_budget"] = die_array(s.per_die_budget_bytes);
+  j["per_die_used"] = die_array(s.per_die_used_bytes);
+  j["per_die_retiring"] = die_array(s.per_die_retiring_bytes);
   j["level"] = level_name(s.level);
   j["raw_level"] = level_name(s.raw_level);
   j["host_os_level"] = level_name(s.host_os_level);
@@ -127,8 +127,8 @@ std::string state_text(const pnmem::mem_state& s, const pnmem::policy& p) {
   if (s.host_os_level != pnmem::mem_level::ok) t << "os: " << pnmem::to_string(s.host_os_level) << '\n';
   for (int i = 0; i < r.n_dies; ++i) {
     const auto k = static_cast<std::size_t>(i);
-    t << "die " << i << ": " << pnmem::to_string(r.die_levels[k]) << " (free " << pnmem::format_bytes(s.per_die_free[k])
-      << " of " << pnmem::format_bytes(s.per_die_budget[k]) << " budget)\n";
+    t << "die " << i << ": " << pnmem::to_string(r.die_levels[k]) << " (free " << pnmem::format_bytes(s.per_die_free_bytes[k])
+      << " of " << pnmem::format_bytes(s.per_die_budget_bytes[k]) << " budget)\n";
   }
   t << "sources: " << source_words(pv.sources_read);
   if (pv.sources_failed != 0) t << "; failed: " << source_words(pv.sources_failed);
@@ -149,7 +149,7 @@ std::string state_line(const pnmem::mem_state& s) {
     << "/" << s.host_psi_full_rate << " %";
   if (s.provenance.cgroup_limit_bytes != 0) t << "  cgroup " << pnmem::to_string(s.provenance.cgroup) << " limit " << pnmem::format_bytes(s.provenance.cgroup_limit_bytes);
   for (int i = 0; i < pnmem::die_count(s); ++i) {
-    t << "  die" << i << " " << pnmem::format_bytes(s.per_die_free[static_cast<std::size_t>(i)]);
+    t << "  die" << i << " " << pnmem::format_bytes(s.per_die_free_bytes[static_cast<std::size_t>(i)]);
   }
   return t.str();
 }

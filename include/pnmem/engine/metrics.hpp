@@ -170,11 +170,11 @@ inline std::string prometheus_text(const mem_state& s, const engine_counters* co
       const std::array<std::uint64_t, max_dies>& values;
     };
     const die_family dies[] = {
-        {"pnmem_die_free_bytes", "Free device memory per die.", s.per_die_free},
-        {"pnmem_die_budget_bytes", "Device memory total minus the die reserve; 0 = die skipped.", s.per_die_budget},
-        {"pnmem_die_used_bytes", "The engine's own device allocations per die.", s.per_die_used},
+        {"pnmem_die_free_bytes", "Free device memory per die.", s.per_die_free_bytes},
+        {"pnmem_die_budget_bytes", "Device memory total minus the die reserve; 0 = die skipped.", s.per_die_budget_bytes},
+        {"pnmem_die_used_bytes", "The engine's own device allocations per die.", s.per_die_used_bytes},
         {"pnmem_die_retiring_bytes", "Device memory released but not yet freed (waiting on in-flight work).",
-         s.per_die_retiring},
+         s.per_die_retiring_bytes},
     };
     for (const auto& f : dies) {
       w.family(f.name, "gauge", f.help);
