@@ -12,16 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_check.h"
 #include "pnmem/pnmem_c.h"
-
-static int failures = 0;
-#define CHECK(cond)                                                             \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                               \
-    }                                                                           \
-  } while (0)
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 

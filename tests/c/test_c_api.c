@@ -13,16 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_check.h"
 #include "pnmem/pnmem_c.h"
-
-static int failures = 0;
-#define CHECK(cond)                                                  \
-  do {                                                               \
-    if (!(cond)) {                                                   \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                    \
-    }                                                                \
-  } while (0)
 
 static char last_line[256];
 static int lines = 0;

@@ -1,0 +1,19 @@
+/* tests/c/c_check.h - the C tests' one assertion: CHECK(cond) reports the failed
+ * condition with its line and counts it in `failures`; main returns failures != 0.
+ * Test code only; one translation unit per program. */
+#ifndef PNMEM_TESTS_C_CHECK_H
+#define PNMEM_TESTS_C_CHECK_H
+
+#include <stdio.h>
+
+static int failures = 0;
+
+#define CHECK(cond)                                                             \
+  do {                                                                          \
+    if (!(cond)) {                                                              \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                               \
+    }                                                                           \
+  } while (0)
+
+#endif
