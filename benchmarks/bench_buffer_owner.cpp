@@ -15,7 +15,7 @@
 namespace {
 
 using namespace pnmem::cuda;
-using namespace owner_test;
+using namespace pnmem::cuda::test;
 
 struct bench_rig {
   bench_rig() {

@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-namespace pnmem_test {
+namespace pnmem::test {
 
 using label_set = std::vector<std::pair<std::string, std::string>>;
 
@@ -270,4 +270,4 @@ inline exposition check_exposition(std::string_view text) {
   return ex;
 }
 
-}  // namespace pnmem_test
+}  // namespace pnmem::test

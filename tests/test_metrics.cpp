@@ -12,17 +12,17 @@
 #include "pnmem/units.hpp"
 #include "test_support.hpp"
 
-using pnmem_test::check_exposition;
+using pnmem::test::check_exposition;
 
 namespace {
 
-std::string errors_of(const pnmem_test::exposition& ex) {
+std::string errors_of(const pnmem::test::exposition& ex) {
   std::string out;
   for (const auto& e : ex.errors) out += e + "\n";
   return out;
 }
 
-pnmem_test::exposition checked(const std::string& text) {
+pnmem::test::exposition checked(const std::string& text) {
   const auto ex = check_exposition(text);
   INFO("text:\n", text, "\nerrors:\n", errors_of(ex));
   CHECK(ex.errors.empty());

@@ -53,8 +53,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
-using pnmem_test::cgroup_sandbox;
-using pnmem_test::cgroup_version;
+using pnmem::test::cgroup_sandbox;
+using pnmem::test::cgroup_version;
 
 constexpr std::uint64_t MiB = 1024ULL * 1024ULL;
 
@@ -200,7 +200,7 @@ options parse_args(int argc, char** argv) {
 // Where runs can get a memory cgroup: a child of this process's own cgroup.
 struct cgroup_home {
   cgroup_version version;
-  pnmem_test::fs::path parent;
+  pnmem::test::fs::path parent;
 };
 
 std::optional<cgroup_home> find_cgroup_home(std::string& why) {
@@ -208,15 +208,15 @@ std::optional<cgroup_home> find_cgroup_home(std::string& why) {
     why = "creating a memory cgroup needs root";
     return std::nullopt;
   }
-  if (const auto v1 = pnmem_test::own_cgroup_dir("cgroup", "memory")) {
+  if (const auto v1 = pnmem::test::own_cgroup_dir("cgroup", "memory")) {
     if (::access((*v1 / "memory.limit_in_bytes").c_str(), W_OK) == 0 || ::access(v1->c_str(), W_OK) == 0) {
       return cgroup_home{cgroup_version::v1, *v1};
     }
     why = "cgroup v1 memory directory " + v1->string() + " is not writable";
     return std::nullopt;
   }
-  if (const auto v2 = pnmem_test::own_cgroup_dir("cgroup2", "")) {
-    const auto controllers = pnmem_test::read_file(*v2 / "cgroup.subtree_control");
+  if (const auto v2 = pnmem::test::own_cgroup_dir("cgroup2", "")) {
+    const auto controllers = pnmem::test::read_file(*v2 / "cgroup.subtree_control");
     if (controllers && controllers->find("memory") != std::string::npos) return cgroup_home{cgroup_version::v2, *v2};
     why = "cgroup v2 at " + v2->string() + " does not delegate the memory controller to its children";
     return std::nullopt;
@@ -227,18 +227,18 @@ std::optional<cgroup_home> find_cgroup_home(std::string& why) {
 
 // A one-number cgroup file, through the sampler's own strict parser; 0 when it is
 // missing or does not parse (the supervisor's samples then show no usage, never a wrong one).
-std::uint64_t read_u64(const pnmem_test::fs::path& p) {
-  const auto t = pnmem_test::read_file(p);
+std::uint64_t read_u64(const pnmem::test::fs::path& p) {
+  const auto t = pnmem::test::read_file(p);
   if (!t) return 0;
   const auto v = pnmem::procfs::parse_cgroup_bytes(*t);
   return v.ok() ? v.value : 0;
 }
 
 // "name value" lines (memory.oom_control, memory.events).
-std::uint64_t keyed_u64(const pnmem_test::fs::path& p, std::string_view key) {
-  const auto t = pnmem_test::read_file(p);
+std::uint64_t keyed_u64(const pnmem::test::fs::path& p, std::string_view key) {
+  const auto t = pnmem::test::read_file(p);
   if (!t) return 0;
-  for (const auto& line : pnmem_test::split(*t, '\n')) {
+  for (const auto& line : pnmem::test::split(*t, '\n')) {
     if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 && line[key.size()] == ' ') {
       return std::strtoull(line.c_str() + key.size() + 1, nullptr, 10);
     }
@@ -275,17 +275,17 @@ run_result run_once(const cgroup_home& home, const options& o, mode what, const 
   r.what = what;
   cgroup_sandbox box;
   if (!box.create(home.parent, "pnmem-survive-")) {
-    r.error = "mkdir " + box.dir().string() + ": " + pnmem_test::errno_text();
+    r.error = "mkdir " + box.dir().string() + ": " + pnmem::test::errno_text();
     return r;
   }
   if (!box.set_memory_limit(home.version, o.limit)) {
-    r.error = std::string("setting ") + pnmem_test::memory_limit_file(home.version) + ": " + pnmem_test::errno_text();
+    r.error = std::string("setting ") + pnmem::test::memory_limit_file(home.version) + ": " + pnmem::test::errno_text();
     return r;
   }
   char events_path[] = "/tmp/pnmem-survive-events-XXXXXX";
   const int events_fd = ::mkstemp(events_path);
   if (events_fd < 0) {
-    r.error = std::string("mkstemp: ") + pnmem_test::errno_text();
+    r.error = std::string("mkstemp: ") + pnmem::test::errno_text();
     return r;
   }
   ::close(events_fd);
@@ -306,13 +306,13 @@ run_result run_once(const cgroup_home& home, const options& o, mode what, const 
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) {
-    r.error = std::string("fork: ") + pnmem_test::errno_text();
+    r.error = std::string("fork: ") + pnmem::test::errno_text();
     ::unlink(events_path);
     return r;
   }
   if (pid == 0) {
-    pnmem_test::prepare_child(parent);
-    if (!pnmem_test::move_into_cgroup(box.dir(), ::getpid())) ::_exit(126);
+    pnmem::test::prepare_child(parent);
+    if (!pnmem::test::move_into_cgroup(box.dir(), ::getpid())) ::_exit(126);
     ::setenv("PN_HOST_RESERVE_BYTES", reserve.c_str(), 0);  // an operator's own value wins
     ::execv("/proc/self/exe", argv.data());
     ::_exit(127);
@@ -320,7 +320,7 @@ run_result run_once(const cgroup_home& home, const options& o, mode what, const 
   box.adopt(pid);
   r.started = true;
 
-  const pnmem_test::fs::path usage_file =
+  const pnmem::test::fs::path usage_file =
       box.dir() / (home.version == cgroup_version::v1 ? "memory.usage_in_bytes" : "memory.current");
   const auto deadline = t0 + std::chrono::seconds(o.timeout_s);
   for (;;) {
@@ -351,13 +351,13 @@ run_result run_once(const cgroup_home& home, const options& o, mode what, const 
     r.peak_bytes = std::max(r.peak_bytes, read_u64(box.dir() / "memory.peak"));
     r.oom_kills = keyed_u64(box.dir() / "memory.events", "oom_kill");
   }
-  if (const auto text = pnmem_test::read_file(events_path)) r.events = survival::parse_events(*text);
+  if (const auto text = pnmem::test::read_file(events_path)) r.events = survival::parse_events(*text);
   if (o.keep_events.empty()) {
     ::unlink(events_path);
   } else {
-    const auto kept = pnmem_test::fs::path(o.keep_events) / (std::string("events-") + mode_arg(what) + ".txt");
+    const auto kept = pnmem::test::fs::path(o.keep_events) / (std::string("events-") + mode_arg(what) + ".txt");
     std::error_code ec;
-    pnmem_test::fs::copy_file(events_path, kept, pnmem_test::fs::copy_options::overwrite_existing, ec);
+    pnmem::test::fs::copy_file(events_path, kept, pnmem::test::fs::copy_options::overwrite_existing, ec);
     ::unlink(events_path);
     if (ec) std::printf("warning: could not keep the events in %s: %s\n", kept.c_str(), ec.message().c_str());
   }
@@ -380,7 +380,7 @@ void wait_for_quiet_psi(int max_s) {
   const auto start = clock_type::now();
   bool announced = false;
   for (;;) {
-    const auto text = pnmem_test::read_file("/proc/pressure/memory");
+    const auto text = pnmem::test::read_file("/proc/pressure/memory");
     if (!text) return;  // no PSI: nothing to wait for
     const auto p = pnmem::procfs::parse_psi(*text);
     if (!p.ok()) return;
@@ -416,7 +416,7 @@ std::string describe_exit(const run_result& r) {
 
 void print_table(const std::vector<run_result>& runs, const options& o, const cgroup_home& home) {
   std::printf("survival run: memory cgroup %s under %s, limit %s, pnmem host reserve %s\n",
-              pnmem_test::to_string(home.version), home.parent.c_str(), mib(o.limit).c_str(), mib(o.reserve).c_str());
+              pnmem::test::to_string(home.version), home.parent.c_str(), mib(o.limit).c_str(), mib(o.reserve).c_str());
   std::printf("workload: %d bursts of %d requests %.1f s apart + a trickle, %d decode slots, prompts %d-%d tokens "
               "(fp32 KV 40 KiB/token + the activation peak), seed %llu\n\n",
               o.work.bursts, o.work.burst_size, o.work.burst_gap_ms / 1000.0, o.work.slots, o.work.min_prompt,
@@ -498,7 +498,7 @@ int main(int argc, char** argv) {
     std::printf("SKIP: %s\n", why.c_str());
     return 77;
   }
-  pnmem_test::remove_stale_cgroups(home->parent, "pnmem-survive-");
+  pnmem::test::remove_stale_cgroups(home->parent, "pnmem-survive-");
 
   // Policy on runs first: the policy-off run's OOM leaves the box's PSI averages
   // raised for tens of seconds, and the policy-on run would start under them.

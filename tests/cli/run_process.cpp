@@ -14,7 +14,7 @@
 
 extern char** environ;
 
-namespace pnmem_test {
+namespace pnmem::test {
 
 namespace {
 
@@ -120,4 +120,4 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
-}  // namespace pnmem_test
+}  // namespace pnmem::test

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace pnmem_test {
+namespace pnmem::test {
 
 struct process_result {
   int exit_code = -1;    // the exit status, or -1 if it did not exit normally
@@ -23,4 +23,4 @@ process_result run_process(const std::string& path, const std::vector<std::strin
 // `text` split at '\n'; a final newline does not start another line.
 std::vector<std::string> lines_of(const std::string& text);
 
-}  // namespace pnmem_test
+}  // namespace pnmem::test

@@ -20,8 +20,8 @@ namespace {
 
 using nlohmann::json;
 using pnmem::GiB;
-using pnmem_test::lines_of;
-using pnmem_test::process_result;
+using pnmem::test::lines_of;
+using pnmem::test::process_result;
 using args_t = std::vector<std::string>;
 using env_t = std::map<std::string, std::string>;
 
@@ -32,7 +32,7 @@ std::string exe_path() {
 }
 
 process_result run(const args_t& args, const env_t& env = {}) {
-  const process_result r = pnmem_test::run_process(exe_path(), args, env);
+  const process_result r = pnmem::test::run_process(exe_path(), args, env);
   CHECK_MESSAGE(r.term_signal == 0, "pnmem died of signal ", r.term_signal);
   return r;
 }

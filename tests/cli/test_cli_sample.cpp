@@ -26,8 +26,8 @@ std::string env_or_fail(const char* name) {
 
 std::string fixture(const std::string& name) { return env_or_fail("PNMEM_LINUX_FIXTURES") + "/" + name; }
 
-pnmem_test::process_result pnmem_run(const std::vector<std::string>& args) {
-  return pnmem_test::run_process(env_or_fail("PNMEM_EXE"), args);
+pnmem::test::process_result pnmem_run(const std::vector<std::string>& args) {
+  return pnmem::test::run_process(env_or_fail("PNMEM_EXE"), args);
 }
 
 void check_state_matches_sampler(const json& j, const std::string& root) {
@@ -97,7 +97,7 @@ TEST_CASE("pnmem sample on a garbage tree says what failed and is not critical")
 TEST_CASE("pnmem watch --json --count N: N sample lines, level changes as they happen, then exit 0") {
   const auto r = pnmem_run({"--json", "watch", "--root", fixture("v2_nested"), "--interval", "5", "--count", "3"});
   REQUIRE(r.exit_code == 0);
-  auto lines = pnmem_test::lines_of(r.out);
+  auto lines = pnmem::test::lines_of(r.out);
   // v2_nested is CRITICAL: the first sample is a change from the initial OK.
   REQUIRE(lines.size() == 4);
   const json change = json::parse(lines[0], nullptr, false);
@@ -122,7 +122,7 @@ TEST_CASE("pnmem watch --json --count N: N sample lines, level changes as they h
 TEST_CASE("pnmem watch text mode prints a line per sample") {
   const auto r = pnmem_run({"watch", "--root", fixture("v2_unlimited"), "--interval", "5", "--count", "2"});
   REQUIRE(r.exit_code == 0);
-  const auto lines = pnmem_test::lines_of(r.out);
+  const auto lines = pnmem::test::lines_of(r.out);
   REQUIRE(lines.size() == 2);  // v2_unlimited stays OK: no level-change line
   CHECK(lines[0].find("avail") != std::string::npos);
   CHECK(lines[0].find("level") == std::string::npos);
@@ -140,7 +140,7 @@ TEST_CASE("bad sample/watch arguments exit 2 with one line") {
     const auto r = pnmem_run(args);
     CHECK(r.exit_code == 2);
     CHECK(r.out.empty());
-    CHECK(pnmem_test::lines_of(r.err).size() == 1);
+    CHECK(pnmem::test::lines_of(r.err).size() == 1);
   }
 }
 
@@ -153,7 +153,7 @@ TEST_CASE("pnmem metrics --root: every fixture gives valid exposition text with 
     const auto r = pnmem_run({"metrics", "--root", fixture(name)});
     REQUIRE(r.exit_code == 0);
     CHECK(r.err.empty());
-    const auto ex = pnmem_test::check_exposition(r.out);
+    const auto ex = pnmem::test::check_exposition(r.out);
     std::string errors;
     for (const auto& e : ex.errors) errors += e + "\n";
     INFO("output:\n", r.out, "\nerrors:\n", errors);
@@ -185,7 +185,7 @@ TEST_CASE("pnmem --json metrics: the exposition inside an object") {
   const json j = json::parse(r.out, nullptr, false);
   REQUIRE(j.is_object());
   CHECK(j.at("content_type").get<std::string>().find("version=0.0.4") != std::string::npos);
-  CHECK(pnmem_test::check_exposition(j.at("exposition").get<std::string>()).errors.empty());
+  CHECK(pnmem::test::check_exposition(j.at("exposition").get<std::string>()).errors.empty());
 }
 
 TEST_CASE("pnmem probe: exit status follows the level against --max-level") {
@@ -193,13 +193,13 @@ TEST_CASE("pnmem probe: exit status follows the level against --max-level") {
   auto r = pnmem_run({"probe", "--root", fixture("v2_nested")});
   CHECK(r.exit_code == 1);
   CHECK(r.err.empty());
-  REQUIRE(pnmem_test::lines_of(r.out).size() == 1);
+  REQUIRE(pnmem::test::lines_of(r.out).size() == 1);
   CHECK(r.out.find("not ready: level critical > tight") == 0);
   CHECK(r.out.find("host critical") != std::string::npos);
 
   r = pnmem_run({"probe", "--root", fixture("v2_unlimited")});
   CHECK(r.exit_code == 0);
-  REQUIRE(pnmem_test::lines_of(r.out).size() == 1);
+  REQUIRE(pnmem::test::lines_of(r.out).size() == 1);
   CHECK(r.out.find("ready: level ok <= tight") == 0);
 
   CHECK(pnmem_run({"probe", "--root", fixture("v2_nested"), "--max-level", "critical"}).exit_code == 0);
@@ -226,7 +226,7 @@ TEST_CASE("pnmem probe: a bad --max-level or --root exits 2 with one line on std
     const auto r = pnmem_run(args);
     CHECK(r.exit_code == 2);
     CHECK(r.out.empty());
-    REQUIRE(pnmem_test::lines_of(r.err).size() == 1);
+    REQUIRE(pnmem::test::lines_of(r.err).size() == 1);
     CHECK(r.err.find("pnmem: error: ") == 0);
   }
   const auto r = pnmem_run({"probe", "--root", fixture("v2_unlimited"), "--max-level", "bogus"});
@@ -263,12 +263,12 @@ TEST_CASE("pnmem sample takes the level's policy flags, as pnmem level does") {
   CHECK(pnmem_run({"probe", "--root", root}).exit_code == 0);
   const auto m = pnmem_run({"metrics", "--root", root, "--host-reserve", reserve});
   REQUIRE(m.exit_code == 0);
-  CHECK(pnmem_test::check_exposition(m.out).value("pnmem_level") ==
+  CHECK(pnmem::test::check_exposition(m.out).value("pnmem_level") ==
         static_cast<double>(pnmem::derive_level(s, p)));
   const auto w = pnmem_run({"--json", "watch", "--root", root, "--interval", "5", "--count", "1", "--host-reserve",
                             reserve});
   REQUIRE(w.exit_code == 0);
-  const auto lines = pnmem_test::lines_of(w.out);
+  const auto lines = pnmem::test::lines_of(w.out);
   REQUIRE_FALSE(lines.empty());
   CHECK(json::parse(lines.back()).at("state").at("host_reserve_bytes") == s.host_avail_bytes);
 

@@ -14,9 +14,9 @@
 //   void settle();                    // every queued op has finished
 //   void check_clean();               // the fake: no violations (cudart: nothing to check)
 //
-// Use it inside namespace pnmem::cuda::conformance (the test ids live there):
+// Use it inside namespace pnmem::cuda::test (the test ids live there):
 //
-//   namespace pnmem::cuda::conformance { PNMEM_BACKEND_CONFORMANCE(fake_fixture); }
+//   namespace pnmem::cuda::test { PNMEM_BACKEND_CONFORMANCE(fake_fixture); }
 //
 // Sizes stay small (a few MiB): the fake backs them with host memory.
 #pragma once
@@ -39,7 +39,7 @@ struct StringMaker<pnmem::cuda::device_errc> {
 };
 }  // namespace doctest
 
-namespace pnmem::cuda::conformance {
+namespace pnmem::cuda::test {
 
 inline constexpr int dev0 = 0;
 
@@ -426,7 +426,7 @@ TEST_CASE_TEMPLATE_DEFINE("an allocation larger than the device is out_of_memory
   f.check_clean();
 }
 
-}  // namespace pnmem::cuda::conformance
+}  // namespace pnmem::cuda::test
 
 // Instantiates every conformance test for one fixture type.
 #define PNMEM_BACKEND_CONFORMANCE(fixture)                                      \

@@ -14,7 +14,7 @@
 
 #include "pnmem/cuda/cudart_backend.hpp"
 
-namespace pnmem::cuda::testing {
+namespace pnmem::cuda::test {
 
 // Holding a stream without a kernel: a host function queued on it spins until
 // released, so everything queued behind it waits, deterministically.
@@ -67,4 +67,4 @@ inline int run_if_device(int argc, char** argv) {
   return ctx.run();
 }
 
-}  // namespace pnmem::cuda::testing
+}  // namespace pnmem::cuda::test

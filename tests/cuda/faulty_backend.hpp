@@ -13,7 +13,7 @@
 
 #include "pnmem/cuda/fake_backend.hpp"
 
-namespace pnmem::cuda::testing {
+namespace pnmem::cuda::test {
 
 enum class device_call : std::uint8_t { event_create, event_record, stream_wait_event, free_async, copy_async, count };
 
@@ -91,4 +91,4 @@ class faulty_backend final : public device_backend {
   std::array<fault, static_cast<std::size_t>(device_call::count)> faults_{};
 };
 
-}  // namespace pnmem::cuda::testing
+}  // namespace pnmem::cuda::test

@@ -20,7 +20,7 @@
 #include "owner_test_support.hpp"
 #include "pnmem/cuda/buffer_owner.hpp"
 
-namespace owner_test {
+namespace pnmem::cuda::test {
 
 template <class F>
 struct owner_rig {
@@ -210,7 +210,7 @@ TEST_CASE_TEMPLATE_DEFINE("protocol: work on a second stream before a move is fe
   }
 }
 
-}  // namespace owner_test
+}  // namespace pnmem::cuda::test
 
 #define PNMEM_OWNER_PROTOCOL(fixture)                                  \
   TEST_CASE_TEMPLATE_INVOKE(owner_turn, fixture);                       \

@@ -8,7 +8,7 @@
 #include "pnmem/cuda/decode_shape.hpp"
 #include "pnmem/ladder.hpp"
 
-namespace owner_test {
+namespace pnmem::cuda::test {
 
 using namespace pnmem::cuda;
 
@@ -56,4 +56,4 @@ inline std::size_t dtoh_bytes(const model_shape& m, const decode_buffers& b) {
   return static_cast<std::size_t>(static_cast<std::uint64_t>(b.bound_slots) * m.dtoh_bytes_per_slot);
 }
 
-}  // namespace owner_test
+}  // namespace pnmem::cuda::test

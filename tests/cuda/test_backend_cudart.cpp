@@ -8,11 +8,11 @@
 
 #include "cudart_fixture.hpp"
 
-namespace pnmem::cuda::conformance {
+namespace pnmem::cuda::test {
 
-using testing::cudart_fixture;
+using test::cudart_fixture;
 PNMEM_BACKEND_CONFORMANCE(cudart_fixture);
 
-}  // namespace pnmem::cuda::conformance
+}  // namespace pnmem::cuda::test
 
-int main(int argc, char** argv) { return pnmem::cuda::testing::run_if_device(argc, argv); }
+int main(int argc, char** argv) { return pnmem::cuda::test::run_if_device(argc, argv); }

@@ -3,7 +3,7 @@
 
 #include "pnmem/cuda/fake_backend.hpp"
 
-namespace pnmem::cuda::conformance {
+namespace pnmem::cuda::test {
 
 struct fake_fixture {
   static constexpr bool simulated = true;
@@ -33,4 +33,4 @@ struct fake_fixture {
 
 PNMEM_BACKEND_CONFORMANCE(fake_fixture);
 
-}  // namespace pnmem::cuda::conformance
+}  // namespace pnmem::cuda::test

@@ -24,7 +24,7 @@
 #include "pnmem/cuda/fake_backend.hpp"
 
 using namespace pnmem::cuda;
-using namespace owner_test;
+using namespace pnmem::cuda::test;
 using pnmem::mem_level;
 using std::chrono::milliseconds;
 

@@ -8,11 +8,11 @@
 #include "cudart_fixture.hpp"
 #include "owner_protocol.hpp"
 
-namespace owner_test {
+namespace pnmem::cuda::test {
 
-using pnmem::cuda::testing::cudart_fixture;
+using pnmem::cuda::test::cudart_fixture;
 PNMEM_OWNER_PROTOCOL(cudart_fixture);
 
-}  // namespace owner_test
+}  // namespace pnmem::cuda::test
 
-int main(int argc, char** argv) { return pnmem::cuda::testing::run_if_device(argc, argv); }
+int main(int argc, char** argv) { return pnmem::cuda::test::run_if_device(argc, argv); }

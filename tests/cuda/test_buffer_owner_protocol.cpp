@@ -6,7 +6,7 @@
 #include "owner_protocol.hpp"
 #include "pnmem/cuda/fake_backend.hpp"
 
-namespace owner_test {
+namespace pnmem::cuda::test {
 
 // hold(): a long kernel at the head of the stream; release() is a no-op and
 // settle() runs the timeline, so "held" means "not yet run".
@@ -27,4 +27,4 @@ struct fake_fixture {
 
 PNMEM_OWNER_PROTOCOL(fake_fixture);
 
-}  // namespace owner_test
+}  // namespace pnmem::cuda::test

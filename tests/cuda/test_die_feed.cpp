@@ -254,7 +254,7 @@ TEST_CASE("no devices: zero dies and no_device") {
 }
 
 TEST_CASE("a die whose query fails is skipped, never pushed as 0 bytes free") {
-  testing::faulty_backend b{{.devices = 3, .total_bytes_per_device = 64 * MiB}};
+  test::faulty_backend b{{.devices = 3, .total_bytes_per_device = 64 * MiB}};
   b.failing_die = 1;  // unmeasurable from the start
   die_feed feed{b, with_reserve(0)};
   CHECK(feed.die_count() == 3);

@@ -16,8 +16,8 @@
 namespace pnmem::cuda {
 namespace {
 
-using testing::device_call;
-using testing::faulty_backend;
+using test::device_call;
+using test::faulty_backend;
 
 std::string lines(const std::vector<std::string>& v) {
   std::string out;

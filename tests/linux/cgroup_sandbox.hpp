@@ -48,7 +48,7 @@
 #include "pnmem/provenance.hpp"
 #include "real_cgroup.hpp"
 
-namespace pnmem_test {
+namespace pnmem::test {
 
 namespace fs = std::filesystem;
 
@@ -301,4 +301,4 @@ class cgroup_sandbox {
   struct sigaction old_term_ {};
 };
 
-}  // namespace pnmem_test
+}  // namespace pnmem::test

@@ -28,7 +28,7 @@
 #include "os_calls.hpp"
 #include "pnmem/linux/psi_trigger.hpp"
 
-namespace pnmem_test {
+namespace pnmem::test {
 
 inline const std::string host_file = "/fake/proc/pressure/memory";
 inline const std::string cgroup_file = "/fake/sys/fs/cgroup/job/memory.pressure";
@@ -219,4 +219,4 @@ inline pnmem::psi_trigger_config fake_config_with_cgroup(std::vector<pnmem::psi_
   return c;
 }
 
-}  // namespace pnmem_test
+}  // namespace pnmem::test

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-namespace pnmem_test {
+namespace pnmem::test {
 
 // The file's bytes, or nullopt when it cannot be opened.
 inline std::optional<std::string> read_file(const std::filesystem::path& p) {
@@ -19,4 +19,4 @@ inline std::optional<std::string> read_file(const std::filesystem::path& p) {
   return s.str();
 }
 
-}  // namespace pnmem_test
+}  // namespace pnmem::test

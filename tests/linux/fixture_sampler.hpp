@@ -1,7 +1,7 @@
 // tests/linux/fixture_sampler.hpp - a linux_sampler over a fixture tree, and the
 // small helpers its tests share. Test code only, header-only.
 //
-//   fixture_sampler(root)         a sampler whose clock is a fake_clock (or stands at 0)
+//   fixture_sampler(root)         a sampler whose monotonic clock the test sets (or stands at 0)
 //   sample_fixture("v1_limit")    one sample of a checked-in fixture tree
 //   bits({...})                   a provenance bit set
 //   psi_text(some_us, full_us)    a /proc/pressure/memory with those total= counters
@@ -18,10 +18,10 @@
 #include "pnmem/host_sample.hpp"
 #include "pnmem/linux/linux_sampler.hpp"
 
-namespace pnmem_test {
+namespace pnmem::test {
 
 // A clock the test moves by hand.
-struct fake_clock {
+struct monotonic_clock {
   std::int64_t now_ns = 1'000'000'000;
 };
 
@@ -30,7 +30,7 @@ enum class psi_triggers : std::uint8_t {
   none,              // for tests that are not about triggers
 };
 
-inline pnmem::linux_sampler fixture_sampler(const std::filesystem::path& root, fake_clock* clock = nullptr,
+inline pnmem::linux_sampler fixture_sampler(const std::filesystem::path& root, monotonic_clock* clock = nullptr,
                                             psi_triggers triggers = psi_triggers::armed_by_default) {
   pnmem::linux_sampler_options o;
   o.root = root.string();
@@ -60,4 +60,4 @@ inline std::string psi_text(std::uint64_t some_total_us, std::uint64_t full_tota
          "\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=" + std::to_string(full_total_us) + "\n";
 }
 
-}  // namespace pnmem_test
+}  // namespace pnmem::test

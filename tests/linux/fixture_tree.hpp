@@ -20,7 +20,7 @@
 
 #include "file_text.hpp"
 
-namespace pnmem_test {
+namespace pnmem::test {
 
 inline std::filesystem::path fixtures_dir() {
   const char* dir = std::getenv("PNMEM_LINUX_FIXTURES");
@@ -56,4 +56,4 @@ inline void write_text(const std::filesystem::path& p, std::string_view text) {
 // The file's bytes; "" when it cannot be opened.
 inline std::string read_text(const std::filesystem::path& p) { return read_file(p).value_or(std::string()); }
 
-}  // namespace pnmem_test
+}  // namespace pnmem::test

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-namespace pnmem_test {
+namespace pnmem::test {
 
 inline constexpr int exit_pass = 0;
 inline constexpr int exit_fail = 1;
@@ -22,4 +22,4 @@ inline int fail(const std::string& why) {
   return exit_fail;
 }
 
-}  // namespace pnmem_test
+}  // namespace pnmem::test

@@ -53,7 +53,7 @@
 #include "pnmem/watcher.hpp"
 
 namespace fs = std::filesystem;
-using namespace pnmem_test;
+using namespace pnmem::test;
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 using pnmem::MiB;

@@ -12,7 +12,7 @@
 #include "pnmem/linux/procfs.hpp"
 #include "pnmem/provenance.hpp"
 
-namespace pnmem_test {
+namespace pnmem::test {
 
 // This process's place in one cgroup hierarchy.
 struct cgroup_location {
@@ -58,4 +58,4 @@ inline std::string real_cgroup_dir(pnmem::cgroup_mode hierarchy, std::string* cg
   return where->dir.string();
 }
 
-}  // namespace pnmem_test
+}  // namespace pnmem::test

@@ -35,13 +35,13 @@
 
 namespace fs = std::filesystem;
 using namespace pnmem::literals;
-using pnmem_test::bits;
-using pnmem_test::fake_clock;
-using pnmem_test::fixtures_dir;
-using pnmem_test::psi_text;
-using pnmem_test::read_text;
-using pnmem_test::temp_tree;
-using pnmem_test::write_text;
+using pnmem::test::bits;
+using pnmem::test::monotonic_clock;
+using pnmem::test::fixtures_dir;
+using pnmem::test::psi_text;
+using pnmem::test::read_text;
+using pnmem::test::temp_tree;
+using pnmem::test::write_text;
 using pnmem::cgroup_mode;
 using pnmem::host_sample;
 using pnmem::host_source;
@@ -58,8 +58,8 @@ void link_over(const fs::path& p, const fs::path& target) {
   fs::create_symlink(target, p);
 }
 
-linux_sampler sampler_over(const fs::path& root, fake_clock* clock = nullptr) {
-  return pnmem_test::fixture_sampler(root, clock, pnmem_test::psi_triggers::none);  // nothing here is about triggers
+linux_sampler sampler_over(const fs::path& root, monotonic_clock* clock = nullptr) {
+  return pnmem::test::fixture_sampler(root, clock, pnmem::test::psi_triggers::none);  // nothing here is about triggers
 }
 
 pnmem::mem_level level_of(const host_sample& h) {
@@ -403,7 +403,7 @@ TEST_CASE("fault c: a short read that ends the file inside a number makes the sa
 TEST_CASE("fault d: the PSI stall rate when the sampler's clock jumps: finite, in [0, 100], recovers") {
   temp_tree tree("v2_unlimited");
   const fs::path psi = tree / "proc/pressure/memory";
-  fake_clock clock;
+  monotonic_clock clock;
   linux_sampler s = sampler_over(tree.root, &clock);
   const auto sane = [](const host_sample& h) {
     return std::isfinite(h.psi_some_rate) && std::isfinite(h.psi_full_rate) && h.psi_some_rate >= 0.0 &&

@@ -17,18 +17,18 @@ struct linux_fixture_rig {
   static constexpr pnmem::host_source total_source = pnmem::host_source::meminfo;
 
   // v2_unlimited with 60 of 64 GiB available and no stall: OK on every rule.
-  pnmem_test::temp_tree roomy_tree{"v2_unlimited"};
+  pnmem::test::temp_tree roomy_tree{"v2_unlimited"};
 
   linux_fixture_rig() {
-    pnmem_test::write_text(roomy_tree / "proc/meminfo",
+    pnmem::test::write_text(roomy_tree / "proc/meminfo",
                            "MemTotal:       67108864 kB\nMemFree:        62914560 kB\nMemAvailable:   62914560 kB\n");
-    pnmem_test::write_text(roomy_tree / "proc/pressure/memory", pnmem_test::psi_text(0, 0));
+    pnmem::test::write_text(roomy_tree / "proc/pressure/memory", pnmem::test::psi_text(0, 0));
   }
 
   // The default options (PSI triggers asked for; a fixture is not procfs, so the
   // sampler polls and its wait is a plain interruptible one).
-  sampler roomy() { return pnmem_test::fixture_sampler(roomy_tree.root); }
-  sampler unreadable() { return pnmem_test::fixture_sampler(pnmem_test::fixtures_dir() / "garbage"); }
+  sampler roomy() { return pnmem::test::fixture_sampler(roomy_tree.root); }
+  sampler unreadable() { return pnmem::test::fixture_sampler(pnmem::test::fixtures_dir() / "garbage"); }
 };
 
 }  // namespace

@@ -32,16 +32,16 @@ using pnmem::host_source;
 using pnmem::linux_sampler;
 using pnmem::linux_sampler_options;
 using pnmem::psi_mode;
-using pnmem_test::bits;
-using pnmem_test::fake_clock;
-using pnmem_test::fixture_sampler;
-using pnmem_test::fixtures_dir;
-using pnmem_test::psi_text;
-using pnmem_test::read_text;
-using pnmem_test::real_cgroup_dir;
-using pnmem_test::sample_fixture;
-using pnmem_test::temp_tree;
-using pnmem_test::write_text;
+using pnmem::test::bits;
+using pnmem::test::monotonic_clock;
+using pnmem::test::fixture_sampler;
+using pnmem::test::fixtures_dir;
+using pnmem::test::psi_text;
+using pnmem::test::read_text;
+using pnmem::test::real_cgroup_dir;
+using pnmem::test::sample_fixture;
+using pnmem::test::temp_tree;
+using pnmem::test::write_text;
 
 namespace {
 
@@ -299,7 +299,7 @@ TEST_CASE("a missing root directory: nothing read, nothing failed, total unknown
 TEST_CASE("PSI stall rate from total= deltas over the injected clock") {
   temp_tree tree("v2_unlimited");
   const fs::path psi_file = tree / "proc/pressure/memory";
-  fake_clock clock;
+  monotonic_clock clock;
   linux_sampler s = fixture_sampler(tree.root, &clock);
 
   write_text(psi_file, psi_text(1'000'000, 100'000));
@@ -362,7 +362,7 @@ TEST_CASE("PSI stall rate from total= deltas over the injected clock") {
 TEST_CASE("an old kernel's PSI without full: no full rate even with a reference") {
   temp_tree tree("no_cgroup");
   const fs::path psi_file = tree / "proc/pressure/memory";
-  fake_clock clock;
+  monotonic_clock clock;
   linux_sampler s = fixture_sampler(tree.root, &clock);
   (void)s.sample();
   clock.now_ns += 1'000'000'000;

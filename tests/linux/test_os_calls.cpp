@@ -31,7 +31,7 @@ namespace {
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 
 // The sources of a fixture, without triggers (the triggers' calls are tested on the fake kernel).
-host_sample sample_v1_limit() { return pnmem_test::sample_fixture("v1_limit", pnmem_test::psi_triggers::none); }
+host_sample sample_v1_limit() { return pnmem::test::sample_fixture("v1_limit", pnmem::test::psi_triggers::none); }
 
 // open() fails with `err` for the paths that end in `suffix`, while this is alive.
 struct open_failure {
@@ -52,7 +52,7 @@ struct open_failure {
 // The fake kernel, with one more call replaced on top.
 template <class Fn>
 calls fake_kernel_but(Fn calls::*entry, Fn replacement) {
-  calls c = pnmem_test::fake_psi::table();
+  calls c = pnmem::test::fake_psi::table();
   c.*entry = replacement;
   return c;
 }
@@ -106,8 +106,8 @@ TEST_CASE("pread fails (EIO) everywhere: every source that exists is marked fail
 }
 
 TEST_CASE("fstat fails: the link count of a plain file is unknown, and the file is read as it is") {
-  pnmem_test::temp_tree d;
-  pnmem_test::write_text(d / "meminfo", "MemTotal: 4 kB\n");
+  pnmem::test::temp_tree d;
+  pnmem::test::write_text(d / "meminfo", "MemTotal: 4 kB\n");
   const calls_override seam(real_calls_but(&calls::fstat, +[](int, struct ::stat*) {
     errno = EIO;
     return -1;
@@ -120,12 +120,12 @@ TEST_CASE("fstat fails: the link count of a plain file is unknown, and the file 
 }
 
 TEST_CASE("fstatfs fails on the pressure file: not known to be a kernel file, so never written; polling") {
-  pnmem_test::fake_scope f;
+  pnmem::test::fake_scope f;
   const calls_override seam(fake_kernel_but(&calls::fstatfs, +[](int, struct ::statfs*) {
     errno = EIO;
     return -1;
   }));
-  psi_trigger t(pnmem_test::fake_config());
+  psi_trigger t(pnmem::test::fake_config());
   CHECK(t.mode() == psi_mode::poll);
   CHECK(contains(t.reason(), "not a kernel pressure file"));
   CHECK(f.k.writes.empty());
@@ -133,8 +133,8 @@ TEST_CASE("fstatfs fails on the pressure file: not known to be a kernel file, so
 }
 
 TEST_CASE("write fails (EIO) on the trigger: polling, the errno in the reason, nothing left open") {
-  pnmem_test::fake_scope f(+[](const std::string&) { return EIO; });
-  psi_trigger t(pnmem_test::fake_config());
+  pnmem::test::fake_scope f(+[](const std::string&) { return EIO; });
+  psi_trigger t(pnmem::test::fake_config());
   CHECK(t.mode() == psi_mode::poll);
   CHECK(contains(t.reason(), std::strerror(EIO)));
   CHECK(t.armed().empty());
@@ -142,8 +142,8 @@ TEST_CASE("write fails (EIO) on the trigger: polling, the errno in the reason, n
 }
 
 TEST_CASE("poll fails (EINVAL): the triggers are dropped with a reason, the wait reports an event") {
-  pnmem_test::fake_scope f;
-  psi_trigger t(pnmem_test::fake_config());
+  pnmem::test::fake_scope f;
+  psi_trigger t(pnmem::test::fake_config());
   REQUIRE(t.mode() == psi_mode::trigger);
   {
     const calls_override seam(fake_kernel_but(&calls::ppoll, +[](::pollfd*, ::nfds_t, const ::timespec*) {
@@ -162,6 +162,6 @@ TEST_CASE("eventfd fails (EMFILE): psi_trigger and the sampler throw, as documen
     errno = EMFILE;
     return -1;
   }));
-  CHECK_THROWS_AS(psi_trigger{pnmem_test::fake_config()}, std::system_error);
+  CHECK_THROWS_AS(psi_trigger{pnmem::test::fake_config()}, std::system_error);
   CHECK_THROWS_AS(pnmem::linux_sampler{}, std::system_error);
 }

@@ -52,7 +52,7 @@ TEST_CASE("trigger text is what the kernel parses") {
 
 namespace {
 
-using namespace pnmem_test;
+using namespace pnmem::test;
 
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 
@@ -532,7 +532,7 @@ TEST_CASE("a real fixture tree's pressure file is left as it was") {
     c.root = root;
     psi_trigger t(c);
     mode = t.mode();
-    after = pnmem_test::read_file(root / "proc/pressure/memory").value_or(std::string());
+    after = pnmem::test::read_file(root / "proc/pressure/memory").value_or(std::string());
   }
   std::filesystem::remove_all(root);
   CHECK(mode == psi_mode::poll);

@@ -24,7 +24,7 @@
 namespace fs = std::filesystem;
 using namespace pnmem;
 using namespace pnmem::literals;
-using pnmem_test::real_cgroup_dir;
+using pnmem::test::real_cgroup_dir;
 
 TEST_CASE("the real machine: moved into a limited v1 child cgroup and back") {
   linux_sampler s;
@@ -120,7 +120,7 @@ TEST_CASE("fault a, the real kernel: the sampler's cgroup removed, then created 
     }
   } guard{root, child};
 
-  const std::string mountinfo = pnmem_test::read_file("/proc/self/mountinfo").value_or(std::string());
+  const std::string mountinfo = pnmem::test::read_file("/proc/self/mountinfo").value_or(std::string());
   const auto mount = pnmem::procfs::find_cgroup_mount(mountinfo, cgroup_mode::v1, parent_path);
   REQUIRE(mount.ok());
   REQUIRE(mount.value.lookup == pnmem::procfs::mount_lookup::found);
@@ -179,9 +179,9 @@ TEST_CASE("fault a, the real kernel: the sampler's cgroup removed, then created 
 }
 
 int main(int argc, char** argv) {
-  if (::geteuid() != 0) return pnmem_test::skip("not root: cannot create a memory cgroup");
+  if (::geteuid() != 0) return pnmem::test::skip("not root: cannot create a memory cgroup");
   if (real_cgroup_dir(cgroup_mode::v1).empty() || linux_sampler{}.sample().provenance.cgroup != cgroup_mode::v1) {
-    return pnmem_test::skip("the v1 memory hierarchy is not the one in use here");
+    return pnmem::test::skip("the v1 memory hierarchy is not the one in use here");
   }
   doctest::Context context(argc, argv);
   return context.run();

@@ -22,8 +22,8 @@ using pnmem::detail::pread_status;
 using pnmem::detail::source_file;
 using pnmem::detail::source_status;
 
-using pnmem_test::temp_tree;
-using pnmem_test::write_text;
+using pnmem::test::temp_tree;
+using pnmem::test::write_text;
 
 namespace {
 
