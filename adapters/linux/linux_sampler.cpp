@@ -3,14 +3,15 @@
 #include "pnmem/linux/linux_sampler.hpp"
 
 #include <chrono>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/saturating.hpp"
+#include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/linux/procfs.hpp"
 #include "source_file.hpp"
 
@@ -132,8 +133,8 @@ struct linux_sampler::impl {
 
   // The v2 cgroup's memory.pressure for the PSI trigger: written by sample(),
   // taken by the waiting thread (wait_for), which arms it.
-  std::mutex pressure_mu;
-  std::string pressure_file;  // guarded by pressure_mu
+  pnmem::detail::mutex pressure_mu;
+  std::string pressure_file PNMEM_GUARDED_BY(pressure_mu);
   std::string armed_pressure_file;  // the waiting thread's
 
   // The previous PSI reading, for the stall rate.
@@ -386,7 +387,7 @@ host_sample linux_sampler::sample() {
   const std::string file = impl_->mode == cgroup_mode::v2 && !impl_->levels.empty()
                                ? impl_->levels.front().dir + "memory.pressure"
                                : std::string();
-  std::lock_guard<std::mutex> lock(impl_->pressure_mu);
+  pnmem::detail::lock_guard lock(impl_->pressure_mu);
   impl_->pressure_file = file;
   return h;
 }
@@ -394,7 +395,7 @@ host_sample linux_sampler::sample() {
 wake linux_sampler::wait_for(std::chrono::nanoseconds timeout) {
   std::string file;
   {
-    std::lock_guard<std::mutex> lock(impl_->pressure_mu);
+    pnmem::detail::lock_guard lock(impl_->pressure_mu);
     file = impl_->pressure_file;
   }
   if (!file.empty() && file != impl_->armed_pressure_file) {

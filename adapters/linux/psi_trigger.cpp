@@ -7,12 +7,13 @@
 
 #include <atomic>
 #include <cerrno>
-#include <mutex>
 #include <system_error>
 #include <thread>
 #include <utility>
 
 #include "os_calls.hpp"
+#include "pnmem/detail/mutex.hpp"
+#include "pnmem/detail/thread_annotations.hpp"
 
 namespace pnmem {
 
@@ -78,9 +79,9 @@ struct psi_trigger::state {
   // Read from any thread.
   std::atomic<psi_mode> mode{psi_mode::none};
   std::atomic<bool> widened{false};
-  mutable std::mutex mutex;  // guards reason and armed
-  std::string reason;
-  std::vector<psi_armed_trigger> armed;
+  mutable pnmem::detail::mutex mutex;
+  std::string reason PNMEM_GUARDED_BY(mutex);
+  std::vector<psi_armed_trigger> armed PNMEM_GUARDED_BY(mutex);
   // What arm() was asked for, kept for arm_cgroup(): the specs, the host file,
   // and how many of trigger_fds belong to it (the rest are the cgroup file's).
   std::vector<psi_trigger_spec> configured;
@@ -119,7 +120,7 @@ struct psi_trigger::state {
     close_triggers();
     rebuild_poll_fds();
     {
-      std::lock_guard lock(mutex);
+      pnmem::detail::lock_guard lock(mutex);
       armed.clear();
       reason = why;  // earlier notes (a widened window, a skipped file) no longer apply
     }
@@ -128,7 +129,7 @@ struct psi_trigger::state {
   }
 
   void note(const std::string& what) {
-    std::lock_guard lock(mutex);
+    pnmem::detail::lock_guard lock(mutex);
     append_note(reason, what);
   }
 
@@ -209,7 +210,7 @@ struct psi_trigger::state {
              "; without CAP_SYS_RESOURCE windows are multiples of 2 s)");
       }
       armed_any = true;
-      std::lock_guard lock(mutex);
+      pnmem::detail::lock_guard lock(mutex);
       armed.push_back({file, requested, armed_spec, was_widened});
     }
     return arm_result::armed;
@@ -239,7 +240,7 @@ struct psi_trigger::state {
     for (std::size_t i = host_fd_count; i < trigger_fds.size(); ++i) sys().close(trigger_fds[i]);
     trigger_fds.resize(host_fd_count);
     {
-      std::lock_guard lock(mutex);
+      pnmem::detail::lock_guard lock(mutex);
       std::erase_if(armed, [&](const psi_armed_trigger& a) { return a.file != host_file; });
     }
     const arm_result r = arm_file(file, false, configured);
@@ -289,7 +290,7 @@ struct psi_trigger::state {
         if ((revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
           std::string file;
           {
-            std::lock_guard lock(mutex);
+            pnmem::detail::lock_guard lock(mutex);
             if (i - 1 < armed.size()) file = armed[i - 1].file.string();
           }
           fall_back(psi_mode::poll, "trigger on " + file + " failed (" +
@@ -344,13 +345,13 @@ bool psi_trigger::widened() const noexcept {
 
 std::string psi_trigger::reason() const {
   if (!state_) return "moved from";
-  std::lock_guard lock(state_->mutex);
+  pnmem::detail::lock_guard lock(state_->mutex);
   return state_->reason;
 }
 
 std::vector<psi_armed_trigger> psi_trigger::armed() const {
   if (!state_) return {};
-  std::lock_guard lock(state_->mutex);
+  pnmem::detail::lock_guard lock(state_->mutex);
   return state_->armed;
 }
 
