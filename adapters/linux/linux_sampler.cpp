@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "pnmem/clock_ns.hpp"
 #include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/saturating.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
@@ -35,11 +36,6 @@ struct cgroup_level {
   source_file high;   // memory.high (v2 only; pathless in v1)
   source_file stat;   // memory.stat
 };
-
-std::int64_t steady_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Percent of the wall interval that the counter says was stalled. A clock that
 // did not move or went back gives 0; the difference is taken unsigned, so no
@@ -96,7 +92,7 @@ void mark(sample_provenance& p, host_source source, source_status status) {
 struct linux_sampler::impl {
   explicit impl(linux_sampler_options options)
       : root_prefix(std::move(options.root)),
-        clock(options.monotonic_ns ? std::move(options.monotonic_ns) : std::function<std::int64_t()>(steady_now_ns)),
+        clock(options.monotonic_ns ? std::move(options.monotonic_ns) : std::function<std::int64_t()>(pnmem::steady_now_ns)),
         buffer(read_buffer_bytes) {
     while (!root_prefix.empty() && root_prefix.back() == '/') root_prefix.pop_back();
     self_cgroup = source_file(root_prefix + "/proc/self/cgroup");

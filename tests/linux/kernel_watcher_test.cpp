@@ -47,6 +47,7 @@
 
 #include "cgroup_sandbox.hpp"
 #include "kernel_test_exit.hpp"
+#include "pnmem/clock_ns.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/linux/procfs.hpp"
@@ -76,9 +77,7 @@ const char* const stale_prefix = "pnmem-watcher-test-";
 
 std::string mib(std::uint64_t bytes) { return std::to_string(bytes / MiB) + " MiB"; }
 
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now().time_since_epoch()).count();
-}
+std::int64_t now_ns() { return pnmem::to_ns(steady::now()); }
 
 // ---- W: the watcher -----------------------------------------------------------------
 

@@ -3,11 +3,11 @@
 
 #include <unistd.h>
 
-#include <chrono>
 
 #include <CLI/CLI.hpp>
 
 #include "arg_parsers.hpp"
+#include "pnmem/clock_ns.hpp"
 #include "pnmem/level.hpp"
 #include "usage_error.hpp"
 
@@ -63,8 +63,7 @@ pnmem::mem_state box_options::sample(const pnmem::policy& p) const {
   pnmem::platform_sampler sampler = make_sampler(false);
   pnmem::mem_state s;
   pnmem::assign_host(s, sampler.sample());
-  s.sample_time_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  s.sample_time_ns = pnmem::steady_now_ns();
   s.seq = 1;
   return pnmem::with_derived_level(s, p);
 }
