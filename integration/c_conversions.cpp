@@ -84,15 +84,7 @@ pnmem_gate_status to_c(gate_status s) noexcept {
 
 pnmem_state to_c(const mem_state& m) noexcept {
   pnmem_state out{};
-  out.host_total_bytes = m.host_total_bytes;
-  out.host_avail_bytes = m.host_avail_bytes;
-  out.host_psi_some_avg10 = m.host_psi_some_avg10;
-  out.host_psi_full_avg10 = m.host_psi_full_avg10;
-  out.host_psi_some_rate = m.host_psi_some_rate;
-  out.host_psi_full_rate = m.host_psi_full_rate;
-  out.cgroup_current_bytes = m.cgroup_current_bytes;
-  out.cgroup_high_bytes = m.cgroup_high_bytes;
-  out.cgroup_max_bytes = m.cgroup_max_bytes;
+  for_each_host_number([&](std::string_view, auto field) { field(out) = field(m); });
   out.n_dies = die_count(m);
   copy_dies(out.per_die_free, m.per_die_free_bytes);
   copy_dies(out.per_die_budget, m.per_die_budget_bytes);

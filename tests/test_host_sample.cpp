@@ -1,5 +1,8 @@
 #include "pnmem/host_sample.hpp"
 
+#include <string_view>
+#include <vector>
+
 #include <doctest/doctest.h>
 
 using namespace pnmem;
@@ -61,4 +64,35 @@ TEST_CASE("assign_host copies the host half and leaves dies, level and seq alone
   CHECK(s.per_die_budget_bytes[1] == 9);
   CHECK(s.level == mem_level::tight);
   CHECK(s.seq == 41);
+}
+
+TEST_CASE("for_each_host_number: every host number once, by its member name, in snapshot order") {
+  mem_state from;
+  from.host_total_bytes = 1;
+  from.host_avail_bytes = 2;
+  from.host_psi_some_avg10 = 3.5;
+  from.host_psi_full_avg10 = 4.5;
+  from.host_psi_some_rate = 5.5;
+  from.host_psi_full_rate = 6.5;
+  from.cgroup_current_bytes = 7;
+  from.cgroup_high_bytes = 8;
+  from.cgroup_max_bytes = 9;
+  mem_state to;
+  std::vector<std::string_view> names;
+  for_each_host_number([&](std::string_view name, auto field) {
+    names.push_back(name);
+    field(to) = field(from);
+  });
+  CHECK(names == std::vector<std::string_view>{"host_total_bytes", "host_avail_bytes", "host_psi_some_avg10",
+                                               "host_psi_full_avg10", "host_psi_some_rate", "host_psi_full_rate",
+                                               "cgroup_current_bytes", "cgroup_high_bytes", "cgroup_max_bytes"});
+  CHECK(to.host_total_bytes == 1);
+  CHECK(to.host_avail_bytes == 2);
+  CHECK(to.host_psi_some_avg10 == 3.5);
+  CHECK(to.host_psi_full_avg10 == 4.5);
+  CHECK(to.host_psi_some_rate == 5.5);
+  CHECK(to.host_psi_full_rate == 6.5);
+  CHECK(to.cgroup_current_bytes == 7);
+  CHECK(to.cgroup_high_bytes == 8);
+  CHECK(to.cgroup_max_bytes == 9);
 }

@@ -63,4 +63,23 @@ constexpr bool valid_die(const mem_state& s, int die) noexcept {
   return die >= 0 && die < die_count(s);
 }
 
+// The snapshot's host numbers, in one list, each as (name, selector): `field(s)` is
+// that member of `s`, for any struct that names its members the same way (mem_state,
+// the C ABI's pnmem_state). The C ABI's snapshot and the CLI's JSON copy through it,
+// so a host number added here reaches both:
+//
+//   pnmem::for_each_host_number([&](std::string_view name, auto field) { out[name] = field(s); });
+template <class F>
+constexpr void for_each_host_number(F&& f) {
+  f("host_total_bytes", [](auto& s) -> auto& { return s.host_total_bytes; });
+  f("host_avail_bytes", [](auto& s) -> auto& { return s.host_avail_bytes; });
+  f("host_psi_some_avg10", [](auto& s) -> auto& { return s.host_psi_some_avg10; });
+  f("host_psi_full_avg10", [](auto& s) -> auto& { return s.host_psi_full_avg10; });
+  f("host_psi_some_rate", [](auto& s) -> auto& { return s.host_psi_some_rate; });
+  f("host_psi_full_rate", [](auto& s) -> auto& { return s.host_psi_full_rate; });
+  f("cgroup_current_bytes", [](auto& s) -> auto& { return s.cgroup_current_bytes; });
+  f("cgroup_high_bytes", [](auto& s) -> auto& { return s.cgroup_high_bytes; });
+  f("cgroup_max_bytes", [](auto& s) -> auto& { return s.cgroup_max_bytes; });
+}
+
 }  // namespace pnmem

@@ -47,15 +47,7 @@ std::string level_name(pnmem::mem_level l) { return std::string(pnmem::to_string
 
 nlohmann::ordered_json state_json(const pnmem::mem_state& s, const pnmem::policy& p) {
   nlohmann::ordered_json j;
-  j["host_total_bytes"] = s.host_total_bytes;
-  j["host_avail_bytes"] = s.host_avail_bytes;
-  j["host_psi_some_avg10"] = s.host_psi_some_avg10;
-  j["host_psi_full_avg10"] = s.host_psi_full_avg10;
-  j["host_psi_some_rate"] = s.host_psi_some_rate;
-  j["host_psi_full_rate"] = s.host_psi_full_rate;
-  j["cgroup_current_bytes"] = s.cgroup_current_bytes;
-  j["cgroup_high_bytes"] = s.cgroup_high_bytes;
-  j["cgroup_max_bytes"] = s.cgroup_max_bytes;
+  pnmem::for_each_host_number([&](std::string_view name, auto field) { j[std::string(name)] = field(s); });
   const int n = pnmem::die_count(s);
   j["n_dies"] = n;
   auto die_array = [&](const auto& arr) {
