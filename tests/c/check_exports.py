@@ -27,8 +27,10 @@ for name in exported:
     print(f'  {name}{"" if name in called else "   <- never called by " + source}')
 if not exported or not any(name.startswith('pnmem_') for name in exported):
     sys.exit('check_exports.py: no pnmem_ export found: is this libpnmem_c?')
-cxx = sorted({line.split()[-1] for line in out.splitlines()
-              if line.split() and line.split()[-1].startswith('_Z') and '5pnmem' in line.split()[-1]})
+# Symbols defined in namespace pnmem (functions, vtables, typeinfo, function-local statics); a standard
+# library template instantiated on a pnmem type (std::thread's state for the watcher's lambda) is std's.
+own = re.compile(r'^_Z(?:T[VIS]|Z)?N[KVRO]*5pnmem')
+cxx = sorted({line.split()[-1] for line in out.splitlines() if line.split() and own.match(line.split()[-1])})
 if cxx:
     sys.exit(f'check_exports.py: {len(cxx)} pnmem C++ symbol(s) exported, e.g. {", ".join(cxx[:3])}: only PNMEM_C_API functions may be')
 if missing:
