@@ -1,7 +1,7 @@
 // psi_trigger against real kernel events (suite linux-kernel). Two scenarios:
 //
 //   kernel_psi_trigger_test pressure
-//     DESIGN.md's recipe for real pressure: a child of this process's cgroup v1
+//     Real pressure, made the reliable way: a child of this process's cgroup v1
 //     memory cgroup limited to 300 MiB, a child process in it that holds
 //     270 MiB of touched anonymous memory and writes and re-reads a 600 MiB
 //     file. Reclaim inside the cgroup stalls it; an unprivileged
