@@ -147,7 +147,12 @@ class Runner:
             skip(where, "needs the CUDA toolkit, which this build did not find (meson option `cuda`): " + cmd)
             return
         compiler = self.a.cxx if words[0] in COMPILERS_CXX else self.a.cc
-        real = compiler + " " + " ".join(WARNINGS + self.a.extra_flags.split()) + " " + words[1]
+        extra = self.a.extra_flags.split()
+        if extra and words[0] in COMPILERS_C and "clang" in compiler:
+            # A sanitized libpnmem_c.so carries UBSan's C++ checks (vptr): clang's C driver links
+            # their runtime, and the C++ library it needs, only when asked.
+            extra += ["-fsanitize-link-c++-runtime", "-lstdc++"]
+        real = compiler + " " + " ".join(WARNINGS + extra) + " " + words[1]
         real = real.replace("/usr/local/cuda", self.cuda_root)
         print(f"run: {where}: {cmd}", flush=True)
         rc, out = self.shell(real)
