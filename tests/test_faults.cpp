@@ -168,7 +168,7 @@ TEST_CASE("fault d: a watcher whose clock jumps back and forth by hours: no flap
     } else {
       clock.advance(std::chrono::milliseconds(rng.below(1500)));
     }
-    set_next(host, at_level(levels[rng.below(4)]));
+    host->set(at_level(levels[rng.below(4)]));
     w.poll_now();
     const mem_state s = w.read();
     CHECK(s.seq == last_seq + 1);
@@ -246,7 +246,7 @@ TEST_CASE("fault e: a subscriber that blocks: set_die, read and poll_now go on; 
   });
 
   // Thread A publishes ok -> tight and is kept inside the subscriber.
-  set_next(host, at_level(mem_level::tight));
+  host->set(at_level(mem_level::tight));
   std::thread a([&] { w.poll_now(); });
   const std::thread::id a_id = a.get_id();
   REQUIRE(blocked.wait_for_waiters(1));
@@ -261,7 +261,7 @@ TEST_CASE("fault e: a subscriber that blocks: set_die, read and poll_now go on; 
   CHECK(w.read().seq == seq + 2);
 
   // poll_now from another thread is not held up by the blocked subscriber either.
-  set_next(host, roomy());
+  host->set(roomy());
   std::atomic<bool> polled{false};
   std::thread p([&] {
     w.poll_now();  // tight -> ok
@@ -296,12 +296,12 @@ TEST_CASE("fault e: a subscriber may call poll_now(), even on the thread that po
   w.subscribe([&](const level_change& c) {
     seen.push_back(c.to);
     if (c.to == mem_level::critical) {
-      set_next(host, at_level(mem_level::watch));
+      host->set(at_level(mem_level::watch));
       w.poll_now();  // "take a fresh sample at CRITICAL": queued, delivered after this call
       CHECK(seen.size() == 1);
     }
   });
-  set_next(host, at_level(mem_level::critical));
+  host->set(at_level(mem_level::critical));
   // Run on a helper thread so that a self-deadlock fails the test instead of hanging it.
   std::atomic<bool> done{false};
   std::thread t([&] {
@@ -315,7 +315,7 @@ TEST_CASE("fault e: a subscriber may call poll_now(), even on the thread that po
   t.join();
   CHECK(seen == std::vector<mem_level>{mem_level::critical, mem_level::watch});
   CHECK(w.read().level == mem_level::watch);
-  CHECK(samples_of(host) == 2);
+  CHECK(host->sample_count() == 2);
 }
 
 TEST_CASE("fault e: a subscriber blocked on the poll thread stops sampling, not set_die; stop() waits for it") {
@@ -331,9 +331,9 @@ TEST_CASE("fault e: a subscriber blocked on the poll thread stops sampling, not 
     if (c.to == mem_level::tight && c.from == mem_level::ok) blocked.wait();
   });
   REQUIRE(w.start());  // one sample at OK: no change
-  set_next(host, at_level(mem_level::tight));
+  host->set(at_level(mem_level::tight));
   REQUIRE(blocked.wait_for_waiters(1));  // the poll thread sampled TIGHT and is in the subscriber
-  const int samples = samples_of(host);
+  const int samples = host->sample_count();
 
   // set_die publishes at once, from this thread.
   for (std::uint64_t k = 1; k <= 100; ++k) {
@@ -346,7 +346,7 @@ TEST_CASE("fault e: a subscriber blocked on the poll thread stops sampling, not 
     stopped.store(true);
   });
   std::this_thread::sleep_for(50ms);  // room to misbehave: neither may happen while it is blocked
-  CHECK(samples_of(host) == samples);  // the poll thread is the one that is blocked: no samples
+  CHECK(host->sample_count() == samples);  // the poll thread is the one that is blocked: no samples
   CHECK_FALSE(stopped.load());         // stop() joins the poll thread, so it waits for the subscriber
   blocked.release();
   stopper.join();
@@ -610,8 +610,8 @@ TEST_CASE("fault g: set_die from many threads with readers and the poll thread: 
   CHECK(s.raw_level == derive_level(s));
   CHECK(s.level == s.raw_level);
   // Every publish is counted once: 6 writers' set_die calls plus the samples.
-  CHECK(s.seq == 6 * per_writer + static_cast<std::uint64_t>(samples_of(host)));
+  CHECK(s.seq == 6 * per_writer + static_cast<std::uint64_t>(host->sample_count()));
   CHECK(chain == s.level);  // every change was delivered; the last one ends at the final level
-  MESSAGE(reads.load() << " reads, " << deliveries << " level changes delivered, " << samples_of(host)
+  MESSAGE(reads.load() << " reads, " << deliveries << " level changes delivered, " << host->sample_count()
                        << " samples");
 }

@@ -154,7 +154,7 @@ TEST_CASE("the watcher applies hysteresis with its clock and reports the raw lev
   watcher<fake_sampler, fake_clock> w{fake_sampler{host}, o, clock};
   w.poll_now();
   CHECK(w.read().level == mem_level::critical);
-  set_next(host, roomy());
+  host->set(roomy());
   clock.advance(1s);
   w.poll_now();
   CHECK(w.read().level == mem_level::critical);
@@ -183,7 +183,7 @@ TEST_CASE("subscribers see each change once, in order, and may call back into th
   });
   w.poll_now();  // ok -> ok: no change
   CHECK(seen.empty());
-  set_next(host, at_level(mem_level::tight));
+  host->set(at_level(mem_level::tight));
   w.poll_now();  // ok -> tight, and the callback's set_die makes tight -> critical
   REQUIRE(seen.size() == 2);
   CHECK(seen[0] == std::make_pair(mem_level::ok, mem_level::tight));
@@ -202,9 +202,9 @@ TEST_CASE("a throwing subscriber does not wedge delivery") {
     ++calls;
     if (calls == 1) throw 1;
   });
-  set_next(host, at_level(mem_level::watch));
+  host->set(at_level(mem_level::watch));
   CHECK_THROWS(w.poll_now());
-  set_next(host, at_level(mem_level::tight));
+  host->set(at_level(mem_level::tight));
   w.poll_now();
   CHECK(calls == 2);
 }

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
 #include "pnmem/fake_clock.hpp"
 #include "pnmem/fake_sampler.hpp"
@@ -51,18 +50,6 @@ inline watcher_options polling_every(std::chrono::milliseconds interval) {
   watcher_options o;
   o.poll_interval = interval;
   return o;
-}
-
-template <class Host>
-void set_next(const std::shared_ptr<Host>& host, host_sample h) {
-  std::lock_guard<std::mutex> lk(host->mu);
-  host->next = h;
-}
-
-template <class Host>
-int samples_of(const std::shared_ptr<Host>& host) {
-  std::lock_guard<std::mutex> lk(host->mu);
-  return host->samples;
 }
 
 }  // namespace pnmem::test

@@ -34,9 +34,14 @@ enum class host_source : std::uint32_t {
   macos_pressure = 1U << 7,  // kern.memorystatus_vm_pressure_level
 };
 
-// Sources are bits 0 .. host_source_count - 1: static_cast<host_source>(1U << i).
+// Sources are bits 0 .. host_source_count - 1; every one, in bit order (JSON lists, metric labels).
 inline constexpr int host_source_count = 8;
-static_assert(static_cast<std::uint32_t>(host_source::macos_pressure) == 1U << (host_source_count - 1));
+inline constexpr std::array<host_source, host_source_count> all_host_sources = [] {
+  std::array<host_source, host_source_count> a{};
+  for (int i = 0; i < host_source_count; ++i) a[static_cast<std::size_t>(i)] = static_cast<host_source>(1U << i);
+  return a;
+}();
+static_assert(all_host_sources.back() == host_source::macos_pressure);
 
 // Names as written in JSON, metric labels and the command-line tool.
 constexpr std::string_view to_string(host_source s) noexcept {

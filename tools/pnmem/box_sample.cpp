@@ -3,7 +3,6 @@
 
 #include <unistd.h>
 
-
 #include <CLI/CLI.hpp>
 
 #include "arg_parsers.hpp"

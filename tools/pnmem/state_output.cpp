@@ -19,9 +19,8 @@ namespace {
 // The names of the sources set in `bits`, in bit order.
 std::vector<std::string_view> source_names(std::uint32_t bits) {
   std::vector<std::string_view> names;
-  for (int i = 0; i < pnmem::host_source_count; ++i) {
-    const std::uint32_t bit = 1U << i;
-    if ((bits & bit) != 0) names.push_back(pnmem::to_string(static_cast<pnmem::host_source>(bit)));
+  for (const pnmem::host_source s : pnmem::all_host_sources) {
+    if ((bits & static_cast<std::uint32_t>(s)) != 0) names.push_back(pnmem::to_string(s));
   }
   return names;
 }

@@ -199,13 +199,11 @@ inline std::string prometheus_text(const mem_state& s, const engine_counters* co
             {"limit_cgroup", pv.limit_cgroup_path()}},
            std::uint64_t{1});
   w.family("pnmem_source_read", "gauge", "1 when the sampler got numbers from this source.");
-  for (int i = 0; i < host_source_count; ++i) {
-    const auto src = static_cast<host_source>(1U << i);
+  for (const host_source src : all_host_sources) {
     w.sample("pnmem_source_read", {{"source", to_string(src)}}, std::uint64_t{pv.read(src) ? 1U : 0U});
   }
   w.family("pnmem_source_failed", "gauge", "1 when this source exists but could not be read or parsed.");
-  for (int i = 0; i < host_source_count; ++i) {
-    const auto src = static_cast<host_source>(1U << i);
+  for (const host_source src : all_host_sources) {
     w.sample("pnmem_source_failed", {{"source", to_string(src)}}, std::uint64_t{pv.failed(src) ? 1U : 0U});
   }
 
