@@ -10,14 +10,16 @@
 //        host avail inside the reserve                              -> REJECT host_reserve
 //        n_prompt > max_window                                      -> CAP    window (fit = max_window)
 //        otherwise                                                  -> ADMIT  fits
-//   3. Host path: cost(n) = kv x n + activation_peak(n) must fit in
-//      host avail - reserve, and in the die's free VRAM when a die is named.
+//   3. Host path: the model's host cost(n) (KV, per-sequence state, activation peak) must fit
+//      in host avail - reserve, and in the die's free VRAM when a die is named.
 //        avail inside the reserve                                   -> REJECT host_reserve
 //        the whole prompt (or the window, if smaller) fits          -> ADMIT fits / CAP window
 //        some shorter prefix fits (binary search for the largest)   -> CAP    host_budget | die_vram
 //        nothing fits                                               -> REJECT host_budget | die_vram
 //
-// A CAP's fit_tokens is the largest window that fits: one more token would not.
+// The host cost is the model's (cost_model.hpp): admit_request(model, ...) takes any model_cost, the
+// overloads without one use the seed's. A CAP's fit_tokens is the largest window that fits: one more
+// token would not.
 // max_window <= 0 means no window limit. A host total of 0 means the host was
 // not sampled: byte checks on the host are skipped (fail open, as the seed's
 // engine wrapper does when no watcher runs), never read as "0 bytes free".
@@ -104,76 +106,113 @@ constexpr admit_result make_result(verdict v, int fit, admit_reason r, int die, 
 
 constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_bytes != 0; }
 
-// The largest n in [0, n_max) with host_cost_bytes(n) <= limit, given that
-// cost(0) fits and cost(n_max) does not (admit_request calls it only then).
-// cost() is increasing in n (k > 0 bytes per token, a non-decreasing peak).
+// The largest n in [0, n_max) with host_cost_bytes(m, n, kv) <= limit, given that cost(0) fits and
+// cost(n_max) does not (admit_request calls it only then). cost() is non-decreasing in n.
 //
-// Between two anchors of the activation table the cost is linear in n up to the
-// table's rounding up, so instead of a blind binary search over the whole range
-// (~18 dependent steps for a 128k prompt) this finds the segment holding the
-// answer by testing the anchors and solves that segment's line for n. Past the
-// last anchor the peak grows with N^2, and a binary search over that segment
-// does the work.
+// The cost is piecewise simple: between two breakpoints (the anchors of an activation table, and a
+// sliding window) it is linear in n up to the table's rounding up, or a quadratic (coefficients, or past
+// the last anchor). So instead of a blind binary search over the whole range (~18 dependent steps for a
+// 128k prompt) this tests the breakpoints to find the piece holding the answer and, on a linear piece,
+// solves its line for n. On a quadratic piece a binary search does the work.
 //
-// Why the solve is exact (no correction step is needed; tested exhaustively at
-// cost(n)-1, cost(n), cost(n)+1 for every n of the table, both KV formats):
-// in a segment from anchor a to anchor b, with span = b.tokens - a.tokens,
-// rise = b.peak - a.peak, k = KV bytes per token and 0 <= d <= span,
-//   cost(a + d) = cost(a) + k*d + ceil(rise*d / span)          (cost_model.hpp)
-// cost(a) <= limit (a is 0, which fits, or an anchor tested to fit), so with
-// L = limit - cost(a) and d = floor(L*span / (k*span + rise)):
+// Why the solve is exact (no correction step is needed; tested exhaustively at cost(n)-1, cost(n),
+// cost(n)+1 for every n of the seed's table and for models with sliding windows and other tables):
+// in an anchor segment from a to b (span = b.tokens - a.tokens, rise = b.peak - a.peak) on a piece where
+// the KV grows by k bytes per token (the full layers, plus the sliding ones below their window), the cost
+// is the line
+//   cost(a + d) = C0 + k*d + ceil(rise*d / span)          (cost_model.hpp)
+// where C0 is that line at a (the true cost there, or, when the window lies between a and the piece, the
+// line extended back: never above cost(lo) <= limit). With L = limit - C0 and d = floor(L*span / (k*span + rise)):
 //   * cost(a + d) <= limit: d*(k*span + rise) <= L*span gives rise*d/span <= L - k*d,
 //     and L - k*d is an integer, so ceil(rise*d/span) <= L - k*d.
 //   * cost(a + d + 1) > limit: (d+1)*(k*span + rise) > L*span gives
 //     k*(d+1) + rise*(d+1)/span > L, and the ceil only adds.
-//   * a + d < hi: d >= span would mean k*span + rise <= L, i.e. cost(b) <= limit.
-//     If hi = b (b did not fit), then d < span. If hi = n_max <= b, then
-//     a + d >= n_max would give cost(n_max) <= cost(a + d) <= limit, against
-//     the precondition. So a + d + 1 <= b is on the line, and a + d >= lo = a.
-// So the guess is the answer, and the correction loops and clamps that used to
-// follow it could never run. mul_div(L, span, D) with D = k*span + rise is exact:
-// (L / D) * span is at most the result (< limit / k, no saturation), and
-// (L % D) * span < D * span <= 8.2e17 < 2^64 for the widest segment (fp32,
-// 65536..262144), whatever the limit, 2^64-1 (a die's garbage free bytes) included.
-constexpr int largest_fitting_prompt(int n_max, kv_format kv, std::uint64_t limit) noexcept {
-  const std::uint64_t k = kv_bytes_per_token(kv);
-  // At an anchor the peak is the anchor's own value: no table walk needed.
-  auto anchor_cost = [k](const activation_anchor& a) { return sat_add(sat_mul(k, a.tokens), a.peak_bytes); };
-  int lo = 0;      // fits
-  int hi = n_max;  // does not fit
-  std::size_t seg = activation_anchors.size();  // segment [anchor seg-1, anchor seg]; size() = past the table
-  for (std::size_t i = 1; i < activation_anchors.size(); ++i) {
-    const auto t = static_cast<int>(activation_anchors[i].tokens);
-    if (t >= hi) {
-      seg = i;
-      break;
-    }
-    if (anchor_cost(activation_anchors[i]) <= limit) {
+//   * lo <= a + d < hi: cost(lo) <= limit and cost(hi) > limit lie on the same line, as no breakpoint
+//     lies strictly between them.
+// The products are taken in 128 bits (detail::mul_div_floor), so the solve is exact for any model and
+// any limit, 2^64-1 (a die's garbage free bytes) included.
+constexpr int largest_fitting_prompt(const model_cost& m, int n_max, kv_format kv, std::uint64_t limit) noexcept {
+  const auto fi = static_cast<std::size_t>(kv) < kv_format_count ? static_cast<std::size_t>(kv) : 1;
+  std::uint64_t full = m.full_kv_bytes_per_token[fi];
+  std::uint64_t slide = m.sliding_kv_bytes_per_token[fi];
+  const std::uint64_t window = slide != 0 ? m.sliding_window : 0;
+  if (window == 0) {  // no window: sliding layers grow as full ones do (kv_bytes agrees)
+    full = sat_add(full, slide);
+    slide = 0;
+  }
+  const activation_model& act = m.activation;
+  const bool table = act.n_anchors > 0;
+  const std::size_t count = !table ? 0 : act.n_anchors > max_activation_anchors ? max_activation_anchors : act.n_anchors;
+  auto kv_of = [&](std::uint64_t n) { return sat_add(sat_mul(full, n), sat_mul(slide, n < window ? n : window)); };
+  auto cost = [&](std::uint64_t n) { return host_cost_bytes(m, static_cast<int>(n), kv); };
+
+  // 1. Test the breakpoints (anchors and the window, in increasing order) inside (lo, hi).
+  std::uint64_t lo = 0;                                  // fits
+  auto hi = static_cast<std::uint64_t>(n_max);           // does not fit
+  std::size_t next_anchor = 0;
+  bool window_pending = window != 0;
+  while (true) {
+    const bool anchor_left = next_anchor < count;
+    if (!anchor_left && !window_pending) break;
+    const bool take_anchor = anchor_left && (!window_pending || act.anchors[next_anchor].tokens <= window);
+    const std::uint64_t t = take_anchor ? act.anchors[next_anchor].tokens : window;
+    if (t >= hi) break;
+    if (t > lo) {
+      // At an anchor the peak is the anchor's own value: no table walk needed.
+      const std::uint64_t c =
+          take_anchor ? sat_add(sat_add(kv_of(t), m.state_bytes_per_seq), act.anchors[next_anchor].peak_bytes) : cost(t);
+      if (c > limit) {
+        hi = t;
+        break;
+      }
       lo = t;
+    }
+    if (take_anchor) {
+      ++next_anchor;
     } else {
-      hi = t;
-      seg = i;
-      break;
+      window_pending = false;
     }
   }
-  if (seg < activation_anchors.size()) {
-    const activation_anchor a = activation_anchors[seg - 1];
-    const activation_anchor b = activation_anchors[seg];
-    const std::uint64_t span = b.tokens - a.tokens;
-    // None of these saturate (see above); d is exactly the answer's offset from a.
-    const std::uint64_t den = sat_add(sat_mul(k, span), b.peak_bytes - a.peak_bytes);
-    const std::uint64_t d = mul_div(sat_sub(limit, anchor_cost(a)), span, den);
-    return static_cast<int>(a.tokens + d);
+
+  // 2. Solve the piece [lo, hi): no breakpoint lies strictly inside it.
+  const std::uint64_t k = hi <= window ? sat_add(full, slide) : full;  // KV growth per token on the piece
+  auto clamp = [&](u128 v) { return static_cast<int>(v < lo ? lo : v >= hi ? hi - 1 : static_cast<std::uint64_t>(v)); };
+  if (table && (lo < act.anchors[0].tokens || (next_anchor > 0 && next_anchor < count))) {
+    // Inside the table (or before its first anchor, where the peak is constant): a line.
+    activation_anchor a{lo, act.anchors[0].peak_bytes};
+    std::uint64_t span = 1;
+    std::uint64_t rise = 0;
+    if (lo >= act.anchors[0].tokens) {
+      a = act.anchors[next_anchor - 1];
+      span = act.anchors[next_anchor].tokens - a.tokens;
+      rise = sat_sub(act.anchors[next_anchor].peak_bytes, a.peak_bytes);
+    }
+    const std::uint64_t c0 = sat_add(sat_add(sat_sub(kv_of(lo), sat_mul(k, lo - a.tokens)), m.state_bytes_per_seq), a.peak_bytes);
+    const u128 den = static_cast<u128>(k) * span + rise;
+    if (den == 0) return clamp(hi);
+    return clamp(a.tokens + static_cast<u128>(sat_sub(limit, c0)) * span / den);
   }
+  if (!table && act.per_token_sq_bytes == 0) {
+    // Coefficients without an N^2 term: a line from lo.
+    const u128 slope = static_cast<u128>(k) + act.per_token_bytes;
+    if (slope == 0) return clamp(hi);
+    return clamp(lo + sat_sub(limit, cost(lo)) / slope);
+  }
+  // A quadratic piece (coefficients with an N^2 term, or past the table's last anchor).
   while (hi - lo > 1) {
-    const int mid = lo + (hi - lo) / 2;
-    if (host_cost_bytes(mid, kv) <= limit) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    if (cost(mid) <= limit) {
       lo = mid;
     } else {
       hi = mid;
     }
   }
-  return lo;
+  return static_cast<int>(lo);
+}
+
+// The seed's model.
+constexpr int largest_fitting_prompt(int n_max, kv_format kv, std::uint64_t limit) noexcept {
+  return largest_fitting_prompt(seed_model_cost, n_max, kv, limit);
 }
 
 constexpr bool inside_host_reserve(const mem_state& s, const policy& p) noexcept {
@@ -182,7 +221,8 @@ constexpr bool inside_host_reserve(const mem_state& s, const policy& p) noexcept
 
 }  // namespace detail
 
-constexpr admit_result admit_request(const request_spec& rq, const mem_state& s,
+// A request of a model given as data (cost_model.hpp); the overload below uses the seed's model.
+constexpr admit_result admit_request(const model_cost& m, const request_spec& rq, const mem_state& s,
                                      const policy& p = default_policy) noexcept {
   using detail::make_result;
   if (rq.n_prompt < 0 || (rq.die != no_die && !valid_die(s, rq.die))) {
@@ -210,7 +250,7 @@ constexpr admit_result admit_request(const request_spec& rq, const mem_state& s,
   // 3. Host path. The budget is the smaller of host bytes above the reserve and the
   //    die's free VRAM; whichever is smaller is what binds, and is named.
   if (detail::inside_host_reserve(s, p)) {
-    return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, host_cost_bytes(n, rq.kv),
+    return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, host_cost_bytes(m, n, rq.kv),
                        s.host_avail_bytes);
   }
   std::uint64_t limit = detail::host_known(s) ? s.host_avail_bytes - reserve : detail::u64_max;
@@ -225,17 +265,23 @@ constexpr admit_result admit_request(const request_spec& rq, const mem_state& s,
     }
   }
 
-  const std::uint64_t need = host_cost_bytes(n, rq.kv);
+  const std::uint64_t need = host_cost_bytes(m, n, rq.kv);
   if (need <= limit) {
     return windowed ? make_result(verdict::cap, n, admit_reason::window, no_die, need, limit)
                     : make_result(verdict::admit, n, admit_reason::fits, no_die, need, limit);
   }
-  if (host_cost_bytes(0, rq.kv) > limit) {
+  if (host_cost_bytes(m, 0, rq.kv) > limit) {
     return make_result(verdict::reject, 0, binding, binding_die, need, limit);
   }
-  const int lo = detail::largest_fitting_prompt(n, rq.kv, limit);
+  const int lo = detail::largest_fitting_prompt(m, n, rq.kv, limit);
   if (lo == 0) return make_result(verdict::reject, 0, binding, binding_die, need, limit);
   return make_result(verdict::cap, lo, binding, binding_die, need, limit);
+}
+
+// The seed's model.
+constexpr admit_result admit_request(const request_spec& rq, const mem_state& s,
+                                     const policy& p = default_policy) noexcept {
+  return admit_request(seed_model_cost, rq, s, p);
 }
 
 // A model about to be uploaded whole onto one die.
@@ -243,6 +289,15 @@ struct model_load_spec {
   std::uint64_t weights_bytes = 0;
   std::uint64_t kv_max_ctx_bytes = 0;  // KV cache at the maximum context
 };
+
+// The load spec of a model whose KV cache holds `sequences` sequences of up to `max_ctx_tokens` tokens
+// in format `kv`, with each sequence's fixed state: KV at the maximum context, from the model's costs.
+constexpr model_load_spec load_spec_for(const model_cost& m, std::uint64_t weights_bytes, std::uint64_t max_ctx_tokens,
+                                        kv_format kv, std::uint64_t sequences = 1) noexcept {
+  using detail::sat_add;
+  using detail::sat_mul;
+  return {weights_bytes, sat_mul(sequences, sat_add(kv_bytes(m, kv, max_ctx_tokens), m.state_bytes_per_seq))};
+}
 
 namespace detail {
 // The measured die (budget > 0) whose free VRAM is best by `better(a, b)`; lowest index on ties; no_die if none.
@@ -298,20 +353,37 @@ constexpr admit_result admit_model_load_die(std::uint64_t weights_slice_bytes, s
   return detail::fit_on_die(s, die, need, 0);
 }
 
-// Seed pn_admit_load_spike: the host dequant/staging burst of a weight upload must
-// fit in host memory above the reserve before a multi-minute upload starts.
-constexpr admit_result admit_load_spike(const mem_state& s, const policy& p = default_policy) noexcept {
-  const std::uint64_t need = p.load_spike_bytes;
-  if (!detail::host_known(s)) {
-    return detail::make_result(verdict::admit, 0, admit_reason::fits, no_die, need, detail::u64_max);
-  }
+// Host-byte admission: may the engine allocate `bytes` more host memory now? For what engines allocate
+// besides a request's own KV and activations: prompt caches, swapped or offloaded KV, staging buffers.
+// The bytes must fit in host available memory above the reserve:
+//   host not sampled (total 0)            -> ADMIT  fits (fail open), limit 2^64-1
+//   avail inside the reserve              -> REJECT host_reserve, limit = avail
+//   bytes <= avail - reserve              -> ADMIT  fits
+//   some bytes fit (0 < avail - reserve)  -> CAP    host_budget: limit_bytes is how many would fit
+// need_bytes is what was asked. PSI is not consulted (this is a byte check, as the load-spike check
+// is); a request's own admission (admit_request) is what refuses work during a stall.
+// For many threads growing caches at once, use host_ledger::reserve_bytes (engine/host_ledger.hpp):
+// bytes promised are then not promised twice before a sample sees them.
+constexpr admit_result admit_host_bytes(std::uint64_t bytes, const mem_state& s,
+                                        const policy& p = default_policy) noexcept {
+  using detail::make_result;
+  if (!detail::host_known(s)) return make_result(verdict::admit, 0, admit_reason::fits, no_die, bytes, detail::u64_max);
   const std::uint64_t reserve = host_reserve_bytes(s.host_total_bytes, p);
   if (s.host_avail_bytes <= reserve) {
-    return detail::make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, need, s.host_avail_bytes);
+    return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, bytes, s.host_avail_bytes);
   }
   const std::uint64_t limit = s.host_avail_bytes - reserve;
-  return need <= limit ? detail::make_result(verdict::admit, 0, admit_reason::fits, no_die, need, limit)
-                       : detail::make_result(verdict::reject, 0, admit_reason::host_budget, no_die, need, limit);
+  return bytes <= limit ? make_result(verdict::admit, 0, admit_reason::fits, no_die, bytes, limit)
+                        : make_result(verdict::cap, 0, admit_reason::host_budget, no_die, bytes, limit);
+}
+
+// Seed pn_admit_load_spike: the host dequant/staging burst of a weight upload must fit in host
+// memory above the reserve before a multi-minute upload starts. admit_host_bytes of the policy's
+// load spike, where a part of the burst is no use: what does not fit whole is rejected.
+constexpr admit_result admit_load_spike(const mem_state& s, const policy& p = default_policy) noexcept {
+  admit_result r = admit_host_bytes(p.load_spike_bytes, s, p);
+  if (r.verdict == verdict::cap) r.verdict = verdict::reject;
+  return r;
 }
 
 }  // namespace pnmem

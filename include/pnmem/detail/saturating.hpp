@@ -32,4 +32,19 @@ constexpr std::uint64_t mul_div(std::uint64_t a, std::uint64_t num, std::uint64_
   return sat_add(whole, part);
 }
 
+// Exact a * b / c (c > 0) in 128 bits, rounded down or up, saturated to 2^64-1. GCC and Clang
+// (the compilers pnmem supports) have unsigned __int128 in constant expressions too.
+__extension__ typedef unsigned __int128 u128;
+
+constexpr std::uint64_t to_u64_sat(u128 v) noexcept { return v > u64_max ? u64_max : static_cast<std::uint64_t>(v); }
+
+constexpr std::uint64_t mul_div_floor(std::uint64_t a, std::uint64_t b, std::uint64_t c) noexcept {
+  return to_u64_sat(static_cast<u128>(a) * b / c);
+}
+
+constexpr std::uint64_t mul_div_ceil(std::uint64_t a, std::uint64_t b, std::uint64_t c) noexcept {
+  const u128 p = static_cast<u128>(a) * b;
+  return to_u64_sat(p / c + (p % c != 0 ? 1 : 0));
+}
+
 }  // namespace pnmem::detail

@@ -11,7 +11,8 @@
 //   4. admit_request, mapped to admitted / capped / denied.
 // The answer carries the reason, the level, the die and the window used.
 //
-//   pnmem::model_desc m{.kv = pnmem::kv_format::q4, .gpu_resident = true, .max_window = 16384};
+//   pnmem::model_desc m{.kv = pnmem::kv_format::q4, .gpu_resident = true, .max_window = 16384,
+//                       .cost = my_model_cost};   // cost_model.hpp; default: the seed's model
 //   auto a = pnmem::admit(watcher, m, n_prompt_tokens, {.policy = policy, .log = log_line});
 //   if (a.status == pnmem::admit_status::denied) scheduler.notify_pressure(a.level);
 #pragma once
@@ -38,6 +39,7 @@ struct model_desc {
   int max_window = 0;            // configured context window; <= 0 = none
   int die = no_die;              // the die that bounds the host path; no_die = the tightest measured die
   int max_slots = 1;             // configured decode slots (for the ladder plan)
+  model_cost cost = seed_model_cost;  // what a token costs the host (cost_model.hpp); default: the seed's model
 };
 
 enum class admit_status : std::uint8_t { admitted, capped, denied, fail_open };
@@ -88,7 +90,7 @@ inline admit_answer admit_snapshot(const mem_state& s, const model_desc& m, int 
   a.window = m.max_window;
 
   const ladder_plan plan = ladder_plan_for(s.level, ladder_config{m.max_slots, m.max_window > 0 ? m.max_window : 0,
-                                                                  m.kv == kv_format::q4},
+                                                                  m.kv == m.cost.compact_kv},
                                            o.policy);
   // A configured window of 0 (none) is never clamped by rung 3: the plan keeps 0.
   if (plan.prefill_window > 0 && plan.prefill_window < m.max_window) {
@@ -109,7 +111,7 @@ inline admit_answer admit_snapshot(const mem_state& s, const model_desc& m, int 
   rq.gpu_resident = m.gpu_resident;
   rq.die = a.die;
   rq.max_window = a.window;
-  a.detail = admit_request(rq, s, o.policy);
+  a.detail = admit_request(m.cost, rq, s, o.policy);
   a.fit_tokens = a.detail.fit_tokens;
   a.reason = a.detail.reason;
   switch (a.detail.verdict) {

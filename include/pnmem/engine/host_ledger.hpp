@@ -22,13 +22,23 @@
 // one changes nothing: the memory is real and the next sample sees it, or its
 // release.
 //
-// Only the host path reserves (host_cost_bytes of the tokens that may start: KV
-// plus the activation peak); a GPU-resident request costs the host nothing and reserves 0.
-// The clock is std::chrono::steady_clock, the watcher's default; with another
-// watcher clock, call settle_at() with that clock's nanoseconds.
+// Only the host path reserves (the model's host_cost_bytes of the tokens that may start:
+// KV, state and the activation peak); a GPU-resident request costs the host nothing and reserves 0.
+//
+// Bytes the engine allocates besides a request (a prompt-cache entry, swapped KV, a staging
+// buffer) go through reserve_bytes: admit_host_bytes on the same budget, reserved on ADMIT.
+//
+//   auto r = ledger.reserve_bytes(watcher, entry_bytes, {.ttl = std::chrono::seconds(30)});
+//   if (r.answer.status == pnmem::admit_status::admitted) { cache.insert(...); r.held.settle(); }
+//
+// A reservation may be given a time to live: one that travels (taken on an HTTP thread, spent
+// later on the engine's loop) and is never settled or cancelled is dropped once it expires, so
+// its bytes cannot leak. The clock is std::chrono::steady_clock, the watcher's default; give the
+// ledger the watcher's clock (a function returning its nanoseconds) if it has another one.
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -40,6 +50,7 @@
 #include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/saturating.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
+#include "pnmem/admission.hpp"
 #include "pnmem/engine/admit.hpp"
 #include "pnmem/mem_state.hpp"
 
@@ -73,7 +84,9 @@ class host_ledger {
     bool settled() const noexcept { return settled_; }
 
     // The memory is allocated (and touched): samples that begin from now on see it.
-    void settle() { settle_at(now_ns()); }
+    void settle() {
+      if (ledger_ != nullptr) settle_at(ledger_->now_());
+    }
     void settle_at(std::int64_t now) {
       if (ledger_ == nullptr || settled_) return;
       ledger_->settle(id_, now);
@@ -96,14 +109,22 @@ class host_ledger {
     bool settled_ = false;
   };
 
-  // admit()'s answer on the budget left after what is already promised.
+  // admit()'s (or reserve_bytes()'s) answer on the budget left after what is already promised.
   struct admission {
-    admit_answer answer;              // as pnmem::admit, on host_avail - pending_bytes
+    admit_answer answer;              // as pnmem::admit (or admit_host_bytes), on host_avail - pending_bytes
     std::uint64_t pending_bytes = 0;  // promised to earlier admissions, not yet in the sample
-    reservation held;                 // host_cost_bytes(fit_tokens) when admitted or capped on the host path
+    reservation held;                 // admit: host_cost_bytes(fit_tokens) when admitted or capped on the
+                                      // host path; reserve_bytes: the bytes, when admitted
   };
 
-  host_ledger() = default;
+  struct reserve_options {
+    pnmem::policy policy = default_policy;
+    std::chrono::nanoseconds ttl{0};  // an unsettled reservation is dropped this long after; 0 = never
+  };
+
+  using clock_fn = std::int64_t (*)();
+
+  explicit host_ledger(clock_fn now = &steady_now_ns) noexcept : now_(now) {}
   host_ledger(const host_ledger&) = delete;
   host_ledger& operator=(const host_ledger&) = delete;
 
@@ -118,17 +139,40 @@ class host_ledger {
       out.answer = pnmem::admit(w, m, n_tokens, o);  // fail open, as admit does
       return out;
     }
-    mem_state s = w.read();
-    out.pending_bytes = pending_locked(s.host_read_ns);
-    // Host numbers unsampled (total 0) stay unsampled: admission fails open there.
-    if (s.host_total_bytes > 0) s.host_avail_bytes -= std::min(s.host_avail_bytes, out.pending_bytes);
+    const mem_state s = budget_locked(w.read(), out.pending_bytes);
     out.answer = admit_snapshot(s, m, n_tokens, o);
     const bool starts = out.answer.status == admit_status::admitted || out.answer.status == admit_status::capped;
-    const std::uint64_t need = m.gpu_resident ? 0 : host_cost_bytes(out.answer.fit_tokens, m.kv);
-    if (starts && need > 0) {
-      const std::uint64_t id = ++next_id_;
-      entries_.push_back(entry{id, need, unsettled});
-      out.held = reservation(this, id, need);
+    const std::uint64_t need = m.gpu_resident ? 0 : host_cost_bytes(m.cost, out.answer.fit_tokens, m.kv);
+    if (starts && need > 0) out.held = hold_locked(need, never);
+    return out;
+  }
+
+  // admit_host_bytes (admission.hpp) against the watcher's newest snapshot with the pending bytes
+  // taken off MemAvailable; the bytes are reserved when admitted. A CAP reserves nothing: its
+  // detail.limit_bytes says how many bytes would fit now. With no watcher running: fail_open,
+  // nothing reserved (as admit).
+  template <class Watcher>
+  admission reserve_bytes(const Watcher& w, std::uint64_t bytes, const reserve_options& o = {}) PNMEM_EXCLUDES(mu_) {
+    admission out;
+    detail::lock_guard lk(mu_);
+    if (!w.running()) {
+      out.answer.status = admit_status::fail_open;
+      out.answer.detail = admit_host_bytes(bytes, mem_state{}, o.policy);
+      return out;
+    }
+    const mem_state s = budget_locked(w.read(), out.pending_bytes);
+    const admit_result r = admit_host_bytes(bytes, s, o.policy);
+    out.answer.level = s.level;
+    out.answer.reason = r.reason;
+    out.answer.detail = r;
+    out.answer.status = r.verdict == verdict::admit ? admit_status::admitted
+                        : r.verdict == verdict::cap ? admit_status::capped
+                                                    : admit_status::denied;
+    if (r.verdict == verdict::admit && bytes > 0) {
+      const std::int64_t now = now_();
+      const std::int64_t ttl = o.ttl.count();
+      const std::int64_t expires = ttl <= 0 ? never : now > never - ttl ? never : now + ttl;
+      out.held = hold_locked(bytes, expires);
     }
     return out;
   }
@@ -137,7 +181,7 @@ class host_ledger {
   template <class Watcher>
   std::uint64_t pending_bytes(const Watcher& w) PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
-    return pending_locked(w.read().host_read_ns);
+    return pending_locked(w.read().host_read_ns, now_());
   }
 
   // Reservations the ledger still counts (not cancelled, not yet seen by a sample).
@@ -146,24 +190,44 @@ class host_ledger {
     return entries_.size();
   }
 
-  static std::int64_t now_ns() { return steady_now_ns(); }
+  // The ledger's clock (steady_clock unless another was given), in nanoseconds.
+  std::int64_t now_ns() const { return now_(); }
 
  private:
   static constexpr std::int64_t unsettled = std::numeric_limits<std::int64_t>::max();
+  static constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
 
   struct entry {
     std::uint64_t id;
     std::uint64_t bytes;
     std::int64_t settled_ns;  // unsettled until the memory is allocated
+    std::int64_t expires_ns;  // an unsettled entry is dropped at this time; never = no expiry
   };
 
   // Snapshots reach the ledger in read order (they are read under mu_ and the
-  // watcher's host_read_ns only grows), so an entry a sample has seen can go.
-  std::uint64_t pending_locked(std::int64_t host_read_ns) PNMEM_REQUIRES(mu_) {
-    std::erase_if(entries_, [&](const entry& e) { return e.settled_ns != unsettled && e.settled_ns < host_read_ns; });
+  // watcher's host_read_ns only grows), so an entry a sample has seen can go;
+  // so can an unsettled one past its expiry.
+  std::uint64_t pending_locked(std::int64_t host_read_ns, std::int64_t now) PNMEM_REQUIRES(mu_) {
+    std::erase_if(entries_, [&](const entry& e) {
+      return e.settled_ns != unsettled ? e.settled_ns < host_read_ns : e.expires_ns <= now;
+    });
     std::uint64_t sum = 0;
     for (const entry& e : entries_) sum = detail::sat_add(sum, e.bytes);
     return sum;
+  }
+
+  // The snapshot with the pending bytes taken off MemAvailable. Host numbers unsampled
+  // (total 0) stay unsampled: admission fails open there.
+  mem_state budget_locked(mem_state s, std::uint64_t& pending) PNMEM_REQUIRES(mu_) {
+    pending = pending_locked(s.host_read_ns, now_());
+    if (s.host_total_bytes > 0) s.host_avail_bytes -= std::min(s.host_avail_bytes, pending);
+    return s;
+  }
+
+  reservation hold_locked(std::uint64_t bytes, std::int64_t expires_ns) PNMEM_REQUIRES(mu_) {
+    const std::uint64_t id = ++next_id_;
+    entries_.push_back(entry{id, bytes, unsettled, expires_ns});
+    return reservation(this, id, bytes);
   }
 
   void settle(std::uint64_t id, std::int64_t now) PNMEM_EXCLUDES(mu_) {
@@ -178,6 +242,7 @@ class host_ledger {
     std::erase_if(entries_, [&](const entry& e) { return e.id == id; });
   }
 
+  clock_fn now_;
   mutable detail::mutex mu_;
   std::vector<entry> entries_ PNMEM_GUARDED_BY(mu_);
   std::uint64_t next_id_ PNMEM_GUARDED_BY(mu_) = 0;
