@@ -1,0 +1,57 @@
+// pnmem/model_files/model_json.hpp - pnmem's model description format (JSON), read and written.
+//
+// What `pnmem model` prints and `--model FILE` (CLI) / pnmem_model_cost_from_json (C ABI) read.
+// Version 1:
+//
+//   {
+//     "format": "pnmem-model",          required, exactly this
+//     "version": 1,                     required; a reader refuses versions it does not know
+//     "name": "Llama-3-8B",             optional free text
+//     "source": "hf-config",            optional: where the description came from
+//     "shape": { ... },                 optional, informative: the shape the costs were derived from
+//                                       (layers, sliding_layers, sliding_window, kv_heads, key_dim,
+//                                       value_dim, query_heads, hidden_size); never read back as costs
+//     "kv_bytes_per_token": {           bytes one token adds to one sequence's KV, per format:
+//       "full":    {"q4": 67584, "fp32": 524288, "f16": 262144, "bf16": 262144,
+//                   "fp8": 131072, "q8_0": 139264, "q4_0": 73728},    full-attention layers
+//       "sliding": {"q4": 0, ...}                                     sliding-window layers (optional: 0)
+//     },                                or one number: every format costs that (an engine with one
+//                                       format, or 0 for an engine that preallocates its KV)
+//     "sliding_window": 4096,           optional (0): tokens a sliding layer keeps
+//     "state_bytes_per_seq": 0,         optional (0): fixed per-sequence state
+//     "normal_kv": "f16",               optional (fp32): the model's own KV format
+//     "compact_kv": "q4_0",             optional (q4): the format the ladder's rung 4a forces
+//     "activation": {                   the CPU-path activation peak, one of:
+//       "anchors": [[0, 268435456], [1024, 402653184], ...]      1 to 8 [tokens, peak bytes] pairs,
+//                                                                tokens increasing, peaks not decreasing
+//       or "fixed_bytes": ..., "per_token_bytes": ..., "per_token_sq_bytes": ...    (each optional: 0)
+//     }
+//   }
+//
+// Every byte count is a JSON integer or a string with a binary unit ("256MiB", parse.hpp's rules).
+// With "full" as an object, all seven formats are required: a description says what every format
+// costs, so a request in any of them is answered. Unknown keys are refused (a typo is not silently
+// ignored); so are negative numbers, fractions and values past 2^64-1. Errors name the key, e.g.
+//   activation.anchors[2]: tokens must increase (4096 after 16384)
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "pnmem/model_files/model_description.hpp"
+
+namespace pnmem::model_files {
+
+inline constexpr std::string_view model_json_format = "pnmem-model";
+inline constexpr int model_json_version = 1;
+
+read_result<model_description> read_model_json(std::string_view text);
+
+// The description as JSON (version 1), `indent` spaces per level (negative: one line).
+std::string write_model_json(const model_description& m, int indent = 2);
+
+// Reads a whole file (a model description, a config.json, ...) into a string; the error names the
+// path and the reason (errno's text). Refuses files larger than max_bytes.
+read_result<std::string> read_text_file(const std::string& path, std::size_t max_bytes = 64u << 20);
+
+}  // namespace pnmem::model_files
