@@ -313,3 +313,113 @@ TEST_CASE("admission: pending bytes come off MemAvailable, not off the host tota
   CHECK(c.answer.reason == admit_reason::host_reserve);
   CHECK(c.answer.detail.limit_bytes == host_reserve_bytes(8 * GiB));
 }
+
+// --- any model, and host bytes besides requests -------------------------------------------------------------
+
+TEST_CASE("admit reserves the model's host cost, not the seed's") {
+  const model_cost llama = from_shape({.layers = 32, .kv_heads = 8, .key_dim = 128, .query_heads = 32, .hidden_size = 4096});
+  const model_desc m{.kv = kv_format::f16, .gpu_resident = false, .max_window = 0, .cost = llama};
+  ledger_rig rig(8 * GiB);
+  auto r = rig.ledger.admit(rig.w, m, 3000);
+  REQUIRE(r.answer.status == admit_status::admitted);
+  CHECK(r.held.bytes() == host_cost_bytes(llama, 3000, kv_format::f16));
+  CHECK(r.held.bytes() != host_cost_bytes(3000, kv_format::f16));
+  // A preallocating engine's requests reserve nothing: their memory is already counted.
+  const model_desc pre{.kv = kv_format::f16, .cost = preallocated_model_cost};
+  auto p = rig.ledger.admit(rig.w, pre, 3000);
+  CHECK(p.answer.status == admit_status::admitted);
+  CHECK_FALSE(p.held);
+}
+
+TEST_CASE("reserve_bytes: admitted bytes are held, a CAP says what fits and holds nothing, no watcher fails open") {
+  ledger_rig rig(500 * MiB);
+  auto& [w, ledger] = rig;
+  auto a = ledger.reserve_bytes(w, 188 * MiB);
+  REQUIRE(a.answer.status == admit_status::admitted);
+  CHECK(a.held.bytes() == 188 * MiB);
+  CHECK(a.answer.detail.limit_bytes == 500 * MiB);
+  auto b = ledger.reserve_bytes(w, 188 * MiB);
+  REQUIRE(b.answer.status == admit_status::admitted);
+  CHECK(b.pending_bytes == 188 * MiB);
+  CHECK(b.answer.detail.limit_bytes == 500 * MiB - 188 * MiB);
+  // The third entry would be promised twice: it is capped to what is left, and nothing is held.
+  auto c = ledger.reserve_bytes(w, 188 * MiB);
+  CHECK(c.answer.status == admit_status::capped);
+  CHECK(c.answer.reason == admit_reason::host_budget);
+  CHECK(c.answer.detail.limit_bytes == 500 * MiB - 2 * 188 * MiB);
+  CHECK_FALSE(c.held);
+  CHECK(ledger.pending_bytes(w) == 2 * 188 * MiB);
+  a.held.cancel();
+  CHECK(ledger.reserve_bytes(w, 188 * MiB).answer.status == admit_status::admitted);
+  w.is_running = false;
+  auto off = ledger.reserve_bytes(w, 1 * GiB);
+  CHECK(off.answer.status == admit_status::fail_open);
+  CHECK_FALSE(off.held);
+}
+
+namespace {
+std::atomic<std::int64_t> ledger_now{0};
+std::int64_t ledger_clock() { return ledger_now.load(); }
+}  // namespace
+
+TEST_CASE("reserve_bytes: an unsettled reservation with a time to live stops counting when it expires") {
+  ledger_now = 1'000'000;
+  fake_watcher w;
+  w.set(box_with_budget(1 * GiB), 1000);
+  host_ledger ledger(&ledger_clock);
+  auto r = ledger.reserve_bytes(w, 400 * MiB, {.ttl = std::chrono::milliseconds(50)});
+  REQUIRE(r.held);
+  auto forever = ledger.reserve_bytes(w, 100 * MiB);
+  REQUIRE(forever.held);
+  ledger_now += 49'999'999;
+  CHECK(ledger.pending_bytes(w) == 500 * MiB);
+  ledger_now += 1;  // 50 ms after: expired
+  CHECK(ledger.pending_bytes(w) == 100 * MiB);
+  CHECK(ledger.size() == 1);
+  // Settling or dropping the expired handle later changes nothing.
+  r.held.settle();
+  CHECK(ledger.pending_bytes(w) == 100 * MiB);
+  // A settled reservation does not expire: it waits for a sample.
+  auto s = ledger.reserve_bytes(w, 200 * MiB, {.ttl = std::chrono::milliseconds(1)});
+  s.held.settle();
+  ledger_now += 1'000'000'000;
+  CHECK(ledger.pending_bytes(w) == 300 * MiB);
+  w.set(box_with_budget(1 * GiB), ledger_now.load() + 1);
+  CHECK(ledger.pending_bytes(w) == 100 * MiB);
+}
+
+TEST_CASE("many threads reserving cache bytes on one stale snapshot never promise more than the budget") {
+  fake_watcher w;
+  const std::uint64_t budget = 1 * GiB;
+  w.set(box_with_budget(budget), 1000);
+  host_ledger ledger;
+  std::mutex mu;
+  std::vector<host_ledger::reservation> held;
+  std::atomic<int> admitted{0};
+  std::atomic<int> refused{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 40; ++i) {
+          const std::uint64_t bytes = (1 + static_cast<std::uint64_t>((t * 7 + i) % 9)) * 16 * MiB;
+          auto r = t % 2 == 0 ? ledger.reserve_bytes(w, bytes) : ledger.admit(w, cpu_model, 64 * (1 + i % 8));
+          if (r.held) {
+            admitted.fetch_add(1);
+            if (i % 5 == 0) continue;  // dropped: cancelled at once
+            std::lock_guard<std::mutex> lk(mu);
+            held.push_back(std::move(r.held));
+          } else {
+            refused.fetch_add(1);
+          }
+        }
+      });
+    }
+  }
+  std::uint64_t promised = 0;
+  for (const auto& r : held) promised += r.bytes();
+  CHECK(promised <= budget);
+  CHECK(admitted.load() > 0);
+  CHECK(refused.load() > 0);
+  CHECK(ledger.pending_bytes(w) == promised);
+}

@@ -295,7 +295,7 @@ bind_result buffer_owner::bind_locked(slot_request request, const ladder_plan& p
 
   int slots = bound;
   int seq = request.max_seq_tokens;
-  kv_format kv = (plan.force_kv_q4 || options_.configured_kv == kv_format::q4) ? kv_format::q4 : kv_format::fp32;
+  kv_format kv = plan.force_kv_q4 ? kv_format::q4 : options_.configured_kv;
   if (!live_.empty()) {
     kv = live_.kv;  // rung 4a acts at allocation only
     if (how == reshape::grow) {

@@ -33,11 +33,12 @@ constexpr std::uint64_t nonneg(int v) noexcept { return v < 0 ? 0 : static_cast<
 inline constexpr std::uint64_t q4_block_values = 32;
 inline constexpr std::uint64_t q4_block_bytes = 18;
 
-// Bytes of one token's K (or V) row in one layer.
+// Bytes of one token's K (or V) row in one layer. On the die, Q4 rows are q4_0 blocks (the fp32
+// sink and window are buffers of their own); every other format is cost_model.hpp's row.
 constexpr std::uint64_t kv_row_bytes(const model_shape& m, kv_format f) noexcept {
   const std::uint64_t values = detail::nonneg(m.kv_heads) * detail::nonneg(m.head_dim);
-  if (f == kv_format::fp32) return values * 4;
-  return (values + q4_block_values - 1) / q4_block_values * q4_block_bytes;
+  if (f == kv_format::q4) return (values + q4_block_values - 1) / q4_block_values * q4_block_bytes;
+  return pnmem::kv_row_bytes(values, f);
 }
 
 // One layer's K (or V) buffer: slots x max_seq rows.
