@@ -510,6 +510,99 @@ void BM_parse_bytes(benchmark::State& st) {
 }
 BENCHMARK(BM_parse_bytes);
 
+// ---------------------------------------------------------------------------
+// The same decisions on models other than the seed's (cost_model.hpp), each handed over as run-time
+// data (copied to the heap and escaped), against the same corpora with the KV formats mapped
+// (q4 -> the model's compact format, fp32 -> its normal one). Issue 12's bar: within 1.2x of the
+// seed-model figures of the same run.
+
+// Llama-3-8B: 32 layers x 8 KV heads x 128 dims, f16 (128 KiB per token); from_shape's anchor table.
+constexpr pnmem::model_cost llama3_8b_cost = pnmem::from_shape(
+    {.layers = 32, .kv_heads = 8, .key_dim = 128, .query_heads = 32, .hidden_size = 4096});
+// Gemma-2-9B: 42 layers, 21 of them sliding (4096-token window), 8 KV heads x 256 dims, bf16.
+constexpr pnmem::model_cost gemma2_9b_cost = pnmem::from_shape({.layers = 42, .sliding_layers = 21,
+    .sliding_window = 4096, .kv_heads = 8, .key_dim = 256, .query_heads = 16, .hidden_size = 3584,
+    .normal_kv = pnmem::kv_format::bf16});
+// Llama-3-8B's KV with an activation given as coefficients (fixed + per token + per token^2):
+// the CAP solve's quadratic piece is a binary search.
+constexpr pnmem::model_cost llama3_coefficients_cost = [] {
+  pnmem::model_cost m = llama3_8b_cost;
+  m.activation = pnmem::activation_coefficients(256 * MiB, 128 * pnmem::KiB, 128);
+  return m;
+}();
+
+enum class model_id { llama3_8b, gemma2_9b, llama3_coefficients, seed };
+
+const pnmem::model_cost& model_of(model_id id) {
+  // Copied to the heap through an escaped pointer, so no field is a compile-time constant.
+  static const std::vector<pnmem::model_cost> models = to_heap(
+      std::array<pnmem::model_cost, 4>{llama3_8b_cost, gemma2_9b_cost, llama3_coefficients_cost, pnmem::seed_model_cost});
+  return models[static_cast<std::size_t>(id)];
+}
+
+std::vector<pnmem::request_spec> with_model_formats(std::vector<pnmem::request_spec> rq, const pnmem::model_cost& m) {
+  for (auto& q : rq) q.kv = q.kv == pnmem::kv_format::q4 ? m.compact_kv : m.normal_kv;
+  return rq;
+}
+
+void run_admit_request_model(benchmark::State& st, const pnmem::model_cost& m, const std::vector<pnmem::request_spec>& rqv,
+                             const std::vector<pnmem::mem_state>& stv, pnmem::verdict expect) {
+  for (std::size_t i = 0; i < n_cases; ++i) {
+    const pnmem::admit_result r = pnmem::admit_request(m, rqv[i], stv[i]);
+    if (r.verdict != expect) {
+      st.SkipWithError("model corpus: a case did not give the verdict this benchmark times");
+      return;
+    }
+  }
+  const pnmem::request_spec* rq = rqv.data();
+  const pnmem::mem_state* s = stv.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(pnmem::admit_request(m, rq[i], s[i]));
+    i = (i + 1) & case_mask;
+  }
+}
+
+void BM_admit_request_host_admit_model(benchmark::State& st, model_id id) {
+  const pnmem::model_cost& m = model_of(id);
+  run_admit_request_model(st, m, with_model_formats(inputs().admit_rq, m), inputs().admit_st, pnmem::verdict::admit);
+}
+BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, llama3_8b, model_id::llama3_8b);
+BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, gemma2_9b, model_id::gemma2_9b);
+
+void BM_admit_request_host_cap_model(benchmark::State& st, model_id id) {
+  const pnmem::model_cost& m = model_of(id);
+  run_admit_request_model(st, m, with_model_formats(inputs().cap_rq, m), inputs().cap_st, pnmem::verdict::cap);
+}
+BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, llama3_8b, model_id::llama3_8b);
+BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, seed_as_data, model_id::seed);
+BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, gemma2_9b, model_id::gemma2_9b);
+BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, llama3_coefficients, model_id::llama3_coefficients);
+
+void BM_host_cost_bytes_model(benchmark::State& st, model_id id) {
+  const pnmem::model_cost& m = model_of(id);
+  const int* n = inputs().tokens.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    const auto kv = (i & 1) != 0 ? m.normal_kv : m.compact_kv;
+    benchmark::DoNotOptimize(pnmem::host_cost_bytes(m, n[i], kv));
+    i = (i + 1) & case_mask;
+  }
+}
+BENCHMARK_CAPTURE(BM_host_cost_bytes_model, llama3_8b, model_id::llama3_8b);
+BENCHMARK_CAPTURE(BM_host_cost_bytes_model, seed_as_data, model_id::seed);
+BENCHMARK_CAPTURE(BM_host_cost_bytes_model, gemma2_9b, model_id::gemma2_9b);
+
+void BM_admit_host_bytes(benchmark::State& st) {
+  const pnmem::mem_state* s = inputs().varied.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(pnmem::admit_host_bytes(188 * MiB, s[i]));
+    i = (i + 1) & case_mask;
+  }
+}
+BENCHMARK(BM_admit_host_bytes);
+
 // The same walk over precomputed_table, whose entries the compiler computed (derive_level,
 // admit_request on the host-CAP corpus, ladder_plan_for): should read like the baseline.
 void BM_constexpr_table(benchmark::State& st) {
