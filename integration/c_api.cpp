@@ -2,13 +2,15 @@
 //
 // Each one is a boundary() (c_boundary.hpp) around a short body: required pointers
 // checked, C values converted with the checked conversions of c_conversions.hpp,
-// the process-wide state (c_global_state.hpp) used under its lock, and every
-// exception turned into the documented error value. Nothing here throws into C.
+// the process-wide state (c_global_state.hpp) used as it says (reads take no lock),
+// and every exception turned into the documented error value. Nothing here throws into C.
 #include "pnmem/pnmem_c.h"
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +23,7 @@
 #include "pnmem/engine/backpressure_gate.hpp"
 #include "pnmem/engine/host_ledger.hpp"
 #include "pnmem/ladder.hpp"
+#include "pnmem/model_files/model_json.hpp"
 
 using pnmem::c_abi::boundary;
 using pnmem::c_abi::global_state;
@@ -34,39 +37,48 @@ struct pnmem_gate {
 
 namespace {
 
+// Logs "pnmem: <entry>: <why>" for an argument refused field by field.
+void refuse(global_state& s, const char* entry, const std::string& why) {
+  s.log(std::string("pnmem: ") + entry + ": " + why);
+}
+
+// The policy admission applies: the one the watcher was created with (the environment's);
+// no watcher: the default (every answer fails open then).
+pnmem::policy policy_of(const pnmem::c_abi::platform_watcher* w) {
+  return w != nullptr ? w->options().policy : pnmem::default_policy;
+}
+
 // pnmem_admit and pnmem_admit_reserved (reservation != nullptr): *out is written
 // only when the whole call succeeds; on any throw the held bytes go back.
-int admit_c(const pnmem_model& model, int n_tokens, pnmem_admit_answer& out, pnmem_reservation* reservation) {
-  const std::optional<pnmem::model_desc> m = pnmem::c_abi::model_from_c(model);
-  if (!m) return -1;
+int admit_c(const char* entry, const pnmem_model& model, int n_tokens, pnmem_admit_answer& out,
+            pnmem_reservation* reservation) {
+  global_state& s = state();
+  std::string why;
+  const std::optional<pnmem::model_desc> m = pnmem::c_abi::model_from_c(model, why);
+  if (!m) {
+    refuse(s, entry, why);
+    return -1;
+  }
 
   pnmem::admit_options o;
   std::string line;
   o.log = [&line](std::string_view l) { line.assign(l); };
+  const pnmem::c_abi::platform_watcher* w = s.watcher();  // no lock: published once, never destroyed
+  o.policy = policy_of(w);
+  const pnmem::c_abi::live_watcher view{w};
   pnmem::admit_answer a;
   std::uint64_t pending = 0;
   pnmem::host_ledger::reservation held;
-  global_state& s = state();
-  {
-    pnmem::detail::lock_guard lk(s.mu);
-    o.policy = s.policy;
-    const pnmem::c_abi::live_watcher view{s.watcher.get()};
-    if (reservation != nullptr) {
-      auto r = s.ledger.admit(view, *m, n_tokens, o);
-      a = r.answer;
-      pending = r.pending_bytes;
-      held = std::move(r.held);
-    } else {
-      a = pnmem::admit(view, *m, n_tokens, o);
-    }
+  if (reservation != nullptr) {
+    auto r = s.ledger.admit(view, *m, n_tokens, o);  // the ledger's mutex
+    a = r.answer;
+    pending = r.pending_bytes;
+    held = std::move(r.held);
+  } else {
+    a = pnmem::admit(view, *m, n_tokens, o);  // a seqlock read: no lock
   }
-  if (!line.empty()) s.log(line);  // outside the lock: the sink may call back into pnmem
-  if (held) {
-    pnmem::detail::lock_guard lk(s.res_mu);
-    const pnmem_reservation id = ++s.next_reservation;
-    s.reservations.emplace(id, std::move(held));
-    *reservation = id;
-  }
+  if (!line.empty()) s.log(line);  // the sink may call back into pnmem
+  if (reservation != nullptr) *reservation = s.keep(std::move(held), 0);
   out = pnmem::c_abi::to_c(a, pending);
   return 0;
 }
@@ -75,52 +87,72 @@ int admit_c(const pnmem_model& model, int n_tokens, pnmem_admit_answer& out, pnm
 
 extern "C" {
 
+int pnmem_watcher_options_init_sized(pnmem_watcher_options* options, size_t struct_size) {
+  return boundary(__func__, -1, {options}, [&] {
+    if (struct_size < pnmem::c_abi::watcher_options_size_v1 || struct_size > UINT32_MAX) return -1;
+    const pnmem_watcher_options d = pnmem::c_abi::default_watcher_options();
+    // Only the caller's struct: its known prefix gets the defaults, a newer caller's tail zeros.
+    std::memset(static_cast<void*>(options), 0, struct_size);
+    std::memcpy(static_cast<void*>(options), &d, std::min(struct_size, sizeof d));
+    options->struct_size = static_cast<std::uint32_t>(struct_size);
+    return 0;
+  });
+}
+
+int pnmem_watcher_start_with(const pnmem_watcher_options* options) {
+  const char* const entry = __func__;  // the lambda's own __func__ is "operator()"
+  return boundary(entry, -1, {options}, [&] {
+    global_state& s = state();
+    std::string why;
+    const std::optional<pnmem::watcher_options> o = pnmem::c_abi::watcher_options_from_c(*options, why);
+    if (!o) {
+      refuse(s, entry, why);
+      return -1;
+    }
+    const auto [w, same] = s.ensure_watcher(*o);
+    s.flush();
+    if (!same) {
+      refuse(s, entry,
+             "the watcher exists already with other options (created by an earlier pnmem_watcher_start, "
+             "pnmem_watcher_start_with or pnmem_set_die): call pnmem_watcher_start_with first");
+      return -1;
+    }
+    return w->start() ? 0 : -1;  // the watcher's lifecycle lock
+  });
+}
+
 int pnmem_watcher_start(void) {
   return boundary(__func__, -1, {}, [] {
     global_state& s = state();
-    bool started = false;
-    {
-      pnmem::detail::lock_guard lk(s.mu);
-      started = s.ensure_watcher().start();
-    }
+    pnmem::c_abi::platform_watcher& w = s.ensure_watcher();
     s.flush();
-    return started ? 0 : -1;
+    return w.start() ? 0 : -1;
   });
 }
 
 void pnmem_watcher_stop(void) {
   boundary(__func__, {}, [] {
-    global_state& s = state();
-    pnmem::detail::lock_guard lk(s.mu);
-    if (s.watcher) s.watcher->stop();  // std::thread::join can throw
+    if (pnmem::c_abi::platform_watcher* w = state().watcher()) w->stop();  // std::thread::join can throw
   });
 }
 
 bool pnmem_watcher_running(void) {
   return boundary(__func__, false, {}, [] {
-    global_state& s = state();
-    pnmem::detail::lock_guard lk(s.mu);
-    return s.watcher != nullptr && s.watcher->running();
+    const pnmem::c_abi::platform_watcher* w = state().watcher();
+    return w != nullptr && w->running();
   });
 }
 
 void pnmem_watcher_poll_now(void) {
   boundary(__func__, {}, [] {
-    global_state& s = state();
-    pnmem::detail::lock_guard lk(s.mu);
-    if (s.watcher) s.watcher->poll_now();
+    if (pnmem::c_abi::platform_watcher* w = state().watcher()) w->poll_now();
   });
 }
 
 int pnmem_read(pnmem_state* out) {
   return boundary(__func__, -1, {out}, [&] {
-    pnmem::mem_state m;
-    {
-      global_state& s = state();
-      pnmem::detail::lock_guard lk(s.mu);
-      if (s.watcher) m = s.watcher->read();
-    }
-    *out = pnmem::c_abi::to_c(m);
+    const pnmem::c_abi::platform_watcher* w = state().watcher();
+    *out = pnmem::c_abi::to_c(w != nullptr ? w->read() : pnmem::mem_state{});
     return 0;
   });
 }
@@ -130,52 +162,147 @@ int pnmem_set_die(int die, uint64_t free_bytes, uint64_t budget_bytes, uint64_t 
     // Checked before the watcher exists: a bad die id creates nothing.
     if (die < 0 || die >= pnmem::max_dies) return -1;
     global_state& s = state();
-    pnmem::set_die_status st = pnmem::set_die_status::die_out_of_range;
-    {
-      pnmem::detail::lock_guard lk(s.mu);
-      st = s.ensure_watcher().set_die(die, free_bytes, budget_bytes, used_bytes, retiring_bytes);
-    }
+    pnmem::c_abi::platform_watcher& w = s.ensure_watcher();
     s.flush();
+    const pnmem::set_die_status st = w.set_die(die, free_bytes, budget_bytes, used_bytes, retiring_bytes);
     return st == pnmem::set_die_status::ok ? 0 : -1;
   });
 }
 
+int pnmem_model_init_sized(pnmem_model* model, size_t struct_size) {
+  return boundary(__func__, -1, {model}, [&] {
+    if (struct_size < pnmem::c_abi::model_size_v1 || struct_size > UINT32_MAX) return -1;
+    const pnmem_model d = pnmem::c_abi::default_model();
+    std::memset(static_cast<void*>(model), 0, struct_size);
+    std::memcpy(static_cast<void*>(model), &d, std::min(struct_size, sizeof d));
+    model->struct_size = static_cast<std::uint32_t>(struct_size);
+    return 0;
+  });
+}
+
+int pnmem_model_cost_from_json(const char* json, size_t len, pnmem_model* model, char* err, size_t err_len) {
+  const auto write_err = [err, err_len](std::string_view msg) noexcept {
+    if (err == nullptr || err_len == 0) return;
+    const std::size_t n = std::min(msg.size(), err_len - 1);
+    std::memcpy(err, msg.data(), n);
+    err[n] = '\0';
+  };
+  write_err("");
+  const int rc = boundary(__func__, -1, {}, [&] {
+    if (json == nullptr) {
+      write_err("json is NULL");
+      return -1;
+    }
+    if (model == nullptr) {
+      write_err("model is NULL");
+      return -1;
+    }
+    const std::string size_problem = pnmem::c_abi::struct_size_problem(model->struct_size, pnmem::c_abi::model_size_v1,
+                                                                       "model", "pnmem_model_init");
+    if (!size_problem.empty()) {
+      write_err(size_problem);
+      return -1;
+    }
+    const auto r = pnmem::model_files::read_model_json(std::string_view(json, len));
+    if (!r.value) {
+      write_err(r.error.empty() ? std::string_view("not a model description") : std::string_view(r.error));
+      return -1;
+    }
+    if (const std::string_view v = pnmem::validate(r.value->cost); !v.empty()) {
+      write_err(v);
+      return -1;
+    }
+    pnmem::c_abi::cost_to_c(r.value->cost, *model);  // the cost fields only: nothing here throws
+    return 0;
+  });
+  // A failure inside pnmem (no memory) wrote no message: say where it went.
+  if (rc != 0 && err != nullptr && err_len > 0 && err[0] == '\0') write_err("failure inside pnmem (see the log sink)");
+  return rc;
+}
+
 int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out) {
-  return boundary(__func__, -1, {model, out}, [&] { return admit_c(*model, n_tokens, *out, nullptr); });
+  const char* const entry = __func__;
+  return boundary(entry, -1, {model, out}, [&] { return admit_c(entry, *model, n_tokens, *out, nullptr); });
 }
 
 int pnmem_admit_reserved(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out,
                          pnmem_reservation* reservation) {
   if (reservation != nullptr) *reservation = 0;  // whatever fails below, nothing is reserved
-  return boundary(__func__, -1, {model, out, reservation},
-                  [&] { return admit_c(*model, n_tokens, *out, reservation); });
+  const char* const entry = __func__;
+  return boundary(entry, -1, {model, out, reservation},
+                  [&] { return admit_c(entry, *model, n_tokens, *out, reservation); });
+}
+
+int pnmem_reserve_bytes(uint64_t bytes, int64_t ttl_ms, pnmem_admit_answer* out, pnmem_reservation* reservation) {
+  if (reservation != nullptr) *reservation = 0;  // whatever fails below, nothing is reserved
+  return boundary(__func__, -1, {out, reservation}, [&] {
+    global_state& s = state();
+    const pnmem::c_abi::platform_watcher* w = s.watcher();
+    pnmem::host_ledger::reserve_options o;
+    o.policy = policy_of(w);
+    o.ttl = pnmem::c_abi::ttl_from_c(ttl_ms);
+    // The handle expires no later than the ledger's entry: its clock is read first.
+    const std::int64_t now = s.ledger.now_ns();
+    const std::int64_t ttl = o.ttl.count();
+    const std::int64_t expires = ttl <= 0 || now > INT64_MAX - ttl ? 0 : now + ttl;
+    auto r = s.ledger.reserve_bytes(pnmem::c_abi::live_watcher{w}, bytes, o);  // the ledger's mutex
+    const pnmem_reservation id = s.keep(std::move(r.held), expires);
+    *out = pnmem::c_abi::to_c(r.answer, r.pending_bytes);
+    *reservation = id;
+    return 0;
+  });
 }
 
 void pnmem_reservation_settle(pnmem_reservation reservation) {
-  boundary(__func__, {}, [&] {
-    global_state& s = state();
-    pnmem::detail::lock_guard lk(s.res_mu);
-    const auto it = s.reservations.find(reservation);
-    if (it == s.reservations.end()) return;
-    it->second.settle();
-    s.reservations.erase(it);
-  });
+  boundary(__func__, {}, [&] { state().settle(reservation); });
 }
 
 void pnmem_reservation_cancel(pnmem_reservation reservation) {
-  boundary(__func__, {}, [&] {
-    global_state& s = state();
-    pnmem::detail::lock_guard lk(s.res_mu);
-    s.reservations.erase(reservation);  // the reservation's destructor gives the bytes back
-  });
+  boundary(__func__, {}, [&] { state().cancel(reservation); });
 }
 
 uint64_t pnmem_pending_bytes(void) {
   return boundary(__func__, std::uint64_t{0}, {}, [] {
     global_state& s = state();
-    pnmem::detail::lock_guard lk(s.mu);
-    return s.ledger.pending_bytes(pnmem::c_abi::live_watcher{s.watcher.get()});
+    return s.ledger.pending_bytes(pnmem::c_abi::live_watcher{s.watcher()});
   });
+}
+
+int pnmem_policy_get(pnmem_policy* out) {
+  return boundary(__func__, -1, {out}, [&] {
+    global_state& s = state();
+    const pnmem::policy p = s.policy();
+    s.flush();
+    const pnmem::c_abi::platform_watcher* w = s.watcher();
+    *out = pnmem::c_abi::to_c(p, w != nullptr ? w->read().host_total_bytes : 0);
+    return 0;
+  });
+}
+
+int pnmem_host_budget(pnmem_budget* out) {
+  return boundary(__func__, -1, {out}, [&] {
+    global_state& s = state();
+    const pnmem::c_abi::platform_watcher* w = s.watcher();
+    const pnmem::mem_state snap = w != nullptr ? w->read() : pnmem::mem_state{};
+    const std::uint64_t pending = s.ledger.pending_bytes(pnmem::c_abi::snapshot_view{snap});  // the ledger's mutex
+    *out = pnmem::c_abi::budget_to_c(snap, policy_of(w), pending);
+    return 0;
+  });
+}
+
+pnmem_subscription pnmem_subscribe(pnmem_level_fn fn, void* user) {
+  return boundary(__func__, pnmem_subscription{0}, {},
+                  [&] { return fn != nullptr ? state().subscribe(fn, user) : pnmem_subscription{0}; });
+}
+
+void pnmem_unsubscribe(pnmem_subscription id) {
+  boundary(__func__, {}, [&] {
+    if (id != 0) state().unsubscribe(id);
+  });
+}
+
+int pnmem_explain(const pnmem_admit_answer* a, char* buf, size_t len) {
+  return boundary(__func__, -1, {a}, [&] { return pnmem::c_abi::explain(*a, buf, len); });
 }
 
 pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefill_window, bool kv_q4) {
@@ -184,30 +311,20 @@ pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefil
     const std::optional<pnmem::mem_level> l = pnmem::c_abi::level_from_c(level);
     if (!l) return error_value;
     global_state& s = state();
-    pnmem::policy p;
-    {
-      pnmem::detail::lock_guard lk(s.mu);
-      p = s.load_policy();
-    }
+    const pnmem::policy p = s.policy();
     s.flush();
     return pnmem::c_abi::to_c(pnmem::ladder_plan_for(*l, {max_slots, prefill_window, kv_q4}, p));
   });
 }
 
 void pnmem_set_log_sink(pnmem_log_fn fn, void* user) {
-  boundary(__func__, {}, [&] {
-    global_state& s = state();
-    pnmem::detail::lock_guard lk(s.mu);
-    s.sink = pnmem::c_abi::log_sink{fn, user};
-  });
+  boundary(__func__, {}, [&] { state().set_sink(fn, user); });
 }
 
 pnmem_gate* pnmem_gate_create(int max_slots, int max_waiters) {
   return boundary(__func__, static_cast<pnmem_gate*>(nullptr), {}, [&] {
     auto gate = std::make_unique<pnmem_gate>(max_slots, static_cast<std::size_t>(max_waiters < 0 ? 0 : max_waiters));
-    global_state& s = state();
-    pnmem::detail::lock_guard lk(s.mu);
-    if (s.watcher) gate->connection = gate->gate.connect(*s.watcher);
+    if (pnmem::c_abi::platform_watcher* w = state().watcher()) gate->connection = gate->gate.connect(*w);
     return gate.release();
   });
 }

@@ -4,13 +4,18 @@
 
 #include <algorithm>
 #include <array>
+#include <cinttypes>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
 
 #include "pnmem/admission.hpp"
+#include "pnmem/format.hpp"
 #include "pnmem/level.hpp"
 
 namespace pnmem::c_abi {
@@ -49,6 +54,43 @@ constexpr bool reasons_as_documented() noexcept {
 }
 }  // namespace
 static_assert(reasons_as_documented());
+
+// pnmem_kv_format: kv_format's values, and its count.
+static_assert(PNMEM_KV_Q4 == static_cast<int>(kv_format::q4));
+static_assert(PNMEM_KV_FP32 == static_cast<int>(kv_format::fp32));
+static_assert(PNMEM_KV_F16 == static_cast<int>(kv_format::f16));
+static_assert(PNMEM_KV_BF16 == static_cast<int>(kv_format::bf16));
+static_assert(PNMEM_KV_FP8 == static_cast<int>(kv_format::fp8));
+static_assert(PNMEM_KV_Q8_0 == static_cast<int>(kv_format::q8_0));
+static_assert(PNMEM_KV_Q4_0 == static_cast<int>(kv_format::q4_0));
+static_assert(PNMEM_KV_FORMATS == kv_format_count);
+static_assert(PNMEM_KV_Q4_0 + 1 == PNMEM_KV_FORMATS);
+static_assert(to_string(static_cast<kv_format>(PNMEM_KV_FORMATS)) == "invalid");
+static_assert(sizeof(pnmem_kv_format) == sizeof(int));
+static_assert(PNMEM_MAX_ACTIVATION_ANCHORS == max_activation_anchors);
+
+// The structs pnmem_c.h mirrors field by field: a field added to the C++ one breaks the
+// structured binding below (its count must match), and the C struct and its
+// conversions (cost_to_c, model_from_c, to_c(policy), watcher_options_from_c) need it too.
+namespace {
+constexpr bool mirrored_field_counts() noexcept {
+  [[maybe_unused]] const auto [full, sliding, window, state, normal, compact, activation] = model_cost{};
+  [[maybe_unused]] const auto [anchors, n_anchors, fixed, per_token, per_token_sq] = activation_model{};
+  [[maybe_unused]] const auto [reserve_min, reserve_bp, psi_full, psi_some, die_reserve, tight_div, watch_div,
+                               scratch, spike, ladder_off] = policy{};
+  [[maybe_unused]] const auto [poll, pressure_poll, dwell, pol] = watcher_options{};
+  [[maybe_unused]] const auto [tokens, peak] = activation_anchor{};
+  return true;
+}
+}  // namespace
+static_assert(mirrored_field_counts());
+// The C default intervals fit the C fields (uint32_t milliseconds).
+static_assert(watcher_options{}.poll_interval.count() > 0 &&
+              watcher_options{}.poll_interval.count() <= std::numeric_limits<std::uint32_t>::max());
+static_assert(watcher_options{}.pressure_poll_interval.count() > 0 &&
+              watcher_options{}.pressure_poll_interval.count() <= std::numeric_limits<std::uint32_t>::max());
+static_assert(watcher_options{}.step_down_dwell.count() >= 0 &&
+              watcher_options{}.step_down_dwell.count() <= std::numeric_limits<std::uint32_t>::max());
 
 // pnmem_gate_status is not numbered as gate_status (no cancelled; an ERROR value):
 // to_c(gate_status) maps each one by name, and a new gate_status must be added there.
@@ -101,7 +143,10 @@ pnmem_admit_answer to_c(const admit_answer& a, std::uint64_t pending_bytes) noex
   pnmem_admit_answer out{};
   out.status = to_c(a.status);
   out.fit_tokens = a.fit_tokens;
-  out.reason = to_string(a.reason).data();  // string literals: NUL-terminated, static
+  // From this file's table (the same strings as to_string, asserted above), so pnmem_explain
+  // can tell a reason pnmem wrote by its address without reading a caller's pointer.
+  const auto r = static_cast<std::size_t>(a.reason);
+  out.reason = r < documented_reasons.size() ? documented_reasons[r].data() : "invalid";
   out.level = to_c(a.level);
   out.die = a.die;
   out.window = a.window;
@@ -123,6 +168,129 @@ pnmem_ladder_plan to_c(const ladder_plan& p) noexcept {
   return out;
 }
 
+pnmem_kv_format to_c(kv_format f) noexcept { return static_cast<pnmem_kv_format>(static_cast<int>(f)); }
+
+pnmem_policy to_c(const policy& p, std::uint64_t host_total_bytes) noexcept {
+  pnmem_policy out{};
+  out.host_reserve_min_bytes = p.host_reserve_min_bytes;
+  out.host_reserve_bp = p.host_reserve_bp;
+  out.psi_full_reject_bp = p.psi_full_reject_bp;
+  out.psi_some_tight_bp = p.psi_some_tight_bp;
+  out.die_tight_divisor = p.die_tight_divisor;
+  out.die_watch_divisor = p.die_watch_divisor;
+  out.die_reserve_bytes = p.die_reserve_bytes;
+  out.die_scratch_bytes = p.die_scratch_bytes;
+  out.load_spike_bytes = p.load_spike_bytes;
+  out.ladder_disabled = p.ladder_disabled;
+  out.host_total_bytes = host_total_bytes;
+  out.host_reserve_bytes = host_reserve_bytes(host_total_bytes, p);
+  return out;
+}
+
+pnmem_budget budget_to_c(const mem_state& s, const policy& p, std::uint64_t pending_bytes) noexcept {
+  pnmem_budget out{};
+  out.total_bytes = s.host_total_bytes;
+  out.avail_bytes = s.host_avail_bytes;
+  out.reserve_bytes = host_reserve_bytes(s.host_total_bytes, p);
+  out.headroom_bytes = s.host_total_bytes == 0 ? 0 : detail::sat_sub(s.host_avail_bytes, out.reserve_bytes);
+  out.pending_bytes = pending_bytes;
+  out.unpromised_bytes = detail::sat_sub(out.headroom_bytes, pending_bytes);
+  out.level = to_c(s.level);
+  out.seq = s.seq;
+  return out;
+}
+
+pnmem_level_change to_c(const level_change& c, pnmem_state& state_out) noexcept {
+  state_out = to_c(c.state);
+  pnmem_level_change out{};
+  out.from = to_c(c.from);
+  out.to = to_c(c.to);
+  out.seq = c.state.seq;
+  out.sample_time_ns = c.state.sample_time_ns;
+  out.state = &state_out;
+  return out;
+}
+
+void cost_to_c(const model_cost& m, pnmem_model& out) noexcept {
+  std::copy(m.full_kv_bytes_per_token.begin(), m.full_kv_bytes_per_token.end(), out.full_kv_bytes_per_token);
+  std::copy(m.sliding_kv_bytes_per_token.begin(), m.sliding_kv_bytes_per_token.end(), out.sliding_kv_bytes_per_token);
+  out.sliding_window = m.sliding_window;
+  out.state_bytes_per_seq = m.state_bytes_per_seq;
+  out.normal_kv = to_c(m.normal_kv);
+  out.compact_kv = to_c(m.compact_kv);
+  out.n_anchors = m.activation.n_anchors;
+  for (std::size_t i = 0; i < max_activation_anchors; ++i) {
+    out.anchors[i].tokens = m.activation.anchors[i].tokens;
+    out.anchors[i].peak_bytes = m.activation.anchors[i].peak_bytes;
+  }
+  out.activation_fixed_bytes = m.activation.fixed_bytes;
+  out.activation_per_token_bytes = m.activation.per_token_bytes;
+  out.activation_per_token_sq_bytes = m.activation.per_token_sq_bytes;
+}
+
+// --- Versioned structs -------------------------------------------------------------
+
+pnmem_model default_model() noexcept {
+  const model_desc d{};  // the C++ defaults: Q4, host path, no window, tightest die, 1 slot, the seed's model
+  pnmem_model out{};
+  out.struct_size = static_cast<std::uint32_t>(sizeof(pnmem_model));
+  out.kv = to_c(d.kv);
+  out.gpu_resident = d.gpu_resident ? 1 : 0;
+  out.max_window = d.max_window;
+  out.die = d.die;
+  out.max_slots = d.max_slots;
+  cost_to_c(d.cost, out);
+  return out;
+}
+
+pnmem_watcher_options default_watcher_options() noexcept {
+  const watcher_options d{};
+  pnmem_watcher_options out{};
+  out.struct_size = static_cast<std::uint32_t>(sizeof(pnmem_watcher_options));
+  out.poll_interval_ms = static_cast<std::uint32_t>(d.poll_interval.count());
+  out.pressure_poll_interval_ms = static_cast<std::uint32_t>(d.pressure_poll_interval.count());
+  out.step_down_dwell_ms = static_cast<std::uint32_t>(d.step_down_dwell.count());
+  return out;
+}
+
+std::string struct_size_problem(std::uint32_t struct_size, std::size_t size_v1, const char* what, const char* init) {
+  if (struct_size == 0) return std::string(what) + "->struct_size is 0: initialise it with " + init;
+  if (struct_size < size_v1) {
+    return std::string(what) + "->struct_size is " + std::to_string(struct_size) + ", smaller than the first version's " +
+           std::to_string(size_v1) + ": initialise it with " + init;
+  }
+  return {};
+}
+
+namespace {
+template <class T>
+T read_versioned(const T& in, T defaults) noexcept {
+  static_assert(std::is_trivially_copyable_v<T>);
+  std::memcpy(&defaults, &in, std::min<std::size_t>(in.struct_size, sizeof(T)));
+  return defaults;
+}
+
+// A C enum's value as the int the caller stored (never loaded as the C++ enum type).
+template <class E>
+int raw_int(const E& e) noexcept {
+  static_assert(sizeof(E) == sizeof(int));
+  int raw = 0;
+  std::memcpy(&raw, &e, sizeof raw);
+  return raw;
+}
+
+std::string not_a_format(const char* field, const pnmem_kv_format& f) {
+  return std::string("model->") + field + " is " + std::to_string(raw_int(f)) + ": not a pnmem_kv_format (0 to " +
+         std::to_string(PNMEM_KV_FORMATS - 1) + ")";
+}
+}  // namespace
+
+pnmem_model read_model(const pnmem_model& in) noexcept { return read_versioned(in, default_model()); }
+
+pnmem_watcher_options read_watcher_options(const pnmem_watcher_options& in) noexcept {
+  return read_versioned(in, default_watcher_options());
+}
+
 // --- C -> C++ --------------------------------------------------------------------
 
 std::optional<mem_level> level_from_c(const pnmem_level& l) noexcept {
@@ -137,15 +305,100 @@ std::optional<mem_level> level_from_c(const pnmem_level& l) noexcept {
   return static_cast<mem_level>(v);
 }
 
-std::optional<model_desc> model_from_c(const pnmem_model& model) noexcept {
-  if (model.die < no_die || model.die >= max_dies) return std::nullopt;
+std::optional<kv_format> kv_format_from_c(const pnmem_kv_format& f) noexcept {
+  const int v = raw_int(f);
+  if (v < 0 || v >= PNMEM_KV_FORMATS) return std::nullopt;
+  return static_cast<kv_format>(v);
+}
+
+std::optional<model_desc> model_from_c(const pnmem_model& in, std::string& why) {
+  why = struct_size_problem(in.struct_size, model_size_v1, "model", "pnmem_model_init");
+  if (!why.empty()) return std::nullopt;
+  const pnmem_model c = read_model(in);
+
   model_desc m;
-  m.kv = model.kv_q4 != 0 ? kv_format::q4 : kv_format::fp32;
-  m.gpu_resident = model.gpu_resident != 0;
-  m.max_window = model.max_window;
-  m.die = model.die;
-  m.max_slots = model.max_slots;
+  const std::optional<kv_format> kv = kv_format_from_c(c.kv);
+  const std::optional<kv_format> normal = kv_format_from_c(c.normal_kv);
+  const std::optional<kv_format> compact = kv_format_from_c(c.compact_kv);
+  if (!kv) why = not_a_format("kv", c.kv);
+  else if (!normal) why = not_a_format("normal_kv", c.normal_kv);
+  else if (!compact) why = not_a_format("compact_kv", c.compact_kv);
+  else if (c.die < no_die || c.die >= max_dies) {
+    why = "model->die is " + std::to_string(c.die) + ": outside [-1, " + std::to_string(PNMEM_MAX_DIES) + ")";
+  } else if (c.n_anchors > max_activation_anchors) {
+    why = "model->n_anchors is " + std::to_string(c.n_anchors) + ": at most " + std::to_string(max_activation_anchors) +
+          " (PNMEM_MAX_ACTIVATION_ANCHORS)";
+  }
+  for (std::uint32_t i = 1; why.empty() && i < c.n_anchors; ++i) {
+    const pnmem_activation_anchor& a = c.anchors[i - 1];
+    const pnmem_activation_anchor& b = c.anchors[i];
+    const std::string at = "model->anchors[" + std::to_string(i) + "]";
+    const std::string before = "anchors[" + std::to_string(i - 1) + "]";
+    if (b.tokens <= a.tokens) {
+      why = at + ".tokens is " + std::to_string(b.tokens) + ": not above " + before + ".tokens (" +
+            std::to_string(a.tokens) + "): tokens must increase";
+    } else if (b.peak_bytes < a.peak_bytes) {
+      why = at + ".peak_bytes is " + std::to_string(b.peak_bytes) + ": below " + before + ".peak_bytes (" +
+            std::to_string(a.peak_bytes) + "): peaks must not decrease";
+    }
+  }
+  if (why.empty() && c.n_anchors > 0 &&
+      (c.activation_fixed_bytes != 0 || c.activation_per_token_bytes != 0 || c.activation_per_token_sq_bytes != 0)) {
+    why = "model->activation_fixed_bytes, activation_per_token_bytes, activation_per_token_sq_bytes: not 0 with "
+          "n_anchors " + std::to_string(c.n_anchors) + ": the activation is an anchor table or coefficients, not both";
+  }
+  if (!why.empty()) return std::nullopt;
+
+  m.kv = *kv;
+  m.gpu_resident = c.gpu_resident != 0;
+  m.max_window = c.max_window;
+  m.die = c.die;
+  m.max_slots = c.max_slots;
+  model_cost& cost = m.cost;
+  std::copy(std::begin(c.full_kv_bytes_per_token), std::end(c.full_kv_bytes_per_token), cost.full_kv_bytes_per_token.begin());
+  std::copy(std::begin(c.sliding_kv_bytes_per_token), std::end(c.sliding_kv_bytes_per_token),
+            cost.sliding_kv_bytes_per_token.begin());
+  cost.sliding_window = c.sliding_window;
+  cost.state_bytes_per_seq = c.state_bytes_per_seq;
+  cost.normal_kv = *normal;
+  cost.compact_kv = *compact;
+  cost.activation = activation_model{};
+  cost.activation.n_anchors = c.n_anchors;
+  for (std::size_t i = 0; i < max_activation_anchors; ++i) {
+    // Anchors past n_anchors are not read by the model (kept as given, so a round trip is exact).
+    cost.activation.anchors[i] = activation_anchor{c.anchors[i].tokens, c.anchors[i].peak_bytes};
+  }
+  cost.activation.fixed_bytes = c.activation_fixed_bytes;
+  cost.activation.per_token_bytes = c.activation_per_token_bytes;
+  cost.activation.per_token_sq_bytes = c.activation_per_token_sq_bytes;
+  // The checks above are pnmem::validate's, naming the C field; this one catches a rule
+  // validate gains that the C side has not spelled out yet.
+  if (const std::string_view v = validate(cost); !v.empty()) {
+    why = "model: " + std::string(v);
+    return std::nullopt;
+  }
   return m;
+}
+
+std::optional<watcher_options> watcher_options_from_c(const pnmem_watcher_options& in, std::string& why) {
+  why = struct_size_problem(in.struct_size, watcher_options_size_v1, "options", "pnmem_watcher_options_init");
+  if (!why.empty()) return std::nullopt;
+  const pnmem_watcher_options c = read_watcher_options(in);
+  if (c.poll_interval_ms == 0) why = "options->poll_interval_ms is 0: at least 1";
+  else if (c.pressure_poll_interval_ms == 0) why = "options->pressure_poll_interval_ms is 0: at least 1";
+  if (!why.empty()) return std::nullopt;
+  watcher_options o;
+  o.poll_interval = std::chrono::milliseconds{c.poll_interval_ms};
+  o.pressure_poll_interval = std::chrono::milliseconds{c.pressure_poll_interval_ms};
+  o.step_down_dwell = std::chrono::milliseconds{c.step_down_dwell_ms};
+  return o;
+}
+
+std::chrono::nanoseconds ttl_from_c(std::int64_t ttl_ms) noexcept {
+  if (ttl_ms <= 0) return std::chrono::nanoseconds{0};
+  constexpr std::int64_t max_ms = std::numeric_limits<std::int64_t>::max() / 1'000'000;
+  if (ttl_ms > max_ms) return std::chrono::nanoseconds{std::numeric_limits<std::int64_t>::max()};
+  return std::chrono::milliseconds{ttl_ms};
 }
 
 std::chrono::milliseconds gate_timeout_from_c(std::int64_t timeout_ms) noexcept {
@@ -158,6 +411,51 @@ pnmem_ladder_plan error_plan(int max_slots, int prefill_window, bool kv_q4) noex
   pnmem_ladder_plan out = to_c(ladder_plan_for(mem_level::ok, ladder_config{max_slots, prefill_window, kv_q4}));
   out.note = "error: operator config";
   return out;
+}
+
+namespace {
+const char* status_name(const pnmem_admit_status& s) noexcept {
+  switch (raw_int(s)) {
+    case PNMEM_ADMITTED: return "admitted";
+    case PNMEM_CAPPED: return "capped";
+    case PNMEM_DENIED: return "denied";
+    case PNMEM_FAIL_OPEN: return "fail_open";
+    default: return "invalid";
+  }
+}
+
+// A reason pnmem wrote (one of documented_reasons' addresses), never read through a
+// pointer that is not one of them.
+const char* reason_name(const char* reason) noexcept {
+  if (reason == nullptr) return "none";
+  for (std::string_view r : documented_reasons) {
+    if (reason == r.data()) return r.data();
+  }
+  return "?";
+}
+
+std::string bytes_text(std::uint64_t b) {
+  char exact[32];
+  std::snprintf(exact, sizeof exact, "%" PRIu64, b);
+  return format_bytes(b) + " (" + exact + " B)";
+}
+}  // namespace
+
+int explain(const pnmem_admit_answer& a, char* buf, std::size_t len) {
+  if (buf == nullptr && len > 0) return -1;
+  const std::optional<mem_level> level = level_from_c(a.level);
+  std::string line = std::string(status_name(a.status)) + " (" + reason_name(a.reason) + "): need " +
+                     bytes_text(a.need_bytes) + ", limit " + bytes_text(a.limit_bytes) + ", fit " +
+                     std::to_string(a.fit_tokens) + " tokens, level " +
+                     std::string(level ? to_string(*level) : std::string_view("invalid")) + ", die " +
+                     std::to_string(a.die);
+  if (a.pending_bytes != 0) line += ", pending " + bytes_text(a.pending_bytes);
+  if (len > 0) {
+    const std::size_t n = std::min(line.size(), len - 1);
+    std::memcpy(buf, line.data(), n);
+    buf[n] = '\0';
+  }
+  return static_cast<int>(std::min<std::size_t>(line.size(), static_cast<std::size_t>(std::numeric_limits<int>::max())));
 }
 
 }  // namespace pnmem::c_abi

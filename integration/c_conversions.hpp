@@ -9,15 +9,20 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 
+#include "pnmem/cost_model.hpp"
 #include "pnmem/engine/admit.hpp"
 #include "pnmem/engine/backpressure_gate.hpp"
 #include "pnmem/ladder.hpp"
 #include "pnmem/mem_level.hpp"
 #include "pnmem/mem_state.hpp"
 #include "pnmem/pnmem_c.h"
+#include "pnmem/policy.hpp"
+#include "pnmem/watcher.hpp"
 
 namespace pnmem::c_abi {
 
@@ -30,15 +35,53 @@ pnmem_state to_c(const mem_state& m) noexcept;
 // `pending_bytes`: what host_ledger::admit reported (0 for pnmem_admit).
 pnmem_admit_answer to_c(const admit_answer& a, std::uint64_t pending_bytes) noexcept;
 pnmem_ladder_plan to_c(const ladder_plan& p) noexcept;
+// The policy, with the reserve it implies for `host_total_bytes` (the latest snapshot's).
+pnmem_policy to_c(const policy& p, std::uint64_t host_total_bytes) noexcept;
+// The host budget of a snapshot with `pending_bytes` promised (the ledger's).
+pnmem_budget budget_to_c(const mem_state& s, const policy& p, std::uint64_t pending_bytes) noexcept;
+// The C change (its `state` points at `state_out`, which the caller keeps alive for the call).
+pnmem_level_change to_c(const level_change& c, pnmem_state& state_out) noexcept;
+// Writes a model's cost into the cost fields of `out` (the request fields are left).
+void cost_to_c(const model_cost& m, pnmem_model& out) noexcept;
+pnmem_kv_format to_c(kv_format f) noexcept;
+
+// --- Versioned structs ------------------------------------------------------------------
+// The first version's sizes: a caller's struct_size below these is refused. A later
+// version that adds fields keeps these (the offset of its first new field).
+inline constexpr std::size_t model_size_v1 = sizeof(pnmem_model);
+inline constexpr std::size_t watcher_options_size_v1 = sizeof(pnmem_watcher_options);
+
+// The defaults, struct_size set to sizeof (pnmem_model_init_sized narrows it).
+pnmem_model default_model() noexcept;
+pnmem_watcher_options default_watcher_options() noexcept;
+
+// What is wrong with a caller's struct_size, or "" if it is valid: `what` names the
+// struct ("model"), `init` the call that initialises it.
+std::string struct_size_problem(std::uint32_t struct_size, std::size_t size_v1, const char* what, const char* init);
+
+// A caller's struct read as this library's version: the defaults, overwritten by the
+// first min(struct_size, sizeof) bytes of `in`. Call only after struct_size_problem
+// found nothing wrong.
+pnmem_model read_model(const pnmem_model& in) noexcept;
+pnmem_watcher_options read_watcher_options(const pnmem_watcher_options& in) noexcept;
 
 // --- C -> C++ (checked) ----------------------------------------------------------
 // nullopt for a value outside [PNMEM_LEVEL_OK, PNMEM_LEVEL_CRITICAL].
 // By reference: see c_conversions.cpp (no load of an out-of-range enum).
 std::optional<mem_level> level_from_c(const pnmem_level& l) noexcept;
-// nullopt when model.die is outside [-1, PNMEM_MAX_DIES); the int flags are
-// true when non-zero, and the ints the C++ side defines for every value
-// (max_window <= 0, max_slots < 1) pass as they are.
-std::optional<model_desc> model_from_c(const pnmem_model& model) noexcept;
+// The caller's model (any struct_size), checked field by field: nullopt with `why`
+// naming the field ("model->die is -2: ...") when struct_size is not valid, a format
+// is not a pnmem_kv_format, die is outside [-1, PNMEM_MAX_DIES), or the cost is not
+// valid (more than 8 anchors, anchors not increasing, a table and coefficients: the
+// checks of pnmem::validate). The int flags are true when non-zero, and the ints the
+// C++ side defines for every value (max_window <= 0, max_slots < 1) pass as they are.
+std::optional<model_desc> model_from_c(const pnmem_model& model, std::string& why);
+// A kv format from C: nullopt outside [PNMEM_KV_Q4, PNMEM_KV_Q4_0] (by reference, as level_from_c).
+std::optional<kv_format> kv_format_from_c(const pnmem_kv_format& f) noexcept;
+// The caller's options checked: nullopt with `why` naming the field. The policy is left default.
+std::optional<watcher_options> watcher_options_from_c(const pnmem_watcher_options& o, std::string& why);
+// ttl_ms <= 0: 0 (never expires); beyond what nanoseconds hold: the most they hold.
+std::chrono::nanoseconds ttl_from_c(std::int64_t ttl_ms) noexcept;
 // Negative: no wait; beyond max_gate_wait: max_gate_wait (steady_clock::now()
 // plus any int64 milliseconds would overflow the clock's nanoseconds).
 std::chrono::milliseconds gate_timeout_from_c(std::int64_t timeout_ms) noexcept;
@@ -48,5 +91,9 @@ inline constexpr std::chrono::milliseconds max_gate_wait =
 // What pnmem_plan_ladder returns for a level out of range, or on failure: the
 // operator config as at OK (ladder_plan_for's values at OK), flagged in the note.
 pnmem_ladder_plan error_plan(int max_slots, int prefill_window, bool kv_q4) noexcept;
+
+// pnmem_explain's line (snprintf's convention: the length it needed; -1 for a NULL
+// buf with len > 0).
+int explain(const pnmem_admit_answer& a, char* buf, std::size_t len);
 
 }  // namespace pnmem::c_abi

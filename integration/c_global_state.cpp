@@ -1,45 +1,205 @@
 // integration/c_global_state.cpp - the C ABI's process-wide state (c_global_state.hpp).
 #include "c_global_state.hpp"
 
+#include <algorithm>
+#include <iterator>
+
+#include "c_boundary.hpp"
+#include "c_conversions.hpp"
 #include "pnmem/config.hpp"
 
 namespace pnmem::c_abi {
 
-void global_state::log(std::string_view line) {
-  log_sink s;
-  {
-    detail::lock_guard lk(mu);
-    s = sink;
-  }
-  if (s.fn != nullptr) s.fn(s.user, std::string(line).c_str());
+global_state::~global_state() {
+  // At exit: a call still running on another thread finds no watcher rather than a
+  // destroyed one (owner_ is destroyed after this body).
+  watcher_.store(nullptr, std::memory_order_release);
 }
 
-const pnmem::policy& global_state::load_policy() {
-  if (!policy_loaded) {
-    env_config cfg = policy_from_env();
-    policy = cfg.value;
-    for (const auto& e : cfg.errors) pending.push_back("pnmem: " + e.to_string());
-    policy_loaded = true;
-  }
-  return policy;
+// --- the watcher ---------------------------------------------------------------------------
+
+platform_watcher& global_state::create_locked(watcher_options o) {
+  if (platform_watcher* w = watcher_.load(std::memory_order_acquire)) return *w;
+  o.policy = load_policy();
+  auto w = std::make_unique<platform_watcher>(platform_sampler{platform_sampler_options{}}, o);
+  // The one subscriber of the watcher: every change goes to the C subscribers. It is never
+  // unsubscribed (the watcher lives as long as this state).
+  w->subscribe([this](const level_change& c) { dispatch(c); });
+  owner_ = std::move(w);
+  watcher_.store(owner_.get(), std::memory_order_release);
+  return *owner_;
 }
 
 platform_watcher& global_state::ensure_watcher() {
-  if (!watcher) {
-    watcher_options o;
-    o.policy = load_policy();
-    watcher = std::make_unique<platform_watcher>(platform_sampler{platform_sampler_options{}}, o);
-  }
-  return *watcher;
+  if (platform_watcher* w = watcher()) return *w;
+  detail::lock_guard lk(life_mu_);
+  return create_locked(watcher_options{});
+}
+
+std::pair<platform_watcher*, bool> global_state::ensure_watcher(const watcher_options& o) {
+  const auto same = [&o](const platform_watcher& w) {
+    const watcher_options& have = w.options();
+    return have.poll_interval == o.poll_interval && have.pressure_poll_interval == o.pressure_poll_interval &&
+           have.step_down_dwell == o.step_down_dwell;
+  };
+  if (platform_watcher* w = watcher()) return {w, same(*w)};
+  detail::lock_guard lk(life_mu_);
+  platform_watcher* existing = watcher();  // created by another thread meanwhile
+  platform_watcher& w = create_locked(o);
+  return {&w, existing == nullptr || same(w)};
+}
+
+// --- the policy ----------------------------------------------------------------------------
+
+const pnmem::policy& global_state::load_policy() {
+  if (const pnmem::policy* p = policy_.load(std::memory_order_acquire)) return *p;
+  env_config cfg = policy_from_env();
+  for (const auto& e : cfg.errors) pending_.push_back("pnmem: " + e.to_string());
+  policy_storage_ = cfg.value;
+  if (!pending_.empty()) has_pending_.store(true, std::memory_order_release);
+  policy_.store(&policy_storage_, std::memory_order_release);
+  return policy_storage_;
+}
+
+const pnmem::policy& global_state::policy() {
+  if (const pnmem::policy* p = policy_.load(std::memory_order_acquire)) return *p;
+  detail::lock_guard lk(life_mu_);
+  return load_policy();
 }
 
 void global_state::flush() {
+  if (!has_pending_.load(std::memory_order_acquire)) return;
   std::vector<std::string> lines;
   {
-    detail::lock_guard lk(mu);
-    lines.swap(pending);
+    detail::lock_guard lk(life_mu_);
+    lines.swap(pending_);
+    has_pending_.store(false, std::memory_order_relaxed);
   }
   for (const auto& l : lines) log(l);
+}
+
+// --- the log sink --------------------------------------------------------------------------
+
+void global_state::log(std::string_view line) const {
+  const log_sink* s = sink_.load(std::memory_order_acquire);
+  if (s != nullptr && s->fn != nullptr) s->fn(s->user, std::string(line).c_str());
+}
+
+void global_state::set_sink(pnmem_log_fn fn, void* user) {
+  auto s = std::make_unique<log_sink>(log_sink{fn, user});
+  detail::lock_guard lk(sink_mu_);
+  sinks_.reserve(sinks_.size() + 1);  // may throw: before anything is published
+  sink_.store(s.get(), std::memory_order_release);
+  sinks_.push_back(std::move(s));
+}
+
+// --- reservations --------------------------------------------------------------------------
+
+void global_state::sweep_expired() {
+  if (expiries_.empty()) return;
+  const std::int64_t now = ledger.now_ns();
+  const auto end = expiries_.upper_bound(now);
+  for (auto it = expiries_.begin(); it != end; ++it) {
+    // The ledger stopped counting it at its expiry; cancelling removes what is left of it.
+    handles_.erase(it->second);
+  }
+  expiries_.erase(expiries_.begin(), end);
+}
+
+pnmem_reservation global_state::keep(host_ledger::reservation held, std::int64_t expires_ns) {
+  if (!held) return 0;
+  detail::lock_guard lk(res_mu_);
+  sweep_expired();
+  const pnmem_reservation id = ++last_handle_;
+  handle h{std::move(held), std::nullopt};
+  if (expires_ns > 0) h.expiry = expiries_.emplace(expires_ns, id);
+  try {
+    handles_.emplace(id, std::move(h));
+  } catch (...) {
+    if (h.expiry) expiries_.erase(*h.expiry);
+    throw;  // h's reservation gives its bytes back as it goes
+  }
+  return id;
+}
+
+void global_state::settle(pnmem_reservation id) {
+  detail::lock_guard lk(res_mu_);
+  sweep_expired();
+  const auto it = handles_.find(id);
+  if (it == handles_.end()) return;
+  it->second.held.settle();
+  if (it->second.expiry) expiries_.erase(*it->second.expiry);
+  handles_.erase(it);
+}
+
+void global_state::cancel(pnmem_reservation id) {
+  detail::lock_guard lk(res_mu_);
+  sweep_expired();
+  const auto it = handles_.find(id);
+  if (it == handles_.end()) return;
+  if (it->second.expiry) expiries_.erase(*it->second.expiry);
+  handles_.erase(it);  // the reservation's destructor gives the bytes back
+}
+
+// --- level subscriptions ---------------------------------------------------------------------
+
+pnmem_subscription global_state::subscribe(pnmem_level_fn fn, void* user) {
+  detail::lock_guard lk(subs_mu_);
+  subs_.reserve(subs_.size() + 1);
+  const pnmem_subscription id = ++last_sub_;
+  subs_.push_back(c_subscriber{id, fn, user});
+  return id;
+}
+
+bool global_state::subscribed(pnmem_subscription id) const {
+  return std::any_of(subs_.begin(), subs_.end(), [id](const c_subscriber& s) { return s.id == id; });
+}
+
+bool global_state::running_elsewhere(pnmem_subscription id) const {
+  const std::thread::id self = std::this_thread::get_id();
+  return std::any_of(running_.begin(), running_.end(),
+                     [&](const auto& r) { return r.first == id && r.second != self; });
+}
+
+void global_state::unsubscribe(pnmem_subscription id) {
+  detail::unique_lock lk(subs_mu_);
+  std::erase_if(subs_, [id](const c_subscriber& s) { return s.id == id; });
+  while (running_elsewhere(id)) subs_cv_.wait(lk.native());
+}
+
+void global_state::dispatch(const level_change& c) noexcept {
+  try {
+    pnmem_state st{};
+    const pnmem_level_change change = to_c(c, st);
+    std::vector<c_subscriber> targets;
+    {
+      detail::lock_guard lk(subs_mu_);
+      targets = subs_;
+    }
+    for (const c_subscriber& t : targets) {
+      {
+        detail::lock_guard lk(subs_mu_);
+        if (!subscribed(t.id)) continue;  // unsubscribed since the copy: not called again
+        running_.emplace_back(t.id, std::this_thread::get_id());
+      }
+      try {
+        t.fn(t.user, &change);
+      } catch (...) {
+        report_current_exception("pnmem_subscribe");  // a C++ callback threw: the others still run
+      }
+      {
+        detail::lock_guard lk(subs_mu_);
+        const auto self = std::make_pair(t.id, std::this_thread::get_id());
+        const auto it = std::find(running_.begin(), running_.end(), self);
+        if (it != running_.end()) running_.erase(it);
+      }
+      subs_cv_.notify_all();
+    }
+  } catch (...) {
+    // No memory for the copy (or a mutex failed): this change is not delivered to C, and
+    // nothing unwinds into the watcher's thread.
+    report_current_exception("pnmem_subscribe");
+  }
 }
 
 global_state& state() {

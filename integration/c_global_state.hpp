@@ -1,15 +1,38 @@
 // integration/c_global_state.hpp - the C ABI's one process-wide state.
 //
-// One watcher over the platform sampler (pnmem/platform_sampler.hpp), created on
-// first need with the policy from the PN_* variables (bad values are logged
-// through the sink and their defaults stay), the log sink, and the reserved
-// admissions' ledger and handles. Internal to libpnmem_c.
+// One watcher over the platform sampler (pnmem/platform_sampler.hpp), created once on
+// first need (pnmem_watcher_start[_with], pnmem_set_die) with the policy from the PN_*
+// variables (bad values are logged through the sink and their defaults stay), and
+// never destroyed while the process runs; the log sink; the reservations' ledger and
+// its C handles; and the C level subscriptions.
+//
+// Reads take no global lock. What is written once (the watcher, the policy) or rarely
+// (the log sink) is published through an atomic pointer (store release, load
+// acquire) to an object that is never destroyed before the process ends; the writers
+// (creation, set_log_sink) keep a mutex among themselves. Locks, in the one order they
+// may be taken (a thread holding one takes only those below it):
+//
+//   life_mu        creating the watcher, the first read of the policy, pending lines
+//                  (start/stop themselves go through the watcher's own lifecycle lock)
+//   sink_mu        set_log_sink (a leaf)
+//   res_mu         the C reservation handles; then the ledger's own mutex
+//                  (a handle's settle or cancel reaches the ledger under res_mu)
+//   subs_mu        the C subscriptions (a leaf; never held while a callback runs)
+//
+// Internal to libpnmem_c.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "pnmem/detail/mutex.hpp"
@@ -29,45 +52,119 @@ struct log_sink {
   void* user = nullptr;
 };
 
-struct global_state {
-  detail::mutex mu;  // guards creation, the sink, the policy, `pending`, and start/stop
-  std::unique_ptr<platform_watcher> watcher PNMEM_GUARDED_BY(mu);
-  pnmem::policy policy PNMEM_GUARDED_BY(mu) = default_policy;
-  bool policy_loaded PNMEM_GUARDED_BY(mu) = false;
-  log_sink sink PNMEM_GUARDED_BY(mu);
-  std::vector<std::string> pending PNMEM_GUARDED_BY(mu);  // log lines load_policy() left for flush()
-  // Reserved admissions (pnmem_admit_reserved): the ledger is read under mu (with
-  // the watcher), the handles under res_mu; never both at once.
-  host_ledger ledger;
-  detail::mutex res_mu;
-  std::unordered_map<pnmem_reservation, host_ledger::reservation> reservations PNMEM_GUARDED_BY(res_mu);
-  pnmem_reservation next_reservation PNMEM_GUARDED_BY(res_mu) = 0;
-
-  // Hands one line to the sink, outside mu (the sink may call back into pnmem).
-  // What the sink throws goes to the caller: the entry point's boundary.
-  void log(std::string_view line) PNMEM_EXCLUDES(mu);
-
-  // Called with mu held. Bad PN_* values wait in `pending` for flush(), whichever
-  // entry point loads the policy first.
-  const pnmem::policy& load_policy() PNMEM_REQUIRES(mu);
-
-  // Called with mu held: the watcher, created on first need (start, or a die fed
-  // before start), without its thread.
-  platform_watcher& ensure_watcher() PNMEM_REQUIRES(mu);
-
-  // Logs what load_policy() left, outside the lock.
-  void flush() PNMEM_EXCLUDES(mu);
-};
-
-// Never destroyed before the engine's last call: static storage, built on first use.
-global_state& state();
-
-// The live watcher as admit() and host_ledger::admit read it (running(), read()),
-// taken under mu: admit()'s own fail-open path applies when no watcher runs.
+// The watcher as admit() and host_ledger read it (running(), read()), from a pointer
+// loaded once: no watcher is not running, and reads the empty snapshot (admit()'s own
+// fail-open path applies).
 struct live_watcher {
   const platform_watcher* w;
   bool running() const { return w != nullptr && w->running(); }
   mem_state read() const { return w != nullptr ? w->read() : mem_state{}; }
 };
+
+// One snapshot already read, as the ledger reads a watcher (pnmem_host_budget totals the
+// pending bytes against the very snapshot it reports).
+struct snapshot_view {
+  const mem_state& s;
+  bool running() const { return true; }
+  mem_state read() const { return s; }
+};
+
+class global_state {
+ public:
+  global_state() = default;
+  global_state(const global_state&) = delete;
+  global_state& operator=(const global_state&) = delete;
+  ~global_state();
+
+  // --- the watcher ---------------------------------------------------------------------
+  // The watcher, or nullptr before it is created. Locks nothing.
+  platform_watcher* watcher() const noexcept { return watcher_.load(std::memory_order_acquire); }
+  // The watcher, created with the default options (and the environment's policy) if none
+  // exists. Locks life_mu only the first time.
+  platform_watcher& ensure_watcher() PNMEM_EXCLUDES(life_mu_);
+  // The watcher created with `o` (its policy replaced by the environment's), or, if one
+  // exists already, that one and whether it was created with the same intervals and dwell.
+  std::pair<platform_watcher*, bool> ensure_watcher(const watcher_options& o) PNMEM_EXCLUDES(life_mu_);
+
+  // --- the policy ----------------------------------------------------------------------
+  // Read from the environment by the first call (under life_mu, its bad values left as
+  // pending lines for flush()); afterwards locks nothing.
+  const pnmem::policy& policy() PNMEM_EXCLUDES(life_mu_);
+  // Logs the lines the policy's first read left, outside every lock. Locks nothing when
+  // there are none.
+  void flush() PNMEM_EXCLUDES(life_mu_);
+
+  // --- the log sink --------------------------------------------------------------------
+  // Hands one line to the sink (no lock; the sink may call back into pnmem). What the
+  // sink throws goes to the caller: the entry point's boundary.
+  void log(std::string_view line) const;
+  void set_sink(pnmem_log_fn fn, void* user) PNMEM_EXCLUDES(sink_mu_);
+
+  // --- reservations --------------------------------------------------------------------
+  host_ledger ledger;
+  // Keeps `held` under a new C handle (0 when it holds nothing); expires_ns: when the
+  // ledger stops counting it (0 = never), after which the handle is forgotten too.
+  pnmem_reservation keep(host_ledger::reservation held, std::int64_t expires_ns) PNMEM_EXCLUDES(res_mu_);
+  void settle(pnmem_reservation id) PNMEM_EXCLUDES(res_mu_);
+  void cancel(pnmem_reservation id) PNMEM_EXCLUDES(res_mu_);
+
+  // --- level subscriptions ---------------------------------------------------------------
+  pnmem_subscription subscribe(pnmem_level_fn fn, void* user) PNMEM_EXCLUDES(subs_mu_);
+  void unsubscribe(pnmem_subscription id) PNMEM_EXCLUDES(subs_mu_);
+
+ private:
+  const pnmem::policy& load_policy() PNMEM_REQUIRES(life_mu_);
+  platform_watcher& create_locked(watcher_options o) PNMEM_REQUIRES(life_mu_);
+  // Every level change of the watcher, to the C subscribers (the watcher's one subscriber).
+  void dispatch(const level_change& c) noexcept PNMEM_EXCLUDES(subs_mu_);
+  bool subscribed(pnmem_subscription id) const PNMEM_REQUIRES(subs_mu_);
+  bool running_elsewhere(pnmem_subscription id) const PNMEM_REQUIRES(subs_mu_);
+  void sweep_expired() PNMEM_REQUIRES(res_mu_);
+
+  // The policy: written once under life_mu, then published; read through policy_.
+  detail::mutex life_mu_;
+  pnmem::policy policy_storage_ = default_policy;
+  std::atomic<const pnmem::policy*> policy_{nullptr};
+  std::vector<std::string> pending_ PNMEM_GUARDED_BY(life_mu_);  // lines load_policy() left for flush()
+  std::atomic<bool> has_pending_{false};
+
+  // The sink: each set_sink adds one (never freed before the process ends: a reader may
+  // still be calling the one it loaded) and publishes it.
+  detail::mutex sink_mu_ PNMEM_ACQUIRED_AFTER(life_mu_);
+  std::vector<std::unique_ptr<log_sink>> sinks_ PNMEM_GUARDED_BY(sink_mu_);
+  std::atomic<const log_sink*> sink_{nullptr};
+
+  // C reservation handles (pnmem_admit_reserved, pnmem_reserve_bytes).
+  struct handle {
+    host_ledger::reservation held;
+    std::optional<std::multimap<std::int64_t, pnmem_reservation>::iterator> expiry;
+  };
+  detail::mutex res_mu_ PNMEM_ACQUIRED_AFTER(sink_mu_);
+  std::unordered_map<pnmem_reservation, handle> handles_ PNMEM_GUARDED_BY(res_mu_);
+  std::multimap<std::int64_t, pnmem_reservation> expiries_ PNMEM_GUARDED_BY(res_mu_);
+  pnmem_reservation last_handle_ PNMEM_GUARDED_BY(res_mu_) = 0;
+
+  // C level subscriptions. dispatch() calls one at a time (change_delivery delivers one
+  // change at a time) and records it in running_ while it runs, so unsubscribe() can wait
+  // for it.
+  struct c_subscriber {
+    pnmem_subscription id;
+    pnmem_level_fn fn;
+    void* user;
+  };
+  detail::mutex subs_mu_ PNMEM_ACQUIRED_AFTER(res_mu_);
+  std::condition_variable subs_cv_;
+  std::vector<c_subscriber> subs_ PNMEM_GUARDED_BY(subs_mu_);
+  std::vector<std::pair<pnmem_subscription, std::thread::id>> running_ PNMEM_GUARDED_BY(subs_mu_);
+  pnmem_subscription last_sub_ PNMEM_GUARDED_BY(subs_mu_) = 0;
+
+  // Declared last: destroyed first at exit (its thread stops while what dispatch() uses
+  // still exists).
+  std::unique_ptr<platform_watcher> owner_ PNMEM_GUARDED_BY(life_mu_);
+  std::atomic<platform_watcher*> watcher_{nullptr};
+};
+
+// Never destroyed before the engine's last call: static storage, built on first use.
+global_state& state();
 
 }  // namespace pnmem::c_abi

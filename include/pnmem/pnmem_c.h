@@ -2,26 +2,58 @@
  *
  * One process-wide watcher over the platform's sampler (Linux: /proc, PSI,
  * cgroups), configured from the PN_* environment variables, and the engine's
- * questions about it: admit a request, plan the ladder, feed a die, read the
- * snapshot. Link with -lpnmem_c. Every call is thread-safe.
+ * questions about it: admit a request or a number of host bytes, plan the
+ * ladder, feed a die, read the snapshot, the policy and the host budget, and
+ * be told when the level changes. Link with -lpnmem_c. Every call is thread-safe.
  *
  * Errors: no call throws, crashes on a NULL or out-of-range argument, or hands
  * such a value to the C++ library. A call that fails returns its error value,
  * documented with it (-1, NULL, PNMEM_GATE_ERROR, ...); a call with no result
  * does nothing. A failure inside pnmem (no memory, a thread that cannot be
- * started or joined, an exception from the log sink) also logs one line,
+ * started or joined, an exception from the log sink) and a struct refused
+ * field by field (pnmem_model, pnmem_watcher_options) also log one line,
  * "pnmem: <function>: <what>", through the log sink.
  *
- *   if (pnmem_watcher_start() != 0) { ... }          // fail open if it never starts
- *   pnmem_model m = {.kv_q4 = 1, .gpu_resident = 1, .max_window = 16384, .die = -1, .max_slots = 8};
+ *   pnmem_set_log_sink(my_log, my_user);              // first: startup errors reach it
+ *   pnmem_watcher_options wo;
+ *   pnmem_watcher_options_init(&wo);                  // struct_size and the defaults
+ *   wo.step_down_dwell_ms = 5000;                     // levels go down only after 5 s
+ *   if (pnmem_watcher_start_with(&wo) != 0) { ... }   // fail open if it never starts
+ *
+ *   pnmem_model m;
+ *   pnmem_model_init(&m);                             // struct_size and the seed's model
+ *   char err[256];
+ *   if (pnmem_model_cost_from_json(json, json_len, &m, err, sizeof err) != 0) { ... err ... }
+ *   m.kv = PNMEM_KV_F16;                              // the format this engine's KV cache is in
+ *   m.max_window = 16384;
+ *   m.max_slots = 8;
  *   pnmem_admit_answer a;
  *   pnmem_admit(&m, n_prompt_tokens, &a);
- *   if (a.status == PNMEM_DENIED) { ... a.reason ... }
+ *   if (a.status == PNMEM_DENIED) {
+ *     char line[256];
+ *     pnmem_explain(&a, line, sizeof line);           // "denied (host_budget): need ..."
+ *   }
+ *
+ * Locks. The watcher samples on its own thread and publishes each snapshot
+ * through a seqlock: reading it takes no lock and never waits for a sample in
+ * progress. Each call below says what it locks:
+ *   - nothing: the call takes no lock and does not wait for any other call;
+ *   - the ledger's mutex: the reservations' book (pnmem_admit_reserved,
+ *     pnmem_reserve_bytes, ...), held for a few hundred nanoseconds, never
+ *     during a sample or a callback;
+ *   - the handles' mutex: the C reservation handles (taken before the ledger's);
+ *   - the watcher's write lock: the writers of the snapshot (the poll thread,
+ *     pnmem_set_die, pnmem_watcher_poll_now) one at a time; readers never take it;
+ *   - the lifecycle mutex: creating, starting and stopping the watcher, and the
+ *     first read of the PN_* environment.
+ * A call that logs hands the line to the sink on the caller's thread with no lock
+ * held (the sink may be called from several threads at once).
  */
 #ifndef PNMEM_PNMEM_C_H
 #define PNMEM_PNMEM_C_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* The library exports these functions and nothing else (it is built with hidden visibility). */
@@ -66,31 +98,151 @@ typedef struct pnmem_state {
   int64_t sample_time_ns;
 } pnmem_state;
 
-/* Starts the watcher (idempotent; one synchronous sample first). 0 on success,
- * -1 if it could not start (then pnmem_admit fails open). */
+/* --- The watcher -------------------------------------------------------------------
+ *
+ * Created once, by the first pnmem_watcher_start, pnmem_watcher_start_with or
+ * pnmem_set_die, with the policy from the PN_* variables (read then; a bad value is
+ * logged through the sink and its default kept), and never destroyed while the
+ * process runs: stopping it stops its thread, and the last snapshot stays readable.
+ *
+ * The options are those it was created with. Defaults (pnmem_watcher_options_init,
+ * and what pnmem_watcher_start uses), as the C++ watcher's (pnmem::watcher_options):
+ *   poll_interval_ms           250  sampling period at OK (the seed's PN_MEMWATCH_POLL_MS)
+ *   pressure_poll_interval_ms  100  sampling period at WATCH or worse
+ *   step_down_dwell_ms           0  a lower level is published at once (the seed); no
+ *                                   PN_* variable sets it. An engine whose box sits near
+ *                                   a band's edge sees the level flap (e.g. OK <-> WATCH
+ *                                   on every request's allocation): a dwell of a few
+ *                                   seconds keeps a level until the lower one has held
+ *                                   that long (levels still go up at once).
+ * An interval must be at least 1 ms. */
+typedef struct pnmem_watcher_options {
+  uint32_t struct_size; /* sizeof(pnmem_watcher_options) as the caller compiled it: pnmem_watcher_options_init */
+  uint32_t poll_interval_ms;
+  uint32_t pressure_poll_interval_ms;
+  uint32_t step_down_dwell_ms;
+} pnmem_watcher_options;
+
+/* Fills *options with the defaults above and struct_size = `struct_size`. 0 on success;
+ * -1 for a NULL options or a struct_size smaller than the first version's (then nothing
+ * is written). Call it through pnmem_watcher_options_init, which passes the caller's sizeof.
+ * Locks nothing. */
+PNMEM_C_API int pnmem_watcher_options_init_sized(pnmem_watcher_options* options, size_t struct_size);
+static inline int pnmem_watcher_options_init(pnmem_watcher_options* options) {
+  return pnmem_watcher_options_init_sized(options, sizeof *options);
+}
+
+/* Creates the watcher with these options if it does not exist yet, and starts it
+ * (idempotent; one synchronous sample first). 0 on success. -1 (then pnmem_admit
+ * fails open) if options is NULL, options->struct_size is 0 or smaller than the first
+ * version's (a larger one, from a newer header, is read up to the fields this library
+ * knows), an interval is 0, the watcher already exists with other options (created
+ * by an earlier start or pnmem_set_die: call this first), or its thread could not
+ * start. Each refusal logs a line naming the field. Locks the lifecycle mutex, and
+ * delivers the first sample's level change to subscribers on the caller's thread. */
+PNMEM_C_API int pnmem_watcher_start_with(const pnmem_watcher_options* options);
+/* pnmem_watcher_start_with the defaults; a watcher that exists already (with any
+ * options) is started as it is. 0 on success, -1 if it could not start. */
 PNMEM_C_API int pnmem_watcher_start(void);
-/* Stops the watcher's thread (idempotent); the last snapshot stays readable. */
+/* Stops the watcher's thread (idempotent); the last snapshot stays readable. Locks
+ * the lifecycle mutex and joins the poll thread (waits for a sample in progress, and
+ * for a level callback running on that thread). */
 PNMEM_C_API void pnmem_watcher_stop(void);
-/* false also when the state cannot be read. */
+/* false also when the state cannot be read. Locks nothing. */
 PNMEM_C_API bool pnmem_watcher_running(void);
-/* Samples now, on the caller's thread (nothing before the first start or set_die). */
+/* Samples now, on the caller's thread (nothing before the first start or set_die).
+ * Takes the watcher's sampling and write locks, and delivers a level change to
+ * subscribers on this thread. */
 PNMEM_C_API void pnmem_watcher_poll_now(void);
 
-/* Copies the latest snapshot. 0 on success, -1 if out is NULL or on failure
- * (*out is then not written). */
+/* Copies the latest snapshot (all zero before the watcher exists). 0 on success, -1
+ * if out is NULL or on failure (*out is then not written). Locks nothing. */
 PNMEM_C_API int pnmem_read(pnmem_state* out);
 
-/* Feeds one die's numbers (after cudaMemGetInfo). 0 on success, -1 for a die
- * id outside [0, PNMEM_MAX_DIES) or on failure. */
+/* Feeds one die's numbers (after cudaMemGetInfo); creates the watcher (default options)
+ * if none exists. 0 on success, -1 for a die id outside [0, PNMEM_MAX_DIES) or on
+ * failure. Takes the watcher's write lock (the lifecycle mutex too, once, if it creates
+ * the watcher), and delivers a level change to subscribers on this thread. */
 PNMEM_C_API int pnmem_set_die(int die, uint64_t free_bytes, uint64_t budget_bytes, uint64_t used_bytes, uint64_t retiring_bytes);
 
+/* --- The model: what a request runs on and what it costs ----------------------------- */
+
+/* KV cache formats, as pnmem::kv_format (cost_model.hpp). Block formats include their
+ * scales: q8_0 34 B per 32 values, q4_0 18 B per 32. PNMEM_KV_Q4 is the seed's own Q4. */
+typedef enum pnmem_kv_format {
+  PNMEM_KV_Q4 = 0,
+  PNMEM_KV_FP32 = 1,
+  PNMEM_KV_F16 = 2,
+  PNMEM_KV_BF16 = 3,
+  PNMEM_KV_FP8 = 4,
+  PNMEM_KV_Q8_0 = 5,
+  PNMEM_KV_Q4_0 = 6
+} pnmem_kv_format;
+#define PNMEM_KV_FORMATS 7
+#define PNMEM_MAX_ACTIVATION_ANCHORS 8
+
+typedef struct pnmem_activation_anchor {
+  uint64_t tokens;
+  uint64_t peak_bytes;
+} pnmem_activation_anchor;
+
+/* A request's model: the request fields, then its cost (pnmem::model_cost, inline).
+ * Initialise it with pnmem_model_init (struct_size and every field's default: the
+ * seed's model), then change what differs. A model is refused (-1 and a line naming
+ * the field) when struct_size is 0 or smaller than the first version's, a format is
+ * not a pnmem_kv_format, die is outside [-1, PNMEM_MAX_DIES), n_anchors is above
+ * PNMEM_MAX_ACTIVATION_ANCHORS, the anchors' tokens do not increase or their peaks
+ * decrease, or both anchors and coefficients are given. A struct_size larger than
+ * this header's (a newer header) is read up to the fields this library knows.
+ *
+ * The host cost of a prompt of n tokens in format f (cost_model.hpp):
+ *   full_kv_bytes_per_token[f] x n + sliding_kv_bytes_per_token[f] x min(n, sliding_window)
+ *   + state_bytes_per_seq + the activation peak at n (the anchor table when n_anchors > 0,
+ *   interpolated rounding up and growing with n^2 past the last anchor; else
+ *   activation_fixed_bytes + activation_per_token_bytes x n + activation_per_token_sq_bytes x n^2).
+ * An engine that preallocates its KV and compute buffers at load sets every cost to 0
+ * (n_anchors 0, the coefficients 0) and admits later growth with pnmem_reserve_bytes. */
 typedef struct pnmem_model {
-  int kv_q4;        /* the model's KV cache is Q4 (else fp32) */
-  int gpu_resident; /* weights and KV on the die(s) */
-  int max_window;   /* configured context window; <= 0 = none */
-  int die;          /* the die bounding the host path; -1 = the tightest measured die */
-  int max_slots;    /* configured decode slots */
+  uint32_t struct_size; /* sizeof(pnmem_model) as the caller compiled it: pnmem_model_init sets it */
+
+  /* The request (defaults: Q4, not GPU-resident, no window, die -1, 1 slot). */
+  pnmem_kv_format kv; /* the format of this model's KV cache (fixed at its allocation) */
+  int gpu_resident;   /* weights and KV on the die(s): the host pays nothing per token */
+  int max_window;     /* configured context window; <= 0 = none */
+  int die;            /* the die bounding the host path; -1 = the tightest measured die */
+  int max_slots;      /* configured decode slots (below 1: 1) */
+
+  /* The cost (defaults: the seed's model, pnmem::seed_model_cost). Arrays indexed by pnmem_kv_format. */
+  uint64_t full_kv_bytes_per_token[PNMEM_KV_FORMATS];    /* full-attention layers */
+  uint64_t sliding_kv_bytes_per_token[PNMEM_KV_FORMATS]; /* sliding-window layers */
+  uint64_t sliding_window;      /* tokens a sliding layer keeps; 0 = none (they grow as full ones) */
+  uint64_t state_bytes_per_seq; /* fixed per-sequence state (SSM / conv) */
+  pnmem_kv_format normal_kv;    /* the model's own KV format */
+  pnmem_kv_format compact_kv;   /* the one the ladder's rung 4a forces (model->kv == compact_kv: "Q4") */
+  uint32_t n_anchors;           /* 1..8: the anchor table; 0: the coefficients */
+  pnmem_activation_anchor anchors[PNMEM_MAX_ACTIVATION_ANCHORS];
+  uint64_t activation_fixed_bytes;
+  uint64_t activation_per_token_bytes;
+  uint64_t activation_per_token_sq_bytes;
 } pnmem_model;
+
+/* Fills *model with the defaults above and struct_size = `struct_size`. 0 on success;
+ * -1 for a NULL model or a struct_size smaller than the first version's (nothing is
+ * written). Call it through pnmem_model_init, which passes the caller's sizeof.
+ * Locks nothing. */
+PNMEM_C_API int pnmem_model_init_sized(pnmem_model* model, size_t struct_size);
+static inline int pnmem_model_init(pnmem_model* model) { return pnmem_model_init_sized(model, sizeof *model); }
+
+/* Fills model's cost fields from a pnmem model description (JSON, version 1: what
+ * `pnmem model` prints; adapters/model_files/.../model_json.hpp documents it), leaving
+ * struct_size and the request fields (set model->kv to the format the engine's cache
+ * is in). `json` need not be NUL-terminated: `len` bytes are read. 0 on success (err, if
+ * given, gets ""); -1 if json or model is NULL, model->struct_size is not valid (as for
+ * pnmem_admit), or the description is refused: then err (when not NULL and err_len > 0)
+ * gets the message, truncated to err_len - 1 bytes and NUL-terminated, and *model is
+ * not touched. Locks nothing. */
+PNMEM_C_API int pnmem_model_cost_from_json(const char* json, size_t len, pnmem_model* model, char* err,
+                                           size_t err_len);
 
 typedef enum pnmem_admit_status {
   PNMEM_ADMITTED = 0,
@@ -101,30 +253,42 @@ typedef enum pnmem_admit_status {
 
 typedef struct pnmem_admit_answer {
   pnmem_admit_status status;
-  int fit_tokens;     /* tokens that may start */
+  int fit_tokens;     /* tokens that may start (0 for pnmem_reserve_bytes) */
   const char* reason; /* "fits", "window", "psi_stall", "host_reserve", "host_budget", "die_vram", "bad_request" */
   pnmem_level level;  /* the snapshot's level */
   int die;            /* the die checked, -1 for none */
   int window;         /* the window used, after the ladder's clamp */
   uint64_t need_bytes;
   uint64_t limit_bytes;
-  uint64_t pending_bytes; /* pnmem_admit_reserved: promised to earlier admissions, not yet sampled */
+  uint64_t pending_bytes; /* reserved calls: promised to earlier reservations, not yet sampled */
 } pnmem_admit_answer;
 
-/* The seed's pn_admit. 0 on success; -1 if model or out is NULL, model->die is
- * outside [-1, PNMEM_MAX_DIES), or on failure (*out is then not written). A die
- * in range that has not been fed, or a negative n_tokens, is answered
- * (PNMEM_DENIED, "bad_request"), not an error. */
+/* The seed's pn_admit, for the model's cost. 0 on success; -1 if model or out is NULL,
+ * the model is refused (see pnmem_model: a line names the field), or on failure (*out
+ * is then not written). A die in range that has not been fed, or a negative n_tokens,
+ * is answered (PNMEM_DENIED, "bad_request"), not an error. Locks nothing (the ladder's
+ * clamp line, at TIGHT or worse, goes to the sink on this thread). */
 PNMEM_C_API int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out);
 
-/* Memory admitted is not free until a sample has seen it (the C++ host_ledger).
- * pnmem_admit_reserved answers as pnmem_admit on MemAvailable minus the bytes
- * promised to earlier reserved admissions that no sample has seen yet, and, when
- * the request may start on the host path, sets *reservation (else 0). After the
- * request's prefill memory is allocated, pnmem_reservation_settle(r); if it never
- * is (shed, failed), pnmem_reservation_cancel(r). Each reservation is settled or
- * cancelled once; 0 and unknown values are ignored. pnmem_admit_reserved returns
- * as pnmem_admit, and -1 if reservation is NULL; on -1 nothing is reserved.
+/* One line describing an answer, e.g.
+ *   capped (host_budget): need 7.06 GiB (7580934144 B), limit 2.80 GiB (3006477107 B), fit 4962 tokens, level ok, die -1
+ * (", pending N (... B)" follows when pending_bytes is not 0), written to buf as snprintf
+ * does: at most len - 1 characters and a NUL when len > 0. Returns the length of the whole
+ * line (without the NUL), so a return >= len means it was truncated; buf may be NULL when
+ * len is 0. -1 if a is NULL, or buf is NULL with len > 0. Fields outside their range
+ * print as "invalid" (a reason not from pnmem as "?"). Locks nothing. */
+PNMEM_C_API int pnmem_explain(const pnmem_admit_answer* a, char* buf, size_t len);
+
+/* --- Reservations: memory admitted is not free until a sample has seen it ---------------
+ *
+ * pnmem_admit_reserved answers as pnmem_admit on MemAvailable minus the bytes promised
+ * to earlier reservations that no sample has seen yet, and, when the request may start
+ * on the host path, sets *reservation (else 0). After the request's prefill memory is
+ * allocated, pnmem_reservation_settle(r); if it never is (shed, failed),
+ * pnmem_reservation_cancel(r). Each reservation is settled or cancelled once; 0 and
+ * unknown values are ignored. pnmem_admit_reserved returns as pnmem_admit, and -1 if
+ * reservation is NULL; on -1 nothing is reserved. Locks the ledger's mutex, then the
+ * handles' mutex.
  *
  *   pnmem_reservation r;
  *   pnmem_admit_reserved(&m, n, &a, &r);
@@ -136,10 +300,117 @@ PNMEM_C_API int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_
 typedef uint64_t pnmem_reservation;
 PNMEM_C_API int pnmem_admit_reserved(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out,
                          pnmem_reservation* reservation);
+
+/* Host bytes the engine is about to allocate besides a request's own KV and activations
+ * (a prompt-cache entry, swapped KV, a staging buffer), on the same budget:
+ *   PNMEM_ADMITTED   reserved (*reservation != 0; 0 for bytes 0): allocate, then settle
+ *                    (or cancel if the allocation does not happen);
+ *   PNMEM_CAPPED     nothing reserved: out->limit_bytes is how many bytes fit now
+ *                    ("host_budget");
+ *   PNMEM_DENIED     nothing reserved: available memory is inside the host reserve
+ *                    ("host_reserve");
+ *   PNMEM_FAIL_OPEN  no watcher runs: nothing is known and nothing is reserved.
+ * out->need_bytes = bytes, out->pending_bytes = the bytes promised before this call.
+ * ttl_ms > 0: a reservation neither settled nor cancelled within ttl_ms stops counting
+ * (and its handle is forgotten: settling or cancelling it later is ignored), so one
+ * taken on an HTTP thread and lost cannot leak; ttl_ms <= 0: it never expires. 0 on
+ * success; -1 if out or reservation is NULL, or on failure (nothing is reserved, *out is
+ * not written, *reservation is 0). Locks the ledger's mutex, then the handles' mutex.
+ *
+ *   pnmem_reservation r;
+ *   pnmem_reserve_bytes(entry_bytes, 30000, &a, &r);
+ *   if (a.status == PNMEM_ADMITTED || a.status == PNMEM_FAIL_OPEN) { cache_insert(); pnmem_reservation_settle(r); }
+ */
+PNMEM_C_API int pnmem_reserve_bytes(uint64_t bytes, int64_t ttl_ms, pnmem_admit_answer* out,
+                                    pnmem_reservation* reservation);
+/* Locks the handles' mutex, then the ledger's. */
 PNMEM_C_API void pnmem_reservation_settle(pnmem_reservation reservation);
 PNMEM_C_API void pnmem_reservation_cancel(pnmem_reservation reservation);
-/* Bytes reserved and not yet seen by a sample (0 on failure). */
+/* Bytes reserved and not yet seen by a sample, expired ones left out (0 on failure).
+ * Locks the ledger's mutex. */
 PNMEM_C_API uint64_t pnmem_pending_bytes(void);
+
+/* --- The policy in force, and the host budget it implies --------------------------- */
+
+/* pnmem::policy (policy.hpp), as the PN_* environment set it, and the host reserve it
+ * implies for the latest snapshot's MemTotal. Percentages are in basis points
+ * (1500 = 15.00 %). */
+typedef struct pnmem_policy {
+  uint64_t host_reserve_min_bytes; /* reserve = max(min, host_reserve_bp of MemTotal) */
+  uint32_t host_reserve_bp;        /* PN_HOST_RESERVE_BYTES=X: min X, bp 0 */
+  uint32_t psi_full_reject_bp;     /* PSI full at or above: CRITICAL, requests rejected */
+  uint32_t psi_some_tight_bp;      /* PSI some at or above: at least TIGHT */
+  uint32_t die_tight_divisor;      /* die free below budget / this: TIGHT */
+  uint32_t die_watch_divisor;      /* die free below budget / this: WATCH */
+  uint64_t die_reserve_bytes;      /* die budget = VRAM at boot - this */
+  uint64_t die_scratch_bytes;      /* GPU-path scratch a model load needs beside weights and KV */
+  uint64_t load_spike_bytes;       /* host burst of a weight upload */
+  bool ladder_disabled;            /* PN_LADDER_DISABLE */
+  uint64_t host_total_bytes;       /* the latest snapshot's MemTotal; 0: not sampled */
+  uint64_t host_reserve_bytes;     /* the reserve for that MemTotal (the minimum when 0) */
+} pnmem_policy;
+
+/* 0 on success; -1 if out is NULL or on failure (*out not written). The first call
+ * that needs the policy reads the PN_* variables (and logs a bad one through the sink)
+ * under the lifecycle mutex; after that it locks nothing. */
+PNMEM_C_API int pnmem_policy_get(pnmem_policy* out);
+
+/* The host's budget now, as admission sees it. */
+typedef struct pnmem_budget {
+  uint64_t total_bytes;      /* MemTotal (or the cgroup's limit); 0: not sampled (no watcher): reservations fail open */
+  uint64_t avail_bytes;      /* MemAvailable */
+  uint64_t reserve_bytes;    /* the host reserve for total_bytes */
+  uint64_t headroom_bytes;   /* avail - reserve; 0 when avail is inside the reserve */
+  uint64_t pending_bytes;    /* promised to reservations not yet in a sample (expired ones left out) */
+  uint64_t unpromised_bytes; /* headroom - pending, 0 below: what pnmem_reserve_bytes would admit now */
+  pnmem_level level;         /* the snapshot's level */
+  uint64_t seq;              /* the snapshot's sequence number */
+} pnmem_budget;
+
+/* 0 on success; -1 if out is NULL or on failure (*out not written). Reads the snapshot
+ * with no lock; locks the ledger's mutex to total the pending bytes. */
+PNMEM_C_API int pnmem_host_budget(pnmem_budget* out);
+
+/* --- Level changes --------------------------------------------------------------------- */
+
+typedef struct pnmem_level_change {
+  pnmem_level from;
+  pnmem_level to;
+  uint64_t seq;             /* the snapshot that carried the change */
+  int64_t sample_time_ns;
+  const pnmem_state* state; /* that snapshot; valid only during the call */
+} pnmem_level_change;
+
+typedef void (*pnmem_level_fn)(void* user, const pnmem_level_change* change);
+typedef uint64_t pnmem_subscription;
+
+/* Calls fn(user, change) for every change of the published level from now on, whether
+ * or not the watcher exists or runs yet (a subscription made before the start sees the
+ * first sample's change from OK).
+ *
+ * Thread: the one that published the change: the watcher's poll thread, or the caller
+ * of pnmem_set_die, pnmem_watcher_poll_now, pnmem_watcher_start or
+ * pnmem_watcher_start_with (its first sample); if another of these threads is
+ * delivering a change at that moment, that thread delivers this one too, after it.
+ * Order: one change at a time, in publication order, across all subscribers: a callback
+ * never runs beside or inside another (a change published from inside a callback is
+ * delivered after it returns, by the same thread).
+ * It may call any pnmem function except pnmem_watcher_start, pnmem_watcher_start_with
+ * and pnmem_watcher_stop (deadlock: it may run under the lifecycle mutex, or on the poll
+ * thread that stop joins), and pnmem_unsubscribe of itself is fine. It should return
+ * quickly: while it runs, that thread's sample is done but the next poll waits.
+ * A callback that throws (C++) is logged, "pnmem: pnmem_subscribe: <what>", and the
+ * others still run.
+ * Returns the subscription's id, or 0 if fn is NULL or on failure. Locks the
+ * subscriptions' mutex (never held while a callback runs). */
+PNMEM_C_API pnmem_subscription pnmem_subscribe(pnmem_level_fn fn, void* user);
+/* After this returns, fn is not running (unless this is called from fn itself) and is
+ * not called again, so `user` may be freed. Do not call it while holding a lock the
+ * callback takes. 0 and unknown ids are ignored. Locks the subscriptions' mutex, and
+ * waits for a call of this subscription in progress on another thread. */
+PNMEM_C_API void pnmem_unsubscribe(pnmem_subscription id);
+
+/* --- The ladder, the log sink, the gate ----------------------------------------------- */
 
 typedef struct pnmem_ladder_plan {
   pnmem_level level;
@@ -154,12 +425,17 @@ typedef struct pnmem_ladder_plan {
 /* The ladder plan for a level and an operator config (the environment's PN_LADDER_DISABLE applies).
  * max_slots below 1 is taken as 1, a negative prefill_window as 0 (no clamp). A level outside
  * [PNMEM_LEVEL_OK, PNMEM_LEVEL_CRITICAL], or a failure, gives the operator config, as at OK
- * (level PNMEM_LEVEL_OK, degraded false), with the note "error: operator config". */
+ * (level PNMEM_LEVEL_OK, degraded false), with the note "error: operator config".
+ * Locks nothing once the policy is read (see pnmem_policy_get). */
 PNMEM_C_API pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefill_window, bool kv_q4);
 
-/* Where pnmem's log lines go (e.g. the ladder's clamp line, a failure inside pnmem);
- * NULL silences them. A sink that is C++ and throws makes the call that logged
- * return its error value. */
+/* Where pnmem's log lines go (e.g. the ladder's clamp line, a bad PN_* value, a refused
+ * struct, a failure inside pnmem); NULL silences them. Set it before the watcher starts
+ * (or before pnmem_set_die / pnmem_plan_ladder / pnmem_policy_get first read the
+ * environment): lines logged before a sink is set are dropped, startup errors included.
+ * The sink may be called from several threads at once. A sink that is C++ and throws
+ * makes the call that logged return its error value. Locks the sink's mutex (readers of
+ * the sink take none). */
 typedef void (*pnmem_log_fn)(void* user, const char* line);
 PNMEM_C_API void pnmem_set_log_sink(pnmem_log_fn fn, void* user);
 
@@ -193,7 +469,7 @@ PNMEM_C_API void pnmem_gate_notify_pressure(pnmem_gate* gate, pnmem_level level)
 PNMEM_C_API void pnmem_gate_set_capacity(pnmem_gate* gate, int max_slots);
 
 /* Lower-case name of a level ("ok", ...), a static string; "invalid" for a value
- * outside [PNMEM_LEVEL_OK, PNMEM_LEVEL_CRITICAL]. */
+ * outside [PNMEM_LEVEL_OK, PNMEM_LEVEL_CRITICAL]. Locks nothing. */
 PNMEM_C_API const char* pnmem_level_name(pnmem_level level);
 
 #ifdef __cplusplus

@@ -1,12 +1,14 @@
 /* tests/c/c_check.h - the C tests' one assertion: CHECK(cond) reports the failed
  * condition with its line and counts it in `failures`; main returns failures != 0.
+ * `failures` is atomic, so threads may CHECK too (test_c_threads.c).
  * Test code only; one translation unit per program. */
 #ifndef PNMEM_TESTS_C_CHECK_H
 #define PNMEM_TESTS_C_CHECK_H
 
+#include <stdatomic.h>
 #include <stdio.h>
 
-static int failures = 0;
+static atomic_int failures = 0;
 
 #define CHECK(cond)                                                             \
   do {                                                                          \

@@ -3,6 +3,9 @@
  * documented error value (or does nothing), writes nothing it should not, and the
  * process survives. Valid calls are test_c_api.c's.
  *
+ * A struct refused field by field (pnmem_model, pnmem_watcher_options) also logs
+ * a line naming the field: the sink below keeps the last one.
+ *
  * check_exports.py fails when libpnmem_c.so exports a function this file never
  * calls: a new entry point needs its abuse case here. */
 #define _POSIX_C_SOURCE 200809L /* setenv in strict C11 */
@@ -34,10 +37,283 @@ static int same_answer(const pnmem_admit_answer* x, const pnmem_admit_answer* y)
   return memcmp(x, y, sizeof *x) == 0;
 }
 
+static char last_line[512];
+static void sink(void* user, const char* line) {
+  (void)user;
+  snprintf(last_line, sizeof last_line, "%s", line);
+}
+
+/* The line logged last contains `field` (and is cleared for the next check). */
+static int logged(const char* field) {
+  const int found = strstr(last_line, field) != NULL;
+  if (!found) fprintf(stderr, "  expected a line naming %s, got \"%s\"\n", field, last_line);
+  last_line[0] = '\0';
+  return found;
+}
+
+/* A valid model: pnmem_model_init's, a GPU-resident Q4 request with 8 slots. */
+static pnmem_model valid_model(void) {
+  pnmem_model m;
+  CHECK(pnmem_model_init(&m) == 0);
+  m.gpu_resident = 1;
+  m.max_slots = 8;
+  return m;
+}
+
+/* pnmem_admit and pnmem_admit_reserved refuse `model`: -1, nothing written, nothing
+ * reserved, and a line naming `field`. */
+static void refused(const pnmem_model* model, const char* field) {
+  const pnmem_admit_answer pattern = untouched_answer();
+  pnmem_admit_answer a = pattern;
+  pnmem_reservation r = 77;
+  CHECK(pnmem_admit(model, 1, &a) == -1);
+  CHECK(same_answer(&a, &pattern));
+  CHECK(logged(field));
+  CHECK(pnmem_admit_reserved(model, 1, &a, &r) == -1);
+  CHECK(r == 0);
+  CHECK(same_answer(&a, &pattern));
+  CHECK(logged(field));
+}
+
+/* A valid description (the Llama-3-8B shape's f16 KV: 131072 B/token). */
+static const char good_json[] =
+    "{\"format\": \"pnmem-model\", \"version\": 1, \"kv_bytes_per_token\": 131072, "
+    "\"activation\": {\"fixed_bytes\": \"256MiB\"}}";
+
+/* pnmem_model_cost_from_json refuses `json`: -1, the model untouched, a message in err. */
+static void bad_json(const char* json, size_t len, const char* message_part) {
+  pnmem_model m = valid_model();
+  const pnmem_model before = m;
+  char err[256];
+  memset(err, 'x', sizeof err);
+  CHECK(pnmem_model_cost_from_json(json, len, &m, err, sizeof err) == -1);
+  CHECK(memcmp(&m, &before, sizeof m) == 0);
+  CHECK(memchr(err, '\0', sizeof err) != NULL);
+  CHECK(err[0] != '\0');
+  if (strstr(err, message_part) == NULL) {
+    fprintf(stderr, "  json %.40s...: expected a message with \"%s\", got \"%s\"\n", json, message_part, err);
+    CHECK(strstr(err, message_part) != NULL);
+  }
+}
+
+/* Every new entry point of the model, options, policy, budget, reservation, subscription
+ * and explanation calls, with bad arguments. `running`: the watcher runs. */
+static void bad_new_arguments(int running) {
+  const pnmem_admit_answer pattern = untouched_answer();
+  pnmem_admit_answer a = pattern;
+  pnmem_reservation r = 77;
+
+  /* pnmem_model_init / pnmem_watcher_options_init: NULL, or a size below the first version's. */
+  CHECK(pnmem_model_init(NULL) == -1);
+  CHECK(pnmem_model_init_sized(NULL, sizeof(pnmem_model)) == -1);
+  pnmem_model m;
+  memset(&m, 0x33, sizeof m);
+  const pnmem_model garbage = m;
+  CHECK(pnmem_model_init_sized(&m, 0) == -1);
+  CHECK(pnmem_model_init_sized(&m, sizeof m - 1) == -1);
+  CHECK(pnmem_model_init_sized(&m, SIZE_MAX) == -1); /* more than a uint32_t struct_size says */
+  CHECK(memcmp(&m, &garbage, sizeof m) == 0);
+  CHECK(pnmem_watcher_options_init(NULL) == -1);
+  CHECK(pnmem_watcher_options_init_sized(NULL, sizeof(pnmem_watcher_options)) == -1);
+  pnmem_watcher_options o;
+  memset(&o, 0x33, sizeof o);
+  CHECK(pnmem_watcher_options_init_sized(&o, 0) == -1);
+  CHECK(pnmem_watcher_options_init_sized(&o, sizeof o - 1) == -1);
+  CHECK(o.struct_size == 0x33333333u);
+
+  /* A newer caller's larger struct: initialised whole (its tail zeroed) and accepted. */
+  struct {
+    pnmem_model m;
+    unsigned char newer_fields[40];
+  } big;
+  memset(&big, 0x77, sizeof big);
+  CHECK(pnmem_model_init_sized(&big.m, sizeof big) == 0);
+  CHECK(big.m.struct_size == sizeof big);
+  CHECK(big.m.die == -1 && big.m.full_kv_bytes_per_token[PNMEM_KV_FP32] == 40960);
+  CHECK(big.newer_fields[0] == 0 && big.newer_fields[39] == 0);
+  a = pattern;
+  CHECK(pnmem_admit(&big.m, 1, &a) == 0);
+  CHECK(!same_answer(&a, &pattern));
+
+  /* pnmem_watcher_start_with: NULL, struct_size 0 or too small, an interval of 0. None of
+   * these creates or starts a watcher (main checks it before the start). */
+  CHECK(pnmem_watcher_start_with(NULL) == -1);
+  CHECK(pnmem_watcher_options_init(&o) == 0);
+  o.struct_size = 0;
+  CHECK(pnmem_watcher_start_with(&o) == -1);
+  CHECK(logged("options->struct_size is 0: initialise it with pnmem_watcher_options_init"));
+  o.struct_size = 8;
+  CHECK(pnmem_watcher_start_with(&o) == -1);
+  CHECK(logged("options->struct_size is 8, smaller than the first version's"));
+  CHECK(pnmem_watcher_options_init(&o) == 0);
+  o.poll_interval_ms = 0;
+  CHECK(pnmem_watcher_start_with(&o) == -1);
+  CHECK(logged("options->poll_interval_ms is 0"));
+  CHECK(pnmem_watcher_options_init(&o) == 0);
+  o.pressure_poll_interval_ms = 0;
+  CHECK(pnmem_watcher_start_with(&o) == -1);
+  CHECK(logged("options->pressure_poll_interval_ms is 0"));
+
+  /* Models refused field by field. */
+  m = valid_model();
+  m.struct_size = 0;
+  refused(&m, "model->struct_size is 0: initialise it with pnmem_model_init");
+  m.struct_size = (uint32_t)sizeof m - 1;
+  refused(&m, "model->struct_size is");
+  m = valid_model();
+  m.kv = (pnmem_kv_format)PNMEM_KV_FORMATS;
+  refused(&m, "model->kv is 7: not a pnmem_kv_format");
+  m.kv = (pnmem_kv_format)-1;
+  refused(&m, "model->kv is -1");
+  m = valid_model();
+  m.normal_kv = (pnmem_kv_format)INT_MAX;
+  refused(&m, "model->normal_kv");
+  m = valid_model();
+  m.compact_kv = (pnmem_kv_format)INT_MIN;
+  refused(&m, "model->compact_kv");
+  m = valid_model();
+  m.n_anchors = PNMEM_MAX_ACTIVATION_ANCHORS + 1;
+  refused(&m, "model->n_anchors is 9");
+  m.n_anchors = UINT32_MAX;
+  refused(&m, "model->n_anchors");
+  m = valid_model();
+  m.anchors[2].tokens = m.anchors[1].tokens; /* not increasing */
+  refused(&m, "model->anchors[2].tokens");
+  m = valid_model();
+  m.anchors[3].peak_bytes = m.anchors[2].peak_bytes - 1; /* decreasing */
+  refused(&m, "model->anchors[3].peak_bytes");
+  m = valid_model();
+  m.activation_per_token_bytes = 1; /* a table and coefficients */
+  refused(&m, "model->activation_fixed_bytes");
+  for (size_t i = 0; i < N_OF(bad_model_dies); ++i) {
+    m = valid_model();
+    m.die = bad_model_dies[i];
+    refused(&m, "model->die");
+  }
+  /* Anchors past n_anchors are not read: garbage there is accepted. */
+  m = valid_model();
+  m.n_anchors = 2;
+  m.anchors[5].tokens = 1;
+  a = pattern;
+  CHECK(pnmem_admit(&m, 1, &a) == 0);
+
+  /* pnmem_model_cost_from_json: NULL pointers, a bad struct_size, bad descriptions. */
+  char err[64];
+  m = valid_model();
+  pnmem_model before = m;
+  CHECK(pnmem_model_cost_from_json(NULL, 10, &m, err, sizeof err) == -1);
+  CHECK(strcmp(err, "json is NULL") == 0);
+  CHECK(pnmem_model_cost_from_json(good_json, strlen(good_json), NULL, err, sizeof err) == -1);
+  CHECK(strcmp(err, "model is NULL") == 0);
+  CHECK(pnmem_model_cost_from_json(NULL, 0, NULL, NULL, 0) == -1);
+  CHECK(pnmem_model_cost_from_json(NULL, 0, NULL, NULL, 100) == -1); /* err NULL: no message, no crash */
+  m.struct_size = 0;
+  before = m;
+  CHECK(pnmem_model_cost_from_json(good_json, strlen(good_json), &m, err, sizeof err) == -1);
+  CHECK(strstr(err, "model->struct_size is 0") == err);
+  CHECK(memcmp(&m, &before, sizeof m) == 0);
+  bad_json(good_json, 0, "not JSON");
+  bad_json(good_json, strlen(good_json) - 1, "not JSON"); /* cut before its last brace */
+  bad_json("", 0, "not JSON");
+  bad_json("{", 1, "not JSON");
+  bad_json("[]", 2, "expected an object");
+  {
+    static const char other[] = "{\"format\": \"other\"}";
+    bad_json(other, strlen(other), "format");
+    static const char version_2[] = "{\"format\": \"pnmem-model\", \"version\": 2}";
+    bad_json(version_2, strlen(version_2), "version");
+  }
+  {
+    static const char no_activation[] = "{\"format\": \"pnmem-model\", \"version\": 1, \"kv_bytes_per_token\": 1}";
+    bad_json(no_activation, strlen(no_activation), "activation");
+    static const char unknown_format[] =
+        "{\"format\": \"pnmem-model\", \"version\": 1, \"kv_bytes_per_token\": 1, \"normal_kv\": \"q3\", "
+        "\"activation\": {\"fixed_bytes\": 0}}";
+    bad_json(unknown_format, strlen(unknown_format), "normal_kv");
+    static const char nine_anchors[] =
+        "{\"format\": \"pnmem-model\", \"version\": 1, \"kv_bytes_per_token\": 1, \"activation\": {\"anchors\": "
+        "[[0,1],[1,1],[2,1],[3,1],[4,1],[5,1],[6,1],[7,1],[8,1]]}}";
+    bad_json(nine_anchors, strlen(nine_anchors), "activation.anchors");
+    static const char decreasing[] =
+        "{\"format\": \"pnmem-model\", \"version\": 1, \"kv_bytes_per_token\": 1, \"activation\": {\"anchors\": "
+        "[[0,1],[4096,9],[1024,10]]}}";
+    bad_json(decreasing, strlen(decreasing), "tokens must increase");
+    static const char negative[] = "{\"format\": \"pnmem-model\", \"version\": 1, \"kv_bytes_per_token\": -1}";
+    bad_json(negative, strlen(negative), "negative");
+  }
+  /* err's length: truncated and NUL-terminated; 0 leaves it alone. */
+  m = valid_model();
+  before = m;
+  memset(err, 'x', sizeof err);
+  CHECK(pnmem_model_cost_from_json("{", 1, &m, err, 0) == -1);
+  CHECK(err[0] == 'x');
+  CHECK(pnmem_model_cost_from_json("{", 1, &m, err, 1) == -1);
+  CHECK(err[0] == '\0' && err[1] == 'x');
+  CHECK(pnmem_model_cost_from_json("{", 1, &m, err, 8) == -1);
+  CHECK(strlen(err) == 7 && err[8] == 'x');
+  CHECK(memcmp(&m, &before, sizeof m) == 0);
+
+  /* pnmem_reserve_bytes: NULL pointers; any bytes and ttl are answered. */
+  r = 77;
+  CHECK(pnmem_reserve_bytes(1, 0, NULL, &r) == -1);
+  CHECK(r == 0);
+  a = pattern;
+  CHECK(pnmem_reserve_bytes(1, 0, &a, NULL) == -1);
+  CHECK(same_answer(&a, &pattern));
+  CHECK(pnmem_reserve_bytes(1, 0, NULL, NULL) == -1);
+  const int64_t ttls[] = {INT64_MIN, -1, 0, 1, INT64_MAX};
+  for (size_t i = 0; i < N_OF(ttls); ++i) {
+    r = 77;
+    CHECK(pnmem_reserve_bytes(UINT64_MAX, ttls[i], &a, &r) == 0);
+    CHECK(r == 0);
+    CHECK(a.status == (running ? PNMEM_CAPPED : PNMEM_FAIL_OPEN));
+    CHECK(a.need_bytes == UINT64_MAX);
+    r = 77;
+    CHECK(pnmem_reserve_bytes(0, ttls[i], &a, &r) == 0); /* nothing to reserve */
+    CHECK(r == 0);
+    CHECK(a.status == (running ? PNMEM_ADMITTED : PNMEM_FAIL_OPEN));
+    CHECK(pnmem_reserve_bytes(4096, ttls[i], &a, &r) == 0);
+    CHECK(running ? (a.status == PNMEM_ADMITTED && r != 0) : (a.status == PNMEM_FAIL_OPEN && r == 0));
+    pnmem_reservation_cancel(r);
+  }
+  CHECK(pnmem_pending_bytes() == 0);
+
+  /* The policy and the budget: NULL. */
+  CHECK(pnmem_policy_get(NULL) == -1);
+  CHECK(pnmem_host_budget(NULL) == -1);
+  pnmem_budget b;
+  CHECK(pnmem_host_budget(&b) == 0);
+  CHECK(running ? b.total_bytes > 0 : (b.total_bytes == 0 && b.headroom_bytes == 0 && b.seq == 0));
+
+  /* Subscriptions: a NULL callback subscribes nothing; 0 and unknown ids are ignored. */
+  CHECK(pnmem_subscribe(NULL, NULL) == 0);
+  CHECK(pnmem_subscribe(NULL, &a) == 0);
+  pnmem_unsubscribe(0);
+  pnmem_unsubscribe(UINT64_MAX);
+
+  /* pnmem_explain: NULL answer or buffer; an answer that pnmem never wrote (a garbage
+   * status, level and reason pointer: the pointer is not followed). */
+  char line[512];
+  CHECK(pnmem_explain(NULL, line, sizeof line) == -1);
+  CHECK(pnmem_explain(NULL, NULL, 0) == -1);
+  a = pattern;
+  CHECK(pnmem_explain(&a, NULL, 10) == -1);
+  const int need = pnmem_explain(&a, NULL, 0);
+  CHECK(need > 0);
+  CHECK(pnmem_explain(&a, line, sizeof line) == need);
+  CHECK(strncmp(line, "invalid (?): need ", 18) == 0);
+  CHECK(strstr(line, "level invalid") != NULL);
+  a.reason = NULL;
+  a.status = (pnmem_admit_status)INT_MIN;
+  a.level = (pnmem_level)-1;
+  CHECK(pnmem_explain(&a, line, sizeof line) > 0);
+  CHECK(strncmp(line, "invalid (none): ", 16) == 0);
+}
+
 /* Every call here with a bad argument fails the same way whether or not the watcher runs. */
 static void bad_arguments(const char* when) {
   printf("bad arguments, %s\n", when);
-  pnmem_model model = {.kv_q4 = 1, .gpu_resident = 1, .max_window = 0, .die = -1, .max_slots = 8};
+  pnmem_model model = valid_model();
   const pnmem_admit_answer pattern = untouched_answer();
   pnmem_admit_answer a = pattern;
   pnmem_reservation r = 77;
@@ -68,12 +344,15 @@ static void bad_arguments(const char* when) {
   pnmem_gate_destroy(NULL);
   pnmem_set_log_sink(NULL, NULL);
   pnmem_set_log_sink(NULL, &model); /* a user pointer with no sink: silent */
+  pnmem_set_log_sink(sink, NULL);
 
   /* Die ids out of range: an error, and nothing written. */
   for (size_t i = 0; i < N_OF(bad_model_dies); ++i) {
     model.die = bad_model_dies[i];
     a = pattern;
+    last_line[0] = '\0';
     CHECK(pnmem_admit(&model, 1, &a) == -1);
+    CHECK(logged("pnmem: pnmem_admit: model->die is"));
     CHECK(same_answer(&a, &pattern));
     r = 77;
     CHECK(pnmem_admit_reserved(&model, 1, &a, &r) == -1);
@@ -143,8 +422,10 @@ int main(void) {
   CHECK(setenv("PN_HOST_RESERVE_BYTES", "1", 1) == 0);
   CHECK(setenv("PN_PSI_FULL_REJECT", "100", 1) == 0);
   CHECK(unsetenv("PN_LADDER_DISABLE") == 0);
+  pnmem_set_log_sink(sink, NULL);
 
   bad_arguments("before the watcher exists");
+  bad_new_arguments(0);
   /* None of the above made a watcher (a bad die id creates nothing). */
   CHECK(!pnmem_watcher_running());
   pnmem_state s;
@@ -160,11 +441,13 @@ int main(void) {
   } else {
     CHECK(pnmem_watcher_running());
     bad_arguments("with the watcher running");
+    bad_new_arguments(1);
     CHECK(pnmem_read(&s) == 0);
     CHECK(s.n_dies == 0); /* no bad die id reached the watcher */
 
     /* In range but not fed, or a negative prompt: an answer (DENIED, bad_request), not an error. */
-    pnmem_model model = {.kv_q4 = 1, .gpu_resident = 1, .max_window = 0, .die = PNMEM_MAX_DIES - 1, .max_slots = 8};
+    pnmem_model model = valid_model();
+    model.die = PNMEM_MAX_DIES - 1;
     pnmem_admit_answer a;
     CHECK(pnmem_admit(&model, 1, &a) == 0);
     CHECK(a.status == PNMEM_DENIED);

@@ -24,6 +24,17 @@ static void sink(void* user, const char* line) {
   snprintf(last_line, sizeof last_line, "%s", line);
 }
 
+/* A model from pnmem_model_init (the seed's costs) with the request fields the checks use. */
+static pnmem_model request(pnmem_kv_format kv, int gpu_resident, int max_window, int max_slots) {
+  pnmem_model m;
+  CHECK(pnmem_model_init(&m) == 0);
+  m.kv = kv;
+  m.gpu_resident = gpu_resident;
+  m.max_window = max_window;
+  m.max_slots = max_slots;
+  return m;
+}
+
 static int psi_quiet(const pnmem_state* s) {
   return s->host_psi_some_avg10 == 0.0 && s->host_psi_full_avg10 == 0.0 && s->host_psi_some_rate == 0.0 &&
          s->host_psi_full_rate == 0.0;
@@ -43,7 +54,7 @@ int main(void) {
   CHECK(strcmp(pnmem_level_name(PNMEM_LEVEL_TIGHT), "tight") == 0);
 
   /* Before start: fail open. */
-  pnmem_model model = {.kv_q4 = 1, .gpu_resident = 1, .max_window = 16384, .die = -1, .max_slots = 8};
+  pnmem_model model = request(PNMEM_KV_Q4, 1, 16384, 8);
   pnmem_admit_answer a;
   CHECK(pnmem_admit(&model, 20000, &a) == 0);
   CHECK(a.status == PNMEM_FAIL_OPEN);
@@ -140,7 +151,7 @@ int main(void) {
 
   /* Reserved admissions: the second request sees the first one's bytes as pending
    * until a sample that began after its settle. A host-path (CPU fp32) model. */
-  pnmem_model cpu = {.kv_q4 = 0, .gpu_resident = 0, .max_window = 0, .die = -1, .max_slots = 8};
+  pnmem_model cpu = request(PNMEM_KV_FP32, 0, 0, 8);
   pnmem_reservation r1 = 0;
   pnmem_reservation r2 = 0;
   CHECK(pnmem_admit_reserved(&cpu, 512, &a, NULL) == -1);
@@ -165,6 +176,45 @@ int main(void) {
   pnmem_model gpu = model;
   CHECK(pnmem_admit_reserved(&gpu, 100, &a, &r1) == 0);
   CHECK(r1 == 0); /* GPU-resident: the host is not charged */
+
+  /* pnmem_model_init: struct_size as compiled here, the request defaults, the seed's model
+   * (cost_model.hpp: 5898 B/token in Q4, 40960 in fp32, the six-anchor table). */
+  pnmem_model d;
+  memset(&d, 0x5A, sizeof d);
+  CHECK(pnmem_model_init(&d) == 0);
+  CHECK(d.struct_size == sizeof(pnmem_model));
+  CHECK(d.kv == PNMEM_KV_Q4 && d.gpu_resident == 0 && d.max_window == 0 && d.die == -1 && d.max_slots == 1);
+  CHECK(d.full_kv_bytes_per_token[PNMEM_KV_Q4] == 5898);
+  CHECK(d.full_kv_bytes_per_token[PNMEM_KV_FP32] == 40960);
+  CHECK(d.full_kv_bytes_per_token[PNMEM_KV_F16] == 20480);
+  CHECK(d.full_kv_bytes_per_token[PNMEM_KV_Q8_0] == 10 * 2 * 16 * 34); /* 512 values per row: 16 blocks */
+  CHECK(d.sliding_kv_bytes_per_token[PNMEM_KV_FP32] == 0 && d.sliding_window == 0 && d.state_bytes_per_seq == 0);
+  CHECK(d.normal_kv == PNMEM_KV_FP32 && d.compact_kv == PNMEM_KV_Q4);
+  CHECK(d.n_anchors == 6);
+  CHECK(d.anchors[0].tokens == 0 && d.anchors[0].peak_bytes == 256ULL << 20);
+  CHECK(d.anchors[1].tokens == 1024 && d.anchors[1].peak_bytes == 384ULL << 20);
+  CHECK(d.anchors[5].tokens == 262144 && d.anchors[5].peak_bytes == 16449ULL * gib / 4);
+  CHECK(d.anchors[6].tokens == 0 && d.anchors[7].peak_bytes == 0);
+  CHECK(d.activation_fixed_bytes == 0 && d.activation_per_token_bytes == 0 && d.activation_per_token_sq_bytes == 0);
+
+  /* pnmem_watcher_options_init: the C++ watcher's defaults. */
+  pnmem_watcher_options wo;
+  memset(&wo, 0x5A, sizeof wo);
+  CHECK(pnmem_watcher_options_init(&wo) == 0);
+  CHECK(wo.struct_size == sizeof wo);
+  CHECK(wo.poll_interval_ms == 250 && wo.pressure_poll_interval_ms == 100 && wo.step_down_dwell_ms == 0);
+  /* The watcher exists (pnmem_watcher_start made it with these defaults): the same options are
+   * accepted, other ones refused with a line that says why. */
+  CHECK(pnmem_watcher_start_with(&wo) == 0);
+  wo.step_down_dwell_ms = 5000;
+  CHECK(pnmem_watcher_start_with(&wo) == -1);
+  CHECK(strstr(last_line, "pnmem: pnmem_watcher_start_with: the watcher exists already with other options") == last_line);
+
+  /* A model left uninitialised (struct_size 0) is refused with the line that says what to do. */
+  pnmem_model zero;
+  memset(&zero, 0, sizeof zero);
+  CHECK(pnmem_admit(&zero, 100, &a) == -1);
+  CHECK(strcmp(last_line, "pnmem: pnmem_admit: model->struct_size is 0: initialise it with pnmem_model_init") == 0);
 
   pnmem_set_log_sink(NULL, NULL);
   pnmem_watcher_poll_now();

@@ -3,12 +3,17 @@
 // call) from inside pnmem_plan_ladder, pnmem_admit and pnmem_admit_reserved. Each
 // call returns its documented error value, writes no answer, reserves nothing,
 // logs "pnmem: <function>: <what>" when the sink takes a second line, and the
-// process goes on; the next call without a throw works as before.
+// process goes on; the next call without a throw works as before. Then a level
+// subscription callback written in C++ that throws: logged as
+// "pnmem: pnmem_subscribe: <what>", the other subscriber still called, on whichever
+// thread delivered the change (the poll thread included), and the process goes on.
 //
 // The same environment as test_c_api.c (host reserve 1 byte, PSI full reject at
 // 100 %), so a die fed at TIGHT puts the box at TIGHT and admission logs the
 // ladder's clamp line through the sink: that is where the sink throws.
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <thread>
 
 #include "pnmem/pnmem_c.h"
 
@@ -62,7 +68,27 @@ bool same_answer(const pnmem_admit_answer& x, const pnmem_admit_answer& y) {
   return std::memcmp(&x, &y, sizeof x) == 0;
 }
 
+pnmem_model make_model(pnmem_kv_format kv, int gpu_resident) {
+  pnmem_model m;
+  CHECK(pnmem_model_init(&m) == 0);
+  m.kv = kv;
+  m.gpu_resident = gpu_resident;
+  m.max_window = 16384;
+  m.max_slots = 8;
+  return m;
+}
+
+std::atomic<int> throwing_calls{0};
+std::atomic<int> counting_calls{0};
+
 }  // namespace
+
+// Level subscribers with C language linkage, as pnmem_level_fn asks; C++, so one can throw.
+extern "C" void throwing_subscriber(void*, const pnmem_level_change*) {
+  throwing_calls.fetch_add(1);
+  throw std::runtime_error("the callback failed");
+}
+extern "C" void counting_subscriber(void*, const pnmem_level_change*) { counting_calls.fetch_add(1); }
 
 // The sink has C language linkage, as pnmem_log_fn asks; it is C++, so it can throw.
 extern "C" void throwing_sink(void* user, const char* line) {
@@ -108,8 +134,8 @@ int main() {
                 pnmem_level_name(s.level), s.host_psi_full_avg10);
   } else {
     // GPU-resident: capped to the clamped window; CPU fp32: admitted on the host path, reserved.
-    const pnmem_model gpu = {1, 1, 16384, -1, 8};
-    const pnmem_model cpu = {0, 0, 16384, -1, 8};
+    const pnmem_model gpu = make_model(PNMEM_KV_Q4, 1);
+    const pnmem_model cpu = make_model(PNMEM_KV_FP32, 0);
     const pnmem_admit_answer pattern = untouched_answer();
     struct {
       throws what;
@@ -160,6 +186,36 @@ int main() {
     CHECK(pnmem_pending_bytes() == a.need_bytes);
     pnmem_reservation_cancel(r);
     CHECK(pnmem_pending_bytes() == 0);
+  }
+
+  // A subscriber that throws: the watcher's delivering thread catches it, logs it, and
+  // the next subscriber still runs. The level goes CRITICAL (a die out of VRAM) and back.
+  sink_data.next = throws::nothing;
+  sink_data.last.clear();
+  CHECK(pnmem_set_die(0, 16 * gib, 16 * gib, 0, 0) == 0);  // roomy: the box's own level
+  CHECK(pnmem_read(&s) == 0);
+  if (s.level == PNMEM_LEVEL_CRITICAL) {
+    std::printf("NOTE: not checked: the box reads CRITICAL by itself (PSI full %.2f %%): a die cannot change "
+                "the level, so no subscriber is called\n", s.host_psi_full_avg10);
+  } else {
+    const pnmem_subscription thrower = pnmem_subscribe(throwing_subscriber, nullptr);
+    const pnmem_subscription counter = pnmem_subscribe(counting_subscriber, nullptr);
+    CHECK(thrower != 0 && counter != 0 && thrower != counter);
+    CHECK(pnmem_set_die(0, 0, 16 * gib, 16 * gib, 0) == 0);  // free 0: CRITICAL
+    CHECK(pnmem_set_die(0, 16 * gib, 16 * gib, 0, 0) == 0);  // roomy again: below CRITICAL
+    // Both changes are delivered (by this thread, or by the poll thread if it was delivering).
+    for (int i = 0; i < 500 && (counting_calls.load() < 2 || throwing_calls.load() != counting_calls.load()); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(throwing_calls.load() >= 2);
+    CHECK(counting_calls.load() == throwing_calls.load());  // each change reached the second one too
+    CHECK(sink_data.last == "pnmem: pnmem_subscribe: the callback failed");
+    pnmem_unsubscribe(thrower);
+    pnmem_unsubscribe(counter);
+    const int thrown = throwing_calls.load();
+    CHECK(pnmem_set_die(0, 0, 16 * gib, 16 * gib, 0) == 0);
+    CHECK(pnmem_set_die(0, 16 * gib, 16 * gib, 0, 0) == 0);
+    CHECK(throwing_calls.load() == thrown);  // unsubscribed: not called again
   }
 
   pnmem_set_log_sink(nullptr, nullptr);

@@ -152,7 +152,13 @@ class host_ledger {
   // detail.limit_bytes says how many bytes would fit now. With no watcher running: fail_open,
   // nothing reserved (as admit).
   template <class Watcher>
-  admission reserve_bytes(const Watcher& w, std::uint64_t bytes, const reserve_options& o = {}) PNMEM_EXCLUDES(mu_) {
+  admission reserve_bytes(const Watcher& w, std::uint64_t bytes) PNMEM_EXCLUDES(mu_) {
+    // (An overload, not a default argument: clang cannot use reserve_options' member initializers
+    // inside the class that nests it.)
+    return reserve_bytes(w, bytes, reserve_options{});
+  }
+  template <class Watcher>
+  admission reserve_bytes(const Watcher& w, std::uint64_t bytes, const reserve_options& o) PNMEM_EXCLUDES(mu_) {
     admission out;
     detail::lock_guard lk(mu_);
     if (!w.running()) {
