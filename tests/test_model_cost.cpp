@@ -392,3 +392,11 @@ TEST_CASE("a model as a template argument answers as the same model at run time"
   CHECK(host_cost_bytes(llama_cost, r.fit_tokens, kv_format::f16) <= r.limit_bytes);
   CHECK(host_cost_bytes(llama_cost, r.fit_tokens + 1, kv_format::f16) > r.limit_bytes);
 }
+
+TEST_CASE("interpolation whose product passes 2^64 is exact, not saturated below the line") {
+  // rise x (n - a) = 2^62 x 2^10 overflows 64 bits; the exact share is ceil(2^62 x 1024 / 2048) = 2^61.
+  const activation_model t = activation_table({{0, 0}, {2048, std::uint64_t{1} << 62}});
+  CHECK(activation_peak_bytes(t, 1024) == std::uint64_t{1} << 61);
+  CHECK(activation_peak_bytes(t, 1) == (std::uint64_t{1} << 62) / 2048);
+  CHECK(activation_peak_bytes(t, 2047) == (std::uint64_t{1} << 62) / 2048 * 2047);
+}

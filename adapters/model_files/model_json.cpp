@@ -26,6 +26,16 @@ struct bad_field {
 
 [[noreturn]] void fail(const std::string& key, const std::string& why) { throw bad_field{key + ": " + why}; }
 
+// A value as an error shows it: a number, a bool, null or a short string as JSON; an array or object by
+// its kind and size (json::dump recurses once per level: a value nested a million deep would overflow
+// the stack), a long string cut short.
+std::string shown(const json& v) {
+  if (v.is_array()) return "an array of " + std::to_string(v.size());
+  if (v.is_object()) return "an object of " + std::to_string(v.size()) + " keys";
+  if (v.is_string() && v.get_ref<const std::string&>().size() > 64) return "a string of " + std::to_string(v.get_ref<const std::string&>().size()) + " bytes";
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 std::uint64_t bytes_at(const json& v, const std::string& key) {
   if (v.is_number_unsigned()) return v.get<std::uint64_t>();
   if (v.is_number_integer()) fail(key, "negative (" + v.dump() + ")");
@@ -41,7 +51,7 @@ std::uint64_t bytes_at(const json& v, const std::string& key) {
 
 std::uint32_t u32_at(const json& v, const std::string& key) {
   if (!v.is_number_unsigned() || v.get<std::uint64_t>() > 0xffffffffULL) {
-    fail(key, "expected an integer from 0 to 4294967295, got " + v.dump());
+    fail(key, "expected an integer from 0 to 4294967295, got " + shown(v));
   }
   return static_cast<std::uint32_t>(v.get<std::uint64_t>());
 }
@@ -49,7 +59,7 @@ std::uint32_t u32_at(const json& v, const std::string& key) {
 kv_format format_at(const json& v, const std::string& key) {
   kv_format f{};
   if (!v.is_string() || !parse_kv_format(v.get<std::string>(), f)) {
-    fail(key, "expected a KV format (q4, fp32, f16, bf16, fp8, q8_0, q4_0), got " + v.dump());
+    fail(key, "expected a KV format (q4, fp32, f16, bf16, fp8, q8_0, q4_0), got " + shown(v));
   }
   return f;
 }
@@ -86,7 +96,7 @@ activation_model activation_at(const json& v) {
     for (std::size_t i = 0; i < t.size(); ++i) {
       const std::string key = "activation.anchors[" + std::to_string(i) + "]";
       const json& p = t[i];
-      if (!p.is_array() || p.size() != 2) fail(key, "expected [tokens, peak bytes], got " + p.dump());
+      if (!p.is_array() || p.size() != 2) fail(key, "expected [tokens, peak bytes], got " + shown(p));
       const activation_anchor x{bytes_at(p[0], key + "[0]"), bytes_at(p[1], key + "[1]")};
       if (i > 0 && x.tokens <= a.anchors[i - 1].tokens) {
         fail(key, "tokens must increase (" + std::to_string(x.tokens) + " after " +
@@ -174,8 +184,8 @@ model_description read(const json& j) {
   return d;
 }
 
-json per_format_json(const std::array<std::uint64_t, kv_format_count>& a) {
-  json o = json::object();
+nlohmann::ordered_json per_format_json(const std::array<std::uint64_t, kv_format_count>& a) {
+  nlohmann::ordered_json o = nlohmann::ordered_json::object();
   for (kv_format f : all_kv_formats) o[std::string(to_string(f))] = a[static_cast<std::size_t>(f)];
   return o;
 }
@@ -228,7 +238,8 @@ std::string write_model_json(const model_description& m, int indent) {
                        {"per_token_bytes", a.per_token_bytes},
                        {"per_token_sq_bytes", a.per_token_sq_bytes}};
   }
-  return j.dump(indent < 0 ? -1 : indent);
+  // Replace, not throw on, bytes that are not UTF-8: a name read from a GGUF file may hold any bytes.
+  return j.dump(indent < 0 ? -1 : indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 read_result<std::string> read_text_file(const std::string& path, std::size_t max_bytes) {

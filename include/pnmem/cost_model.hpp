@@ -187,8 +187,12 @@ constexpr std::uint64_t activation_peak_bytes(const activation_model& m, std::ui
     if (n <= a[i].tokens) {
       const std::uint64_t span = a[i].tokens - a[i - 1].tokens;
       const std::uint64_t rise = detail::sat_sub(a[i].peak_bytes, a[i - 1].peak_bytes);
-      // Round the interpolated share up: the table must not under-estimate.
-      const std::uint64_t num = sat_mul(rise, n - a[i - 1].tokens);
+      // Round the interpolated share up: the table must not under-estimate. A product past 2^64 (peaks
+      // far beyond any host) is divided exactly in 128 bits, not saturated (which would under-estimate).
+      std::uint64_t num = 0;
+      if (__builtin_mul_overflow(rise, n - a[i - 1].tokens, &num)) {
+        return sat_add(a[i - 1].peak_bytes, detail::mul_div_ceil(rise, n - a[i - 1].tokens, span));
+      }
       return sat_add(a[i - 1].peak_bytes, num / span + (num % span != 0 ? 1 : 0));
     }
   }

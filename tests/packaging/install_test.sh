@@ -96,9 +96,10 @@ rm -rf "$tmp/build"  # nothing may refer back to the build directory either
 cat "$tmp/installed.txt"
 
 # The headers: exactly the source tree's include/pnmem, plus this platform's
-# adapter headers (adapters/<os>/include/pnmem/<os>/) and the platform selector
-# (adapters/platform/include/pnmem/platform_sampler.hpp).
-adapter_includes=()
+# adapter headers (adapters/<os>/include/pnmem/<os>/), the platform selector
+# (adapters/platform/include/pnmem/platform_sampler.hpp) and the model-files readers
+# (adapters/model_files/include/pnmem/model_files/).
+adapter_includes=("$srcdir/adapters/model_files/include")
 [ "$(uname -s)" = Linux ] && adapter_includes+=("$srcdir/adapters/linux/include")
 [ -d "$srcdir/adapters/platform/include" ] && adapter_includes+=("$srcdir/adapters/platform/include")
 diff <(for d in "$srcdir/include" "${adapter_includes[@]}"; do (cd "$d" && find pnmem -type f); done | LC_ALL=C sort) \
@@ -116,7 +117,7 @@ done
 # Nothing but headers, the .pc file, the CMake package, the platform adapter's and the C ABI's
 # libraries (no programs).
 if grep -v -e '^include/pnmem/' -e "^${pcfile}\$" -e "^${cmakedir}/pnmemConfig\(Version\)\?\.cmake\$" \
-     -e '^lib[^/]*\(/[^/]*\)\?/libpnmem_[a-z]*\(\.a\|\.so[.0-9]*\)$' "$tmp/installed.txt"; then
+     -e '^lib[^/]*\(/[^/]*\)\?/libpnmem_[a-z_]*\(\.a\|\.so[.0-9]*\)$' "$tmp/installed.txt"; then
   fail "unexpected files installed (above)"
 fi
 if grep -rnF -e "$tmp/stage" "$prefix/${pcfile%/*}" "$prefix/$cmakedir"; then

@@ -10,6 +10,7 @@
 #include "arg_parsers.hpp"
 #include "die_spec.hpp"
 #include "host_options.hpp"
+#include "model_options.hpp"
 #include "pnmem/admission.hpp"
 #include "pnmem/level.hpp"
 #include "policy_options.hpp"
@@ -30,17 +31,22 @@ class admit_command final : public one_shot_command {
 
   host_options host_;
   std::string prompt_;
-  std::string kv_{pnmem::to_string(pnmem::request_spec{}.kv)};
+  std::optional<std::string> kv_;
   bool gpu_resident_ = false;
   std::optional<std::string> die_;
   std::optional<std::string> max_window_;
   policy_options policy_;
+  model_options model_;
 };
 
 void admit_command::add_options(CLI::App& app) {
   host_.add_to(app, /*required=*/true, /*with_psi=*/true);
   app.add_option("--prompt", prompt_, "Prompt tokens, at least 0")->type_name("N")->required();
-  app.add_option("--kv", kv_, "KV cache format: q4 or fp32")->type_name("q4|fp32")->capture_default_str();
+  add_text_option(app, "--kv", kv_,
+                  "KV cache format of the request: q4, fp32 (or f32), f16, bf16, fp8, q8_0 or q4_0 (default " +
+                      std::string(pnmem::to_string(pnmem::request_spec{}.kv)) +
+                      "; with any model flag, the model's normal format: fp32 for the seed's)")
+      ->type_name("FORMAT");
   app.add_flag("--gpu-resident", gpu_resident_, "Model and KV live on the die(s): the host pays no per-token cost");
   add_text_option(app, "--die", die_,
                   "The request's die as FREE:BUDGET[:USED] bytes; its free VRAM also bounds the host path")
@@ -50,6 +56,7 @@ void admit_command::add_options(CLI::App& app) {
                       std::to_string(pnmem::request_spec{}.max_window) + ")")
       ->type_name("W");
   policy_.add_to(app, level_flags);
+  model_.add_to(app);
 }
 
 command_output admit_command::answer(const pnmem::policy& env_policy) const {
@@ -57,7 +64,8 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   host_.put(state);
   pnmem::request_spec rq;
   rq.n_prompt = parse_int_arg("--prompt", prompt_, 0);
-  rq.kv = parse_kv_arg("--kv", kv_);
+  const std::optional<pnmem::model_files::model_description> model = model_.resolve();
+  rq.kv = request_kv_format("--kv", kv_, model, pnmem::request_spec{}.kv);
   rq.gpu_resident = gpu_resident_;
   if (die_) {
     put_dies(state, {parse_die_spec("--die", *die_)});
@@ -67,7 +75,8 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   const pnmem::policy p = policy_.apply(env_policy);
 
   const pnmem::mem_level level = pnmem::derive_level(state, p);
-  const pnmem::admit_result r = pnmem::admit_request(rq, state, p);
+  const pnmem::model_cost& cost = model ? model->cost : pnmem::seed_model_cost;
+  const pnmem::admit_result r = pnmem::admit_request(cost, rq, state, p);
 
   command_output out;
   out.json = verdict_json(r);
@@ -79,6 +88,8 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   j["gpu_resident"] = rq.gpu_resident;
   j["max_window"] = rq.max_window;
   j["host_reserve_bytes"] = pnmem::host_reserve_bytes(state.host_total_bytes, p);
+  // Only when a model was given: the seed's answers stay as they were, to the byte.
+  if (model) j["model"] = model_brief_json(*model, rq.kv);
 
   std::ostringstream t;
   t << verdict_line("verdict", r) << '\n';
@@ -86,6 +97,7 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   if (rq.max_window > 0) t << " (window " << rq.max_window << ")";
   t << '\n';
   t << "level: " << pnmem::to_string(level) << '\n';
+  if (model) t << model_brief_text(*model, rq.kv) << '\n';
   out.text = t.str();
   return out;
 }

@@ -72,12 +72,25 @@ pnmem::mem_level parse_level_arg(std::string_view flag, std::string_view text) {
   return *l;
 }
 
-pnmem::kv_format parse_kv_arg(std::string_view flag, std::string_view text) {
+std::uint64_t parse_count_arg(std::string_view flag, std::string_view text, std::uint64_t min_value) {
   const std::string_view s = trim_spaces(text);
-  // The library's own case-insensitive compare, the one byte units and switches use.
-  if (pnmem::detail::iequals(s, "q4")) return pnmem::kv_format::q4;
-  if (pnmem::detail::iequals(s, "fp32")) return pnmem::kv_format::fp32;
-  fail(flag, text, "not a KV format (use q4 or fp32)");
+  if (s.empty()) fail(flag, text, pnmem::to_string(pnmem::parse_errc::empty));
+  if (s.front() == '-') fail(flag, text, pnmem::to_string(pnmem::parse_errc::negative));
+  std::uint64_t v = 0;
+  const char* const first = s.data();
+  const char* const last = s.data() + s.size();
+  const auto [ptr, ec] = std::from_chars(first, last, v);
+  if (ec == std::errc::result_out_of_range) fail(flag, text, pnmem::to_string(pnmem::parse_errc::out_of_range));
+  if (ec != std::errc() || ptr != last) fail(flag, text, pnmem::to_string(pnmem::parse_errc::not_a_number));
+  if (v < min_value) fail(flag, text, "must be at least " + std::to_string(min_value));
+  return v;
+}
+
+pnmem::kv_format parse_kv_arg(std::string_view flag, std::string_view text) {
+  // The library's names and aliases (f32 for fp32, ...), any case: what a model description reads.
+  pnmem::kv_format f{};
+  if (pnmem::parse_kv_format(trim_spaces(text), f)) return f;
+  fail(flag, text, "not a KV format (use q4, fp32, f16, bf16, fp8, q8_0 or q4_0)");
 }
 
 }  // namespace pnmem_cli

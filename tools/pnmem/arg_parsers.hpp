@@ -33,7 +33,11 @@ int parse_int_arg(std::string_view flag, std::string_view text, int min_value);
 // ok / watch / tight / critical, any case.
 pnmem::mem_level parse_level_arg(std::string_view flag, std::string_view text);
 
-// q4 / fp32, any case.
+// A plain unsigned decimal integer in [min_value, 2^64-1] (token counts: no units).
+std::uint64_t parse_count_arg(std::string_view flag, std::string_view text, std::uint64_t min_value = 0);
+
+// A KV format: q4, fp32, f16, bf16, fp8, q8_0, q4_0, or an alias pnmem::parse_kv_format knows
+// (f32 = fp32, float16/half = f16, bfloat16 = bf16, fp8_e4m3/fp8_e5m2 = fp8), any case.
 pnmem::kv_format parse_kv_arg(std::string_view flag, std::string_view text);
 
 }  // namespace pnmem_cli

@@ -3,8 +3,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -12,8 +14,10 @@
 #include "arg_parsers.hpp"
 #include "die_spec.hpp"
 #include "host_options.hpp"
+#include "model_options.hpp"
 #include "pnmem/admission.hpp"
 #include "policy_options.hpp"
+#include "text_option.hpp"
 #include "usage_error.hpp"
 #include "verdict_output.hpp"
 
@@ -36,17 +40,30 @@ class load_command final : public one_shot_command {
   command_output answer(const pnmem::policy& env_policy) const override;
 
   std::string weights_;
-  std::string kv_max_ctx_;
+  std::optional<std::string> kv_max_ctx_;
+  std::optional<std::string> ctx_;
+  std::optional<std::string> sequences_;
+  std::optional<std::string> kv_;
   std::vector<std::string> dies_;
   host_options host_;
   policy_options policy_;
+  model_options model_;
 };
 
 void load_command::add_options(CLI::App& app) {
   app.add_option("--weights", weights_, "Model weight bytes")->type_name("BYTES")->required();
-  app.add_option("--kv-max-ctx", kv_max_ctx_, "KV cache bytes at the maximum context")
-      ->type_name("BYTES")
-      ->required();
+  add_text_option(app, "--kv-max-ctx", kv_max_ctx_, "KV cache bytes at the maximum context (or --ctx)")
+      ->type_name("BYTES");
+  add_text_option(app, "--ctx", ctx_,
+                  "Instead of --kv-max-ctx: the maximum context in tokens; the KV at it is computed from the "
+                  "model (the model flags, or the seed's): (KV of N tokens + state) x --sequences")
+      ->type_name("N");
+  add_text_option(app, "--sequences", sequences_, "With --ctx: sequences the KV cache holds, at least 1 (default 1)")
+      ->type_name("S");
+  add_text_option(app, "--kv", kv_,
+                  "With --ctx: the cache's KV format (q4, fp32, f16, bf16, fp8, q8_0, q4_0; default the "
+                  "model's normal format)")
+      ->type_name("FORMAT");
   app.add_option("--die", dies_,
                  "A die as FREE:BUDGET[:USED] bytes; repeat for up to 16 dies, index = order given; "
                  "without it only the host burst is checked")
@@ -54,12 +71,42 @@ void load_command::add_options(CLI::App& app) {
       ->allow_extra_args(false);
   host_.add_to(app, /*required=*/false, /*with_psi=*/false);
   policy_.add_to(app, flag_die_reserve | flag_load_spike | flag_host_reserve);
+  model_.add_to(app);
 }
 
 command_output load_command::answer(const pnmem::policy& env_policy) const {
   pnmem::model_load_spec model;
   model.weights_bytes = parse_bytes_arg("--weights", weights_);
-  model.kv_max_ctx_bytes = parse_bytes_arg("--kv-max-ctx", kv_max_ctx_);
+  if (kv_max_ctx_ && ctx_) {
+    throw usage_error("--kv-max-ctx and --ctx: give the KV bytes at the maximum context or the context, not both");
+  }
+  if (!ctx_) {
+    if (!kv_max_ctx_) {
+      throw usage_error("--kv-max-ctx is required (the KV bytes at the maximum context), or --ctx N to compute "
+                        "them from the model");
+    }
+    for (const auto& [flag, given] : {std::pair{"--sequences", sequences_.has_value()}, std::pair{"--kv", kv_.has_value()}}) {
+      if (given) throw usage_error(std::string(flag) + " needs --ctx N (with --kv-max-ctx the KV bytes are given)");
+    }
+    if (model_.given()) {
+      throw usage_error(model_.first_given() +
+                        " needs --ctx N (with --kv-max-ctx the KV bytes are given, not computed from a model)");
+    }
+    model.kv_max_ctx_bytes = parse_bytes_arg("--kv-max-ctx", *kv_max_ctx_);
+  }
+  // --ctx: KV at the maximum context from the model, with load_spec_for.
+  std::optional<pnmem::model_files::model_description> from_model;
+  std::uint64_t ctx_tokens = 0;
+  std::uint64_t sequences = 1;
+  pnmem::kv_format kv = pnmem::kv_format::fp32;
+  if (ctx_) {
+    ctx_tokens = parse_count_arg("--ctx", *ctx_);
+    if (sequences_) sequences = static_cast<std::uint64_t>(parse_int_arg("--sequences", *sequences_, 1));
+    from_model = model_.resolve();
+    if (!from_model) from_model = seed_description();
+    kv = kv_ ? parse_kv_arg("--kv", *kv_) : from_model->cost.normal_kv;
+    model = pnmem::load_spec_for(from_model->cost, model.weights_bytes, ctx_tokens, kv, sequences);
+  }
   const std::vector<die_spec> dies = parse_die_specs("--die", dies_);
   const bool host_given = host_.given();
   pnmem::mem_state state;
@@ -108,6 +155,16 @@ command_output load_command::answer(const pnmem::policy& env_policy) const {
   j["kv_max_ctx_bytes"] = model.kv_max_ctx_bytes;
   j["die_reserve_bytes"] = p.die_reserve_bytes;
   j["die_scratch_bytes"] = p.die_scratch_bytes;
+  if (from_model) {
+    j["ctx_tokens"] = ctx_tokens;
+    j["sequences"] = sequences;
+    j["kv"] = std::string(pnmem::to_string(kv));
+    j["model"] = model_brief_json(*from_model, kv);
+    t << "kv_max_ctx: " << bytes_text(model.kv_max_ctx_bytes) << " (" << model.kv_max_ctx_bytes << " B) = "
+      << sequences << (sequences == 1 ? " sequence" : " sequences") << " x " << ctx_tokens << " tokens in "
+      << pnmem::to_string(kv) << '\n';
+    t << model_brief_text(*from_model, kv) << '\n';
+  }
   out.text = t.str();
   return out;
 }

@@ -1,8 +1,13 @@
 // tools/pnmem/load_command.hpp - `pnmem load`: may this model upload start?
 //
-//   pnmem load --weights B --kv-max-ctx B [--die FREE:BUDGET[:USED]]...
-//              [--host-total B --host-avail B] [--die-reserve B] [--load-spike B]
-//              [--host-reserve B]
+//   pnmem load --weights B (--kv-max-ctx B | --ctx N [--sequences S] [--kv FORMAT] [model flags])
+//              [--die FREE:BUDGET[:USED]]... [--host-total B --host-avail B]
+//              [--die-reserve B] [--load-spike B] [--host-reserve B]
+//
+// The KV at the maximum context is given (--kv-max-ctx) or computed with pnmem::load_spec_for
+// from the model (model_options.hpp; the seed's without model flags): S sequences of N tokens in
+// FORMAT (default the model's normal format), each with its fixed state. With --ctx the JSON gains
+// ctx_tokens, sequences, kv and a "model" object, and the text a kv_max_ctx and a model line.
 //
 // Checks what is described: the dies (--die), the host (--host-total and
 // --host-avail), or both; describing neither is a usage error. Three verdicts:

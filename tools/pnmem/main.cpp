@@ -30,9 +30,11 @@
 #include <CLI/CLI.hpp>
 
 #include "admit_command.hpp"
+#include "calibrate_command.hpp"
 #include "diagnostics.hpp"
 #include "level_command.hpp"
 #include "load_command.hpp"
+#include "model_command.hpp"
 #include "plan_command.hpp"
 #include "pnmem/config.hpp"
 #include "pnmem/platform_sampler.hpp"
@@ -56,6 +58,8 @@ std::vector<std::unique_ptr<subcommand>> commands() {
   c.push_back(pnmem_cli::make_plan_command());
   c.push_back(pnmem_cli::make_admit_command());
   c.push_back(pnmem_cli::make_load_command());
+  c.push_back(pnmem_cli::make_model_command());
+  c.push_back(pnmem_cli::make_calibrate_command());
 #if PNMEM_HAS_PLATFORM_SAMPLER
   c.push_back(pnmem_cli::make_sample_command());
   c.push_back(pnmem_cli::make_watch_command());
@@ -107,7 +111,8 @@ std::string help_footer() {
 }
 
 int run(int argc, char** argv) {
-  CLI::App app{"pnmem: memory-pressure what-if questions (level, ladder plan, request and model-load admission)",
+  CLI::App app{"pnmem: memory-pressure what-if questions (level, ladder plan, request and model-load admission), "
+               "for the seed's model or yours (pnmem model)",
                "pnmem"};
   app.set_help_all_flag("--help-all", "Print this help and every subcommand's options, then exit");
   app.set_version_flag("--version", pnmem::version_string);

@@ -1,12 +1,14 @@
 // tools/pnmem/plan_command.cpp - `pnmem plan`.
 #include "plan_command.hpp"
 
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "arg_parsers.hpp"
+#include "model_options.hpp"
 #include "pnmem/ladder.hpp"
 #include "policy_options.hpp"
 
@@ -27,6 +29,7 @@ class plan_command final : public one_shot_command {
   std::string window_;
   bool kv_q4_ = false;
   policy_options policy_;
+  model_options model_;
 };
 
 void plan_command::add_options(CLI::App& app) {
@@ -39,6 +42,7 @@ void plan_command::add_options(CLI::App& app) {
       ->required();
   app.add_flag("--kv-q4", kv_q4_, "KV caches are already configured as Q4");
   policy_.add_to(app, flag_ladder_disable);
+  model_.add_to(app);
 }
 
 command_output plan_command::answer(const pnmem::policy& env_policy) const {
@@ -48,6 +52,7 @@ command_output plan_command::answer(const pnmem::policy& env_policy) const {
   cfg.prefill_window = parse_int_arg("--window", window_, 0);
   cfg.kv_q4 = kv_q4_;
   const pnmem::policy p = policy_.apply(env_policy);
+  const std::optional<pnmem::model_files::model_description> model = model_.resolve();
 
   const pnmem::ladder_plan plan = pnmem::ladder_plan_for(level, cfg, p);
 
@@ -76,6 +81,17 @@ command_output plan_command::answer(const pnmem::policy& env_policy) const {
     t << " (configured " << cfg.prefill_window << ")\n";
   }
   t << "force_kv_q4: " << yes_no(plan.force_kv_q4) << ", kv_evict: " << yes_no(plan.kv_evict) << '\n';
+  // With a model: the format a KV cache allocated now must use (rung 4a, or a Q4 config, means the
+  // model's compact format) and what it costs. Without one the output is what it always was.
+  if (model) {
+    const pnmem::kv_format kv = plan.force_kv_q4 ? model->cost.compact_kv : model->cost.normal_kv;
+    nlohmann::ordered_json m = model_brief_json(*model, kv);
+    m["compact"] = plan.force_kv_q4;
+    out.json["model"] = m;
+    t << "new KV caches: " << pnmem::to_string(kv) << ", " << pnmem::kv_bytes_per_token(model->cost, kv)
+      << " B/token (" << (plan.force_kv_q4 ? "the model's compact format" : "the model's normal format") << ")\n";
+    t << model_brief_text(*model, kv) << '\n';
+  }
   out.text = t.str();
   return out;
 }

@@ -4,6 +4,18 @@
 // <arch>.attention.head_count, .head_count_kv, .key_length, .value_length, .sliding_window,
 // <arch>.embedding_length, <arch>.context_length, and derives the costs with from_shape.
 // (Implementation, the format and the full key list: gguf.cpp.)
+//
+// In short: GGUF versions 2 and 3 (little-endian); a per-layer head_count_kv array makes the layers
+// with 0 KV heads non-KV layers and costs the others at the largest count; which layers slide comes from
+// <arch>.attention.sliding_window_pattern (a period N, every N-th layer full, or a per-layer array), else
+// llama.cpp's built-in period for gemma2 (2), gemma3 (6), gemma3n (5), gpt-oss (2) and cohere2 (4), else
+// none (llama.cpp then keeps a full cache in every layer). GGUF says nothing of the KV cache's format:
+// normal_kv is f16 (llama.cpp's default), compact_kv q4_0. The result's shape is set; source is "gguf";
+// name is general.name, else the architecture.
+//
+// Bad input is an error that names what was being read: a wrong magic, version 1 or an unknown version,
+// counts past the limits below, an unknown value type, a duplicate key, a key of the wrong type, and a
+// file that ends inside the metadata ("truncated at byte N while reading ... of key \"k\" ...").
 #pragma once
 
 #include <cstddef>
@@ -15,11 +27,40 @@
 
 namespace pnmem::model_files {
 
+// Limits against garbage (a real model's metadata is a few MiB, mostly its tokenizer).
+inline constexpr std::uint64_t gguf_max_metadata_bytes = std::uint64_t{64} << 20;  // header + key/values
+inline constexpr std::uint64_t gguf_max_string_bytes = std::uint64_t{1} << 20;     // one string value
+inline constexpr std::uint64_t gguf_max_key_bytes = 65535;                         // one key (the spec's limit)
+inline constexpr std::uint64_t gguf_max_kv_count = std::uint64_t{1} << 20;         // metadata_kv_count
+inline constexpr std::uint64_t gguf_max_tensor_count = std::uint64_t{1} << 24;     // tensor_count (never read)
+inline constexpr std::uint64_t gguf_max_array_count = std::uint64_t{1} << 24;      // elements of one array
+inline constexpr int gguf_max_array_depth = 8;                                     // arrays of arrays of ...
+
+// What the header and metadata said besides the costs.
+struct gguf_summary {
+  std::uint32_t version = 0;           // 2 or 3
+  std::uint64_t tensor_count = 0;      // as the header says (the tensor infos are never read)
+  std::uint64_t metadata_kv_count = 0;
+  std::uint64_t metadata_bytes = 0;    // header + key/values: the offset where the tensor infos start
+  std::string architecture;            // general.architecture
+  std::uint64_t context_length = 0;    // <arch>.context_length (0: absent): the trained context, not a cost
+};
+
+struct gguf_model {
+  model_description description;
+  gguf_summary summary;
+};
+
 // From the first bytes of a GGUF file (the header and metadata; a prefix that stops inside the
-// metadata is an error naming where it stopped).
+// metadata is an error naming where it stopped). Bytes past the metadata are never looked at.
 read_result<model_description> read_gguf(std::string_view bytes);
 
-// From a file: reads only as far as the end of the metadata.
+// From a file: reads only as far as the end of the metadata (plus stdio's buffer), never the tensors;
+// errors start with the path.
 read_result<model_description> read_gguf_file(const std::string& path);
+
+// The same, with the summary (version, counts, architecture, context length, metadata size).
+read_result<gguf_model> read_gguf_model(std::string_view bytes);
+read_result<gguf_model> read_gguf_model_file(const std::string& path);
 
 }  // namespace pnmem::model_files

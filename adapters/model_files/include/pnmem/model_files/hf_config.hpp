@@ -4,6 +4,18 @@
 // head_dim (or hidden_size / num_attention_heads), hidden_size, sliding_window with layer_types or a
 // sliding-window pattern, and torch_dtype, and derives the costs with from_shape (cost_model.hpp).
 // (Implementation and the full key list: hf_config.cpp.)
+//
+// In short: a multimodal config's "text_config" is read when the top level has no num_hidden_layers;
+// layer_types entries other than full/sliding attention (linear attention, Mamba) are not KV layers;
+// which layers slide comes from layer_types, else Qwen2's use_sliding_window / max_window_layers, else
+// sliding_window_pattern N (every N-th layer full), else Gemma 2 (alternate) / Gemma 3 (N = 6), else
+// every layer (Mistral); the dtype ("dtype" or "torch_dtype") is the normal KV format, q4_0 the compact.
+// The result's shape is set (the costs are from_shape(*shape)); source is "hf-config"; name is
+// _name_or_path or architectures[0].
+//
+// Bad input (not JSON, a required key missing, zero or negative heads, head_dim not derivable, KV heads
+// not dividing the query heads, more than 2^20 layers or heads, ...) is an error naming the key, e.g.
+//   num_key_value_heads: 6 does not divide num_attention_heads (32)
 #pragma once
 
 #include <string_view>

@@ -1,0 +1,636 @@
+// adapters/model_files/gguf.cpp - a model's costs from a GGUF file's metadata (gguf.hpp).
+//
+// --- The format read (ggml's docs/gguf.md, versions 2 and 3; every number little-endian) -----------------
+//
+//   header:    "GGUF" (4 bytes), uint32 version, uint64 tensor_count, uint64 metadata_kv_count
+//   each KV:   key: a string; uint32 value type; the value
+//   string:    uint64 length, then that many bytes (UTF-8, no terminator)
+//   types:     0 u8, 1 i8, 2 u16, 3 i16, 4 u32, 5 i32, 6 f32, 7 bool (one byte, 0 or 1), 8 string,
+//              9 array (uint32 element type, uint64 count, the elements; arrays of arrays allowed),
+//              10 u64, 11 i64, 12 f64
+//   then:      tensor infos, padding, tensor data: never read. The reader stops at the last KV's last byte
+//              (gguf_summary::metadata_bytes).
+//
+// Version 1 (32-bit lengths and counts) is refused by name, as is any other version (a byte-swapped
+// version, i.e. a big-endian file, says so). Limits (gguf.hpp): the metadata (header + KVs) at most
+// 64 MiB, a string value 1 MiB, a key 65535 bytes (and not empty), 2^20 KVs, 2^24 tensors (a count only),
+// 2^24 elements per array, arrays nested 8 deep; a bool other than 0/1, an unknown type and a key seen
+// twice are errors. Every read is bounds-checked: input that ends inside the metadata is
+//   truncated at byte N while reading <what> of key "k" (entry i of n), which starts at byte M
+//
+// --- The keys used (arch = general.architecture; all others are skipped) --------------------------------
+//
+//   general.architecture               required string
+//   general.name                       optional string: the description's name (else the architecture)
+//   <arch>.block_count                 required integer, 1 to 2^20: the layers, L
+//   <arch>.attention.head_count        required: an integer 1 to 2^20, or a per-layer array of L integers
+//   <arch>.attention.head_count_kv     optional (absent: head_count, no GQA): an integer 1 to 2^20, or a
+//                                      per-layer array of L integers. A layer with 0 KV heads (a Mamba or
+//                                      other recurrent layer of a hybrid model: Jamba, Falcon-H1, ...) keeps
+//                                      no KV cache and is not a KV layer (not counted in `layers`); the
+//                                      others are costed at the LARGEST count in the array (exact when they
+//                                      agree, an over-estimate otherwise). In each KV layer the KV heads
+//                                      must divide the query heads, and there must be at least one.
+//   <arch>.attention.key_length        optional integer 1 to 2^20 (absent: embedding_length / head_count,
+//   <arch>.attention.value_length      which must divide, and head_count must not vary per layer)
+//   <arch>.attention.key_length_swa,   optional: when the model has sliding layers, K / V dims are the
+//   <arch>.attention.value_length_swa  larger of these and the above (an over-estimate, never under)
+//   <arch>.embedding_length            required integer 1 to 2^24 (hidden size)
+//   <arch>.context_length              optional integer: kept in gguf_summary, not a cost
+//   <arch>.attention.sliding_window    optional integer 0 to 2^32-1 (absent or 0: no layer slides)
+//   <arch>.attention.sliding_window_pattern   which layers slide, when there is a window:
+//                                      an integer N: llama.cpp's set_swa_pattern(N): layer i slides when
+//                                      i % N < N - 1 (every N-th layer full; N = 0: every layer slides);
+//                                      or a per-layer array of L bools / integers, nonzero = slides.
+//                                      Absent: llama.cpp's built-in period for gemma2 (2), gemma3 (6),
+//                                      gemma3n (5), gpt-oss (2) and cohere2 (4); any other architecture
+//                                      has no sliding layer (llama.cpp keeps a full cache in every layer).
+//   Integers may be of any GGUF integer type (u8 to i64); a negative value, a float, a bool (except in a
+//   sliding pattern) or a string where an integer is expected is an error naming the key.
+//
+// The KV cache format is not in GGUF (llama.cpp's --cache-type-k/-v default to f16): normal_kv is f16,
+// compact_kv q4_0. The costs are from_shape(shape), the shape's activation defaults included.
+#include "pnmem/model_files/gguf.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "pnmem/cost_model.hpp"
+
+namespace pnmem::model_files {
+
+namespace {
+
+enum gguf_type : std::uint32_t {
+  t_u8 = 0, t_i8 = 1, t_u16 = 2, t_i16 = 3, t_u32 = 4, t_i32 = 5, t_f32 = 6, t_bool = 7,
+  t_string = 8, t_array = 9, t_u64 = 10, t_i64 = 11, t_f64 = 12,
+};
+constexpr std::uint32_t type_count = 13;
+
+constexpr const char* type_name(std::uint32_t t) noexcept {
+  constexpr const char* names[type_count] = {"u8",  "i8",  "u16",  "i16",    "u32",   "i32", "f32",
+                                             "bool", "string", "array", "u64", "i64", "f64"};
+  return t < type_count ? names[t] : "unknown";
+}
+
+// Bytes of a fixed-size value; 0 for strings and arrays.
+constexpr std::size_t fixed_size(std::uint32_t t) noexcept {
+  switch (t) {
+    case t_u8: case t_i8: case t_bool: return 1;
+    case t_u16: case t_i16: return 2;
+    case t_u32: case t_i32: case t_f32: return 4;
+    case t_u64: case t_i64: case t_f64: return 8;
+    default: return 0;
+  }
+}
+
+constexpr bool is_integer_type(std::uint32_t t) noexcept {
+  return t == t_u8 || t == t_i8 || t == t_u16 || t == t_i16 || t == t_u32 || t == t_i32 || t == t_u64 ||
+         t == t_i64;
+}
+
+constexpr bool is_signed_type(std::uint32_t t) noexcept {
+  return t == t_i8 || t == t_i16 || t == t_i32 || t == t_i64;
+}
+
+struct gguf_failure {
+  std::string what;
+};
+
+[[noreturn]] void fail(std::string what) { throw gguf_failure{std::move(what)}; }
+
+std::string quoted(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7f || c == '"' || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// The in-memory bytes of read_gguf.
+class memory_source {
+ public:
+  explicit memory_source(std::string_view b) : bytes_(b) {}
+  std::size_t read(void* dst, std::size_t n) {
+    const std::size_t k = std::min(n, bytes_.size() - at_);
+    if (k != 0) std::memcpy(dst, bytes_.data() + at_, k);
+    at_ += k;
+    return k;
+  }
+  std::uint64_t skip(std::uint64_t n) {
+    const std::uint64_t k = std::min<std::uint64_t>(n, bytes_.size() - at_);
+    at_ += static_cast<std::size_t>(k);
+    return k;
+  }
+  std::string io_error() const { return {}; }
+
+ private:
+  std::string_view bytes_;
+  std::size_t at_ = 0;
+};
+
+// A file, read front to back through stdio (never seeks, never reads the whole file).
+class file_source {
+ public:
+  explicit file_source(std::FILE* f) : f_(f) {}
+  std::size_t read(void* dst, std::size_t n) { return std::fread(dst, 1, n, f_); }
+  std::uint64_t skip(std::uint64_t n) {
+    char buf[16384];
+    std::uint64_t done = 0;
+    while (done < n) {
+      const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(n - done, sizeof buf));
+      const std::size_t got = std::fread(buf, 1, want, f_);
+      done += got;
+      if (got < want) break;
+    }
+    return done;
+  }
+  std::string io_error() const { return std::ferror(f_) != 0 ? std::strerror(errno) : std::string(); }
+
+ private:
+  std::FILE* f_;
+};
+
+// The value of a key the reader uses: its integers (one for a scalar, one per element for an array of
+// integers or bools) or its string.
+struct kept_value {
+  std::uint32_t type = 0;       // the GGUF type (t_array for an array)
+  std::uint32_t elem_type = 0;  // an array's element type
+  std::vector<std::uint64_t> ints;
+  bool negative = false;        // some integer was below 0 (kept as 0 in `ints`)
+  std::string text;
+};
+
+// The keys kept: general.architecture, general.name, and <anything>.<suffix> for these suffixes.
+constexpr std::string_view kept_suffixes[] = {
+    "block_count",          "attention.head_count",     "attention.head_count_kv",
+    "attention.key_length", "attention.value_length",   "attention.key_length_swa",
+    "attention.value_length_swa", "embedding_length",   "context_length",
+    "attention.sliding_window",   "attention.sliding_window_pattern",
+};
+
+bool kept_key(std::string_view key) {
+  if (key == "general.architecture" || key == "general.name") return true;
+  const std::size_t dot = key.find('.');
+  if (dot == std::string_view::npos) return false;
+  const std::string_view suffix = key.substr(dot + 1);
+  for (const std::string_view s : kept_suffixes) {
+    if (suffix == s) return true;
+  }
+  return false;
+}
+
+// A per-layer array longer than this cannot match block_count (at most 2^20): refused before storing it.
+constexpr std::uint64_t max_kept_array = std::uint64_t{1} << 20;
+
+template <class Source>
+class parser {
+ public:
+  explicit parser(Source& src) : src_(src) {}
+
+  gguf_model run() {
+    gguf_model out;
+    gguf_summary& sum = out.summary;
+    context_ = "the header";
+    char magic[4];
+    need(magic, 4, "the magic");
+    if (std::memcmp(magic, "GGUF", 4) != 0) {
+      fail("not a GGUF file: the magic (the first 4 bytes) is " + quoted(std::string_view(magic, 4)) +
+           ", expected \"GGUF\"");
+    }
+    sum.version = static_cast<std::uint32_t>(number(4, "the version"));
+    if (sum.version == 1) {
+      fail("version: 1 (GGUF v1, with 32-bit lengths and counts) is not read by pnmem (it reads versions 2 and 3)");
+    }
+    if (sum.version != 2 && sum.version != 3) {
+      const bool swapped = (sum.version & 0xffffu) == 0 && (sum.version >> 24) >= 1 && (sum.version >> 24) <= 3;
+      fail("version: " + std::to_string(sum.version) + " is not a GGUF version pnmem reads (2 or 3)" +
+           (swapped ? "; it looks byte-swapped: a big-endian GGUF file, which pnmem does not read" : ""));
+    }
+    sum.tensor_count = number(8, "tensor_count");
+    if (sum.tensor_count > gguf_max_tensor_count) {
+      fail("tensor_count: " + std::to_string(sum.tensor_count) + " is more than " +
+           std::to_string(gguf_max_tensor_count) + " tensors (not a model file, or a corrupt header)");
+    }
+    sum.metadata_kv_count = number(8, "metadata_kv_count");
+    if (sum.metadata_kv_count > gguf_max_kv_count) {
+      fail("metadata_kv_count: " + std::to_string(sum.metadata_kv_count) + " is more than " +
+           std::to_string(gguf_max_kv_count) + " key/values (a corrupt header?)");
+    }
+    for (std::uint64_t i = 0; i < sum.metadata_kv_count; ++i) read_kv(i, sum.metadata_kv_count);
+    sum.metadata_bytes = pos_;
+    context_.clear();
+    interpret(out);
+    return out;
+  }
+
+ private:
+  Source& src_;
+  std::uint64_t pos_ = 0;
+  std::uint64_t item_start_ = 0;  // where the key/value being read starts
+  std::string context_;           // what is being read: "the header", "key \"k\" (entry 3 of 12)"
+  std::unordered_map<std::string, std::uint64_t> seen_;  // every key -> its entry number
+  std::unordered_map<std::string, kept_value> kept_;
+
+  std::string where() const {
+    return context_ + (context_ == "the header" ? "" : ", which starts at byte " + std::to_string(item_start_));
+  }
+
+  void check_room(std::uint64_t n, const char* what) const {
+    if (n > gguf_max_metadata_bytes || pos_ > gguf_max_metadata_bytes - n) {
+      fail("the metadata is larger than " + std::to_string(gguf_max_metadata_bytes >> 20) + " MiB (at byte " +
+           std::to_string(pos_) + ", " + what + " of " + where() + ")");
+    }
+  }
+
+  [[noreturn]] void cut_short(std::uint64_t got, const char* what) const {
+    const std::string io = src_.io_error();
+    if (!io.empty()) fail("read error at byte " + std::to_string(pos_ + got) + " (" + what + " of " + where() + "): " + io);
+    fail("truncated at byte " + std::to_string(pos_ + got) + " while reading " + what + " of " + where());
+  }
+
+  void need(void* dst, std::size_t n, const char* what) {
+    check_room(n, what);
+    const std::size_t got = src_.read(dst, n);
+    if (got < n) cut_short(got, what);
+    pos_ += n;
+  }
+
+  void skip(std::uint64_t n, const char* what) {
+    check_room(n, what);
+    const std::uint64_t got = src_.skip(n);
+    if (got < n) cut_short(got, what);
+    pos_ += n;
+  }
+
+  // A little-endian unsigned number of `size` bytes (1, 2, 4 or 8).
+  std::uint64_t number(std::size_t size, const char* what) {
+    unsigned char b[8];
+    need(b, size, what);
+    std::uint64_t v = 0;
+    for (std::size_t i = size; i-- > 0;) v = (v << 8) | b[i];
+    return v;
+  }
+
+  std::string key_string(std::uint64_t entry, std::uint64_t count) {
+    const std::uint64_t len = number(8, "the key's length");
+    const std::string which = "key length " + std::to_string(len) + " of entry " + std::to_string(entry + 1) + " of " +
+                              std::to_string(count) + " (at byte " + std::to_string(item_start_) + ")";
+    if (len == 0) fail(which + ": a key cannot be empty");
+    if (len > gguf_max_key_bytes) fail(which + ": longer than " + std::to_string(gguf_max_key_bytes) + " bytes");
+    std::string key(static_cast<std::size_t>(len), '\0');
+    need(key.data(), key.size(), "the key");
+    return key;
+  }
+
+  void read_kv(std::uint64_t i, std::uint64_t count) {
+    item_start_ = pos_;
+    const std::string entry = "entry " + std::to_string(i + 1) + " of " + std::to_string(count);
+    context_ = entry;
+    std::string key = key_string(i, count);
+    context_ = "key " + quoted(key) + " (" + entry + ")";
+    const auto [it, fresh] = seen_.emplace(key, i + 1);
+    if (!fresh) {
+      fail(quoted(key) + ": the key appears twice (entries " + std::to_string(it->second) + " and " +
+           std::to_string(i + 1) + ")");
+    }
+    const auto type = static_cast<std::uint32_t>(number(4, "the value type"));
+    kept_value* keep = nullptr;
+    if (kept_key(key)) keep = &kept_[key];
+    read_value(type, 0, keep, key);
+  }
+
+  void check_type(std::uint32_t t, const std::string& key) const {
+    if (t >= type_count) {
+      fail(quoted(key) + ": value type " + std::to_string(t) + " is not a GGUF type (0 to 12), at byte " +
+           std::to_string(pos_ - 4));
+    }
+  }
+
+  // One value of type t; its integers (or string) go to `keep` when set.
+  void read_value(std::uint32_t t, int depth, kept_value* keep, const std::string& key) {
+    check_type(t, key);
+    if (keep != nullptr && depth == 0) keep->type = t;
+    if (t == t_string) {
+      const std::uint64_t len = number(8, "a string's length");
+      if (len > gguf_max_string_bytes) {
+        fail(quoted(key) + ": a string of " + std::to_string(len) + " bytes at byte " + std::to_string(pos_ - 8) +
+             " (more than " + std::to_string(gguf_max_string_bytes) + ")");
+      }
+      if (keep != nullptr && depth == 0) {
+        keep->text.assign(static_cast<std::size_t>(len), '\0');
+        need(keep->text.data(), keep->text.size(), "a string");
+      } else {
+        skip(len, "a string");
+      }
+      return;
+    }
+    if (t == t_array) {
+      if (depth >= gguf_max_array_depth) {
+        fail(quoted(key) + ": arrays nested more than " + std::to_string(gguf_max_array_depth) + " deep");
+      }
+      const auto elem = static_cast<std::uint32_t>(number(4, "an array's element type"));
+      check_type(elem, key);
+      const std::uint64_t n = number(8, "an array's count");
+      if (n > gguf_max_array_count) {
+        fail(quoted(key) + ": an array of " + std::to_string(n) + " elements at byte " + std::to_string(pos_ - 8) +
+             " (more than " + std::to_string(gguf_max_array_count) + ")");
+      }
+      kept_value* into = nullptr;
+      if (keep != nullptr && depth == 0) {
+        keep->elem_type = elem;
+        if (is_integer_type(elem) || elem == t_bool) {
+          if (n > max_kept_array) {
+            fail(quoted(key) + ": " + std::to_string(n) + " per-layer entries (more than " +
+                 std::to_string(max_kept_array) + " layers)");
+          }
+          keep->ints.reserve(static_cast<std::size_t>(n));
+          into = keep;
+        }
+      }
+      const std::size_t size = fixed_size(elem);
+      if (into == nullptr && size != 0 && elem != t_bool) {
+        skip(n * size, "an array's elements");
+        return;
+      }
+      for (std::uint64_t k = 0; k < n; ++k) read_element(elem, depth + 1, into, key);
+      return;
+    }
+    read_element(t, depth, keep != nullptr && depth == 0 ? keep : nullptr, key);
+  }
+
+  // A fixed-size value (or, inside an array, any value); its integer is appended to `into` when set.
+  void read_element(std::uint32_t t, int depth, kept_value* into, const std::string& key) {
+    const std::size_t size = fixed_size(t);
+    if (size == 0) {
+      read_value(t, depth, nullptr, key);
+      return;
+    }
+    const std::uint64_t raw = number(size, t == t_bool ? "a bool" : "a number");
+    if (t == t_bool && raw > 1) {
+      fail(quoted(key) + ": a bool of value " + std::to_string(raw) + " at byte " + std::to_string(pos_ - 1) +
+           " (a GGUF bool is 0 or 1)");
+    }
+    if (into == nullptr || t == t_f32 || t == t_f64) return;
+    std::uint64_t v = raw;
+    if (is_signed_type(t)) {
+      const unsigned bits = static_cast<unsigned>(size * 8);
+      const bool neg = (raw >> (bits - 1)) & 1u;
+      if (neg) {
+        into->negative = true;
+        v = 0;
+      }
+    }
+    into->ints.push_back(v);
+  }
+
+  // --- from the kept keys to a shape ---------------------------------------------------------------
+
+  const kept_value* find(const std::string& key) const {
+    const auto it = kept_.find(key);
+    return it == kept_.end() ? nullptr : &it->second;
+  }
+
+  static std::string type_text(const kept_value& v) {
+    if (v.type == t_array) return std::string("an array of ") + type_name(v.elem_type);
+    return type_name(v.type);
+  }
+
+  static void check_range(const std::string& key, std::uint64_t x, std::uint64_t lo, std::uint64_t hi,
+                          const std::string& at = {}) {
+    if (x < lo || x > hi) {
+      fail(key + ": " + std::to_string(x) + at + " is out of range (" + std::to_string(lo) + " to " +
+           std::to_string(hi) + ")");
+    }
+  }
+
+  std::optional<std::uint64_t> scalar(const std::string& key, std::uint64_t lo, std::uint64_t hi, bool required) const {
+    const kept_value* v = find(key);
+    if (v == nullptr) {
+      if (required) fail(key + ": missing");
+      return std::nullopt;
+    }
+    if (!is_integer_type(v->type)) fail(key + ": expected an integer, got " + type_text(*v));
+    if (v->negative) fail(key + ": negative");
+    check_range(key, v->ints.at(0), lo, hi);
+    return v->ints[0];
+  }
+
+  struct per_layer_values {
+    std::vector<std::uint64_t> values;  // one per layer
+    bool is_array = false;
+  };
+
+  // An integer (every layer the same) or an array of exactly `layers` integers (bools too if allowed).
+  std::optional<per_layer_values> per_layer(const std::string& key, std::uint64_t layers, std::uint64_t lo,
+                                            std::uint64_t hi, bool bools) const {
+    const kept_value* v = find(key);
+    if (v == nullptr) return std::nullopt;
+    per_layer_values out;
+    const auto layers_n = static_cast<std::size_t>(layers);
+    if (v->type == t_array) {
+      if (!is_integer_type(v->elem_type) && !(bools && v->elem_type == t_bool)) {
+        fail(key + ": expected integers, got " + type_text(*v));
+      }
+      if (v->ints.size() != layers_n) {
+        fail(key + ": " + std::to_string(v->ints.size()) + " entries for " + std::to_string(layers) +
+             " layers (block_count)");
+      }
+      if (v->negative) fail(key + ": a negative entry");
+      for (std::size_t i = 0; i < layers_n; ++i) check_range(key, v->ints[i], lo, hi, " (layer " + std::to_string(i) + ")");
+      out.values = v->ints;
+      out.is_array = true;
+      return out;
+    }
+    if (!is_integer_type(v->type) && !(bools && v->type == t_bool)) fail(key + ": expected an integer, got " + type_text(*v));
+    if (v->negative) fail(key + ": negative");
+    check_range(key, v->ints.at(0), lo, hi);
+    out.values.assign(layers_n, v->ints[0]);
+    return out;
+  }
+
+  std::string string_key(const std::string& key, bool required) const {
+    const kept_value* v = find(key);
+    if (v == nullptr) {
+      if (required) fail(key + ": missing");
+      return {};
+    }
+    if (v->type != t_string) fail(key + ": expected a string, got " + type_text(*v));
+    return v->text;
+  }
+
+  // key_length / value_length: given, or embedding_length / head_count.
+  std::uint64_t head_dim(const std::string& key, std::uint64_t embd, const per_layer_values& q,
+                         const std::vector<bool>& kv_layer, const std::string& head_key) const {
+    if (const auto d = scalar(key, 1, std::uint64_t{1} << 20, false)) return *d;
+    std::uint64_t heads = 0;
+    for (std::size_t i = 0; i < q.values.size(); ++i) {
+      if (!kv_layer[i]) continue;
+      if (heads != 0 && q.values[i] != heads) {
+        fail(key + ": missing, and " + head_key + " varies per layer (cannot derive it from embedding_length)");
+      }
+      heads = q.values[i];
+    }
+    if (heads == 0 || embd % heads != 0) {
+      fail(key + ": missing, and embedding_length (" + std::to_string(embd) + ") is not a multiple of " + head_key +
+           " (" + std::to_string(heads) + ")");
+    }
+    return embd / heads;
+  }
+
+  void interpret(gguf_model& out) {
+    const std::string arch = string_key("general.architecture", true);
+    if (arch.empty()) fail("general.architecture: empty");
+    out.summary.architecture = arch;
+    const std::string p = arch + ".";
+    constexpr std::uint64_t max_count = std::uint64_t{1} << 20;
+
+    const std::uint64_t layers = *scalar(p + "block_count", 1, max_count, true);
+    const std::string q_key = p + "attention.head_count";
+    const std::string kv_key = p + "attention.head_count_kv";
+    const auto q = per_layer(q_key, layers, 0, max_count, false);
+    if (!q) fail(q_key + ": missing");
+    if (!q->is_array && q->values[0] == 0) fail(q_key + ": 0 (a model has at least one attention head)");
+    const per_layer_values kv = per_layer(kv_key, layers, 0, max_count, false).value_or(*q);
+    if (!kv.is_array && kv.values[0] == 0) fail(kv_key + ": 0 (no layer would keep a KV cache)");
+
+    std::vector<bool> kv_layer(static_cast<std::size_t>(layers), false);
+    std::uint64_t n_kv_layers = 0;
+    std::uint64_t kv_max = 0;
+    std::uint64_t q_max = 0;
+    for (std::size_t i = 0; i < kv_layer.size(); ++i) {
+      q_max = std::max(q_max, q->values[i]);
+      if (kv.values[i] == 0) continue;
+      if (q->values[i] == 0) {
+        fail(q_key + ": 0 query heads in layer " + std::to_string(i) + ", which has " + std::to_string(kv.values[i]) +
+             " KV heads");
+      }
+      if (q->values[i] % kv.values[i] != 0) {
+        fail(kv_key + ": " + std::to_string(kv.values[i]) + " KV heads in layer " + std::to_string(i) +
+             " do not divide its " + std::to_string(q->values[i]) + " query heads (" + q_key + ")");
+      }
+      kv_layer[i] = true;
+      ++n_kv_layers;
+      kv_max = std::max(kv_max, kv.values[i]);
+    }
+    if (n_kv_layers == 0) fail(kv_key + ": every layer has 0 KV heads (no layer keeps a KV cache)");
+
+    const std::uint64_t embd = *scalar(p + "embedding_length", 1, std::uint64_t{1} << 24, true);
+    std::uint64_t key_dim = head_dim(p + "attention.key_length", embd, *q, kv_layer, q_key);
+    std::uint64_t value_dim = head_dim(p + "attention.value_length", embd, *q, kv_layer, q_key);
+    out.summary.context_length = scalar(p + "context_length", 0, detail::u64_max, false).value_or(0);
+
+    // Which KV layers slide.
+    const std::uint64_t window = scalar(p + "attention.sliding_window", 0, 0xffffffffULL, false).value_or(0);
+    std::uint64_t n_sliding = 0;
+    if (window != 0) {
+      const std::string pattern_key = p + "attention.sliding_window_pattern";
+      std::vector<bool> slides(kv_layer.size(), false);
+      std::uint64_t period = 0;
+      bool have_period = false;
+      if (const kept_value* pat = find(pattern_key); pat != nullptr && pat->type == t_array) {
+        const auto flags = per_layer(pattern_key, layers, 0, detail::u64_max, true);
+        for (std::size_t i = 0; i < slides.size(); ++i) slides[i] = flags->values[i] != 0;
+      } else if (pat != nullptr) {
+        period = *scalar(pattern_key, 0, max_count, true);
+        have_period = true;
+      } else {
+        constexpr struct {
+          std::string_view arch;
+          std::uint64_t period;
+        } builtin[] = {{"gemma2", 2}, {"gemma3", 6}, {"gemma3n", 5}, {"gpt-oss", 2}, {"cohere2", 4}};
+        for (const auto& b : builtin) {
+          if (arch == b.arch) {
+            period = b.period;
+            have_period = true;
+          }
+        }
+      }
+      if (have_period) {
+        for (std::size_t i = 0; i < slides.size(); ++i) slides[i] = period == 0 || i % period < period - 1;
+      }
+      for (std::size_t i = 0; i < slides.size(); ++i) {
+        if (kv_layer[i] && slides[i]) ++n_sliding;
+      }
+    }
+    if (n_sliding != 0) {
+      key_dim = std::max(key_dim, scalar(p + "attention.key_length_swa", 1, max_count, false).value_or(0));
+      value_dim = std::max(value_dim, scalar(p + "attention.value_length_swa", 1, max_count, false).value_or(0));
+    }
+
+    model_shape s;
+    s.layers = static_cast<std::uint32_t>(n_kv_layers);
+    s.sliding_layers = static_cast<std::uint32_t>(n_sliding);
+    s.sliding_window = n_sliding == 0 ? 0 : static_cast<std::uint32_t>(window);
+    s.kv_heads = static_cast<std::uint32_t>(kv_max);
+    s.key_dim = static_cast<std::uint32_t>(key_dim);
+    s.value_dim = static_cast<std::uint32_t>(value_dim);
+    s.query_heads = static_cast<std::uint32_t>(q_max);
+    s.hidden_size = static_cast<std::uint32_t>(embd);
+    s.normal_kv = kv_format::f16;
+    s.compact_kv = kv_format::q4_0;
+
+    model_description& d = out.description;
+    d.cost = from_shape(s);
+    d.shape = s;
+    d.source = "gguf";
+    const std::string name = string_key("general.name", false);
+    d.name = name.empty() ? arch : name;
+  }
+};
+
+template <class Source>
+read_result<gguf_model> parse(Source& src) {
+  try {
+    parser<Source> p(src);
+    return read_result<gguf_model>::ok(p.run());
+  } catch (const gguf_failure& e) {
+    return read_result<gguf_model>::fail(e.what);
+  } catch (const std::bad_alloc&) {
+    return read_result<gguf_model>::fail("out of memory reading the metadata");
+  }
+}
+
+read_result<model_description> description_of(read_result<gguf_model> r) {
+  if (!r) return read_result<model_description>::fail(std::move(r.error));
+  return read_result<model_description>::ok(std::move(r.value->description));
+}
+
+}  // namespace
+
+read_result<gguf_model> read_gguf_model(std::string_view bytes) {
+  memory_source src(bytes);
+  return parse(src);
+}
+
+read_result<gguf_model> read_gguf_model_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return read_result<gguf_model>::fail(path + ": " + std::strerror(errno));
+  file_source src(f);
+  read_result<gguf_model> r = parse(src);
+  std::fclose(f);
+  if (!r) r.error = path + ": " + r.error;
+  return r;
+}
+
+read_result<model_description> read_gguf(std::string_view bytes) { return description_of(read_gguf_model(bytes)); }
+
+read_result<model_description> read_gguf_file(const std::string& path) {
+  return description_of(read_gguf_model_file(path));
+}
+
+}  // namespace pnmem::model_files

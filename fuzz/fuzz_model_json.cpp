@@ -1,0 +1,82 @@
+// fuzz_model_json: model_files::read_model_json and write_model_json over any bytes (pnmem's model
+// description, model_json.hpp).
+//
+// Properties:
+//   - an error XOR a value; an error is a non-empty message; reading twice gives the same answer;
+//   - a value's cost is validate()-clean, with 1 to 8 increasing anchors or coefficients;
+//   - a value agrees with a reference reading of the JSON (nlohmann's DOM): format "pnmem-model",
+//     version 1, the name and source given, a shape exactly when one is given, and kv_bytes_per_token
+//     as one unsigned integer means that figure for every format's full-attention layers;
+//   - whitespace appended changes nothing;
+//   - a value written (write_model_json, indented and on one line) reads back equal to itself (cost,
+//     name, source, shape but for value_dim 0 written as key_dim), and the text written is a fixed point:
+//     written again after reading, it is the same text.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fuzz_support.hpp"
+#include "pnmem/cost_model.hpp"
+#include "pnmem/model_files/model_json.hpp"
+
+using namespace pnmem_fuzz;
+namespace mf = pnmem::model_files;
+using json = nlohmann::json;
+
+namespace {
+
+bool same(const mf::read_result<mf::model_description>& a, const mf::read_result<mf::model_description>& b) {
+  if (a.value.has_value() != b.value.has_value()) return false;
+  if (!a.value) return a.error == b.error;
+  return a.value->cost == b.value->cost && a.value->name == b.value->name && a.value->source == b.value->source &&
+         a.value->shape == b.value->shape;
+}
+
+void check_reference(std::string_view text, const mf::model_description& d) {
+  const json j = json::parse(text.begin(), text.end(), nullptr, false);
+  FUZZ_CHECK(j.is_object());
+  FUZZ_CHECK(j.at("format") == "pnmem-model");
+  FUZZ_CHECK(j.at("version").is_number_unsigned() && j.at("version").get<std::uint64_t>() == 1);
+  FUZZ_CHECK(d.name == (j.contains("name") ? j.at("name").get<std::string>() : std::string()));
+  FUZZ_CHECK(d.source == (j.contains("source") ? j.at("source").get<std::string>() : std::string()));
+  FUZZ_CHECK(d.shape.has_value() == j.contains("shape"));
+  const json& kv = j.at("kv_bytes_per_token");
+  if (kv.is_number_unsigned()) {
+    for (const std::uint64_t b : d.cost.full_kv_bytes_per_token) FUZZ_CHECK(b == kv.get<std::uint64_t>());
+    for (const std::uint64_t b : d.cost.sliding_kv_bytes_per_token) FUZZ_CHECK(b == 0);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const exact_text text(as_text(data, size));
+  const auto r = mf::read_model_json(text.view());
+  FUZZ_CHECK(r.value.has_value() != !r.error.empty());
+  FUZZ_CHECK(same(r, mf::read_model_json(text.view())));
+  if (!r) return 0;
+
+  const mf::model_description& d = *r.value;
+  FUZZ_CHECK(pnmem::validate(d.cost).empty());
+  const pnmem::activation_model& a = d.cost.activation;
+  FUZZ_CHECK(a.n_anchors <= pnmem::max_activation_anchors);
+  check_reference(text.view(), d);
+  FUZZ_CHECK(same(r, mf::read_model_json(std::string(text.view()) + "\r\n ")));
+
+  for (const int indent : {2, -1}) {
+    const std::string written = mf::write_model_json(d, indent);
+    const auto back = mf::read_model_json(written);
+    FUZZ_CHECK(back.value.has_value());
+    const mf::model_description& e = *back.value;
+    FUZZ_CHECK(e.cost == d.cost);
+    FUZZ_CHECK(e.name == d.name && e.source == d.source);
+    FUZZ_CHECK(e.shape.has_value() == d.shape.has_value());
+    if (d.shape) {
+      pnmem::model_shape want = *d.shape;
+      if (want.value_dim == 0) want.value_dim = want.key_dim;
+      FUZZ_CHECK(*e.shape == want);
+    }
+    FUZZ_CHECK(mf::write_model_json(e, indent) == written);
+  }
+  return 0;
+}

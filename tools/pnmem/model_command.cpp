@@ -1,0 +1,206 @@
+// tools/pnmem/model_command.cpp - `pnmem model`.
+
+// GCC 12's -Wnull-dereference false positive inside libstdc++'s std::string when it inlines
+// CLI11's CLI::detail::split (see main.cpp): silenced before the first include.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#endif
+
+#include "model_command.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <iomanip>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "arg_parsers.hpp"
+#include "diagnostics.hpp"
+#include "model_options.hpp"
+#include "pnmem/format.hpp"
+#include "pnmem/model_files/gguf.hpp"
+#include "pnmem/model_files/hf_config.hpp"
+#include "pnmem/model_files/model_json.hpp"
+#include "text_option.hpp"
+#include "usage_error.hpp"
+
+namespace pnmem_cli {
+
+namespace {
+
+namespace mf = pnmem::model_files;
+
+// The prompt lengths the summary prices.
+constexpr int summary_prompts[] = {1024, 8192, 32768, 131072};
+
+// `why` without a leading "<path>: " (the diagnostic names the file already).
+std::string without_path(std::string why, const std::string& path) {
+  if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
+  return why;
+}
+
+mf::model_description read_hf_config_file(const char* flag, const std::string& path) {
+  const mf::read_result<std::string> text = mf::read_text_file(path);
+  if (!text) throw usage_error(describe_bad_value(flag, path, without_path(text.error, path)));
+  mf::read_result<mf::model_description> d = mf::read_hf_config(*text.value);
+  if (!d) throw usage_error(describe_bad_value(flag, path, without_path(d.error, path)));
+  if (d.value->source.empty()) d.value->source = "hf-config";
+  return std::move(*d.value);
+}
+
+mf::model_description read_gguf_metadata(const char* flag, const std::string& path) {
+  mf::read_result<mf::model_description> d = mf::read_gguf_file(path);
+  if (!d) throw usage_error(describe_bad_value(flag, path, without_path(d.error, path)));
+  if (d.value->source.empty()) d.value->source = "gguf";
+  return std::move(*d.value);
+}
+
+// "131072 (128.00 KiB)", or "512 B" below a KiB.
+std::string bytes_cell(std::uint64_t b) {
+  return b < pnmem::KiB ? std::to_string(b) + " B" : std::to_string(b) + " (" + pnmem::format_bytes(b) + ")";
+}
+
+// The readable block --summary writes on stderr.
+std::string summary(const mf::model_description& d) {
+  const pnmem::model_cost& m = d.cost;
+  std::ostringstream t;
+  t << "model: " << model_label(d) << '\n';
+  if (d.shape) {
+    const pnmem::model_shape& s = *d.shape;
+    t << "shape: " << s.layers << " attention layers (" << s.sliding_layers << " sliding) x " << s.kv_heads
+      << " KV heads x " << s.key_dim << '/' << (s.value_dim == 0 ? s.key_dim : s.value_dim) << " K/V dims, "
+      << s.query_heads << " query heads, hidden " << s.hidden_size << '\n';
+  }
+  t << "KV bytes per token";
+  if (m.sliding_window != 0) {
+    t << " (sliding layers keep the last " << m.sliding_window << " tokens)";
+  } else {
+    t << " (no sliding window: every layer grows with the prompt)";
+  }
+  t << ":\n";
+  t << "  " << std::left << std::setw(8) << "format" << std::setw(24) << "full layers" << std::setw(24)
+    << "sliding layers" << '\n';
+  for (pnmem::kv_format f : pnmem::all_kv_formats) {
+    const auto i = static_cast<std::size_t>(f);
+    t << "  " << std::setw(8) << pnmem::to_string(f) << std::setw(24) << bytes_cell(m.full_kv_bytes_per_token[i])
+      << std::setw(24) << bytes_cell(m.sliding_kv_bytes_per_token[i]);
+    if (f == m.normal_kv) t << "normal";
+    if (f == m.compact_kv) t << (f == m.normal_kv ? ", compact" : "compact");
+    t << '\n';
+  }
+  t << std::right;
+  t << "normal KV format: " << pnmem::to_string(m.normal_kv) << ", compact (forced by rung 4a): "
+    << pnmem::to_string(m.compact_kv) << '\n';
+  t << "state per sequence: " << bytes_cell(m.state_bytes_per_seq) << '\n';
+  const pnmem::activation_model& a = m.activation;
+  t << "activation peak (CPU path): ";
+  if (a.n_anchors > 0) {
+    t << "anchors (tokens: peak; interpolated rounding up, growing with N^2 past the last)\n";
+    for (std::size_t i = 0; i < a.n_anchors && i < pnmem::max_activation_anchors; ++i) {
+      t << "  " << std::setw(8) << a.anchors[i].tokens << ": " << bytes_cell(a.anchors[i].peak_bytes) << '\n';
+    }
+  } else {
+    t << bytes_cell(a.fixed_bytes) << " + " << a.per_token_bytes << " B x N + " << a.per_token_sq_bytes
+      << " B x N^2\n";
+  }
+  t << "host cost of one prompt in " << pnmem::to_string(m.normal_kv) << " (KV + state + activation peak):\n";
+  for (const int n : summary_prompts) {
+    const std::uint64_t kv = pnmem::kv_bytes(m, m.normal_kv, static_cast<std::uint64_t>(n));
+    const std::uint64_t act = pnmem::activation_peak_bytes(m.activation, static_cast<std::uint64_t>(n));
+    t << "  " << std::setw(6) << n << " tokens: " << pnmem::format_bytes(pnmem::host_cost_bytes(m, n, m.normal_kv))
+      << " (KV " << pnmem::format_bytes(kv) << ", activation " << pnmem::format_bytes(act) << ")\n";
+  }
+  return t.str();
+}
+
+class model_command final : public subcommand {
+ public:
+  model_command()
+      : subcommand("model",
+                   "Print a model description (pnmem's model JSON) from a config.json, a GGUF file, a "
+                   "description or a shape") {}
+
+  int run(const pnmem::env_config& env, bool json) const override;
+
+ private:
+  void add_options(CLI::App& app) override;
+  mf::model_description describe() const;
+
+  std::optional<std::string> hf_config_;
+  std::optional<std::string> gguf_;
+  std::optional<std::string> name_;
+  bool summary_ = false;
+  model_options model_;
+};
+
+void model_command::add_options(CLI::App& app) {
+  add_text_option(app, "--from-hf-config", hf_config_,
+                  "A Hugging Face config.json (what vLLM and SGLang load): layers, KV heads, head dim, sliding "
+                  "window, torch_dtype")
+      ->type_name("FILE");
+  add_text_option(app, "--from-gguf", gguf_,
+                  "A GGUF file (what llama.cpp loads): its header and metadata only, never the tensors")
+      ->type_name("FILE");
+  add_text_option(app, "--name", name_, "The description's name (free text, e.g. Llama-3-8B)")->type_name("TEXT");
+  app.add_flag("--summary", summary_,
+               "Also write a readable summary on stderr (stdout stays the JSON): KV bytes per token per format, "
+               "state, activation model, host cost at 1k/8k/32k/128k tokens in the normal format");
+  model_.add_to(app, "Model source (one of --model or the shape) and overrides");
+  app.footer(
+      "Give one source: --from-hf-config, --from-gguf, --model, or the shape (--layers, --kv-heads,\n"
+      "--head-dim [--kv-dtype]); --kv-bytes-per-token, --state-bytes-per-seq and --activation-* apply on\n"
+      "top of it (alone: on top of the seed's model). stdout is the description as pnmem's model JSON\n"
+      "(format \"pnmem-model\", version 1), with or without --json; admit, load and plan read it back\n"
+      "with --model FILE:\n"
+      "  pnmem model --from-hf-config config.json > m.json\n"
+      "  pnmem admit --model m.json --host-total 16GiB --host-avail 8GiB --prompt 8192");
+}
+
+mf::model_description model_command::describe() const {
+  std::vector<std::string> sources;
+  if (hf_config_) sources.emplace_back("--from-hf-config");
+  if (gguf_) sources.emplace_back("--from-gguf");
+  for (std::string& b : model_.bases_given()) sources.push_back(std::move(b));
+  if (sources.size() > 1) {
+    throw usage_error(sources[0] + " and " + sources[1] + ": give one model source");
+  }
+  if (sources.empty() && !model_.given()) {
+    throw usage_error(
+        "no model given: use --from-hf-config FILE, --from-gguf FILE, --model FILE or the shape "
+        "(--layers L --kv-heads H --head-dim D); see pnmem model --help");
+  }
+  mf::model_description d;
+  if (hf_config_) {
+    d = model_.apply_overrides(read_hf_config_file("--from-hf-config", *hf_config_));
+  } else if (gguf_) {
+    d = model_.apply_overrides(read_gguf_metadata("--from-gguf", *gguf_));
+  } else {
+    d = *model_.resolve();
+  }
+  if (name_) d.name = *name_;
+  return d;
+}
+
+int model_command::run(const pnmem::env_config& env, bool /*json*/) const {
+  // Everything that can go wrong does so before anything is printed.
+  const mf::model_description d = describe();
+  const std::string text = mf::write_model_json(d, 2) + '\n';
+  print_warnings(env.errors);
+  if (summary_) std::cerr << summary(d) << std::flush;
+  // The description is JSON either way: --json changes nothing.
+  std::cout << text;
+  std::cout.flush();
+  return std::cout ? 0 : exit_failure;
+}
+
+}  // namespace
+
+std::unique_ptr<subcommand> make_model_command() { return std::make_unique<model_command>(); }
+
+}  // namespace pnmem_cli
