@@ -188,9 +188,19 @@ constexpr int largest_fitting_prompt(const model_cost& m, int n_max, kv_format k
       rise = sat_sub(act.anchors[next_anchor].peak_bytes, a.peak_bytes);
     }
     const std::uint64_t c0 = sat_add(sat_add(sat_sub(kv_of(lo), sat_mul(k, lo - a.tokens)), m.state_bytes_per_seq), a.peak_bytes);
+    const std::uint64_t room = sat_sub(limit, c0);
+    std::uint64_t num64 = 0;
+    std::uint64_t ks = 0;
+    std::uint64_t den64 = 0;
+    if (!__builtin_mul_overflow(room, span, &num64) && !__builtin_mul_overflow(k, span, &ks) &&
+        !__builtin_add_overflow(ks, rise, &den64)) {
+      // Everything fits in 64 bits (any real host): one hardware division instead of a 128-bit one.
+      if (den64 == 0) return clamp(hi);
+      return clamp(static_cast<u128>(a.tokens) + num64 / den64);
+    }
     const u128 den = static_cast<u128>(k) * span + rise;
     if (den == 0) return clamp(hi);
-    return clamp(a.tokens + static_cast<u128>(sat_sub(limit, c0)) * span / den);
+    return clamp(a.tokens + static_cast<u128>(room) * span / den);
   }
   if (!table && act.per_token_sq_bytes == 0) {
     // Coefficients without an N^2 term: a line from lo.
