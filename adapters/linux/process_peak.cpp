@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-#include <limits>
 #include <span>
 #include <string>
 #include <utility>
@@ -15,72 +14,6 @@
 #include "source_file.hpp"
 
 namespace pnmem::linux_os {
-
-// ---- /proc/<pid>/status ----------------------------------------------------------------------------
-
-namespace {
-
-constexpr std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
-
-constexpr bool is_blank(char c) noexcept { return c == ' ' || c == '\t'; }
-
-// The next blank-separated field of `rest`, consumed; empty at the end.
-std::string_view next_field(std::string_view& rest) noexcept {
-  std::size_t i = 0;
-  while (i < rest.size() && is_blank(rest[i])) ++i;
-  std::size_t j = i;
-  while (j < rest.size() && !is_blank(rest[j])) ++j;
-  const std::string_view field = rest.substr(i, j - i);
-  rest.remove_prefix(j);
-  return field;
-}
-
-// "<n> kB" (and nothing else but blanks) in bytes.
-procfs::result<std::uint64_t> kib_value(std::string_view rest) noexcept {
-  const std::string_view number = next_field(rest);
-  const std::string_view unit = next_field(rest);
-  if (number.empty() || unit != "kB" || !next_field(rest).empty()) return {0, procfs::errc::malformed};
-  std::uint64_t v = 0;
-  for (const char c : number) {
-    if (c < '0' || c > '9') return {0, procfs::errc::malformed};
-    const auto d = static_cast<std::uint64_t>(c - '0');
-    if (v > (u64_max - d) / 10) return {0, procfs::errc::out_of_range};
-    v = v * 10 + d;
-  }
-  if (v > u64_max / 1024) return {0, procfs::errc::out_of_range};
-  return {v * 1024, procfs::errc::ok};
-}
-
-}  // namespace
-
-procfs::result<status_memory> parse_status_memory(std::string_view text) noexcept {
-  using procfs::errc;
-  if (text.empty()) return {{}, errc::empty};
-  if (text.find('\0') != std::string_view::npos) return {{}, errc::malformed};
-  if (text.back() != '\n') return {{}, errc::truncated};
-  status_memory m;
-  bool seen_hwm = false;
-  bool seen_rss = false;
-  while (!text.empty()) {
-    const std::size_t nl = text.find('\n');  // text ends with '\n': always found
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos) continue;
-    const std::string_view key = line.substr(0, colon);
-    const bool hwm = key == "VmHWM";
-    if (!hwm && key != "VmRSS") continue;
-    bool& seen = hwm ? seen_hwm : seen_rss;
-    if (seen) return {{}, errc::duplicate_key};
-    const procfs::result<std::uint64_t> v = kib_value(line.substr(colon + 1));
-    if (!v.ok()) return {{}, v.error};
-    seen = true;
-    (hwm ? m.hwm_bytes : m.rss_bytes) = v.value;
-  }
-  if (!seen_hwm || !seen_rss) return {{}, errc::missing_key};
-  return {m, errc::ok};
-}
 
 // ---- the meter -------------------------------------------------------------------------------------
 
@@ -271,7 +204,7 @@ peak_value peak_meter::impl::read_process() {
     v.error_number = r.error_number;
     return v;
   }
-  const procfs::result<status_memory> m = parse_status_memory(r.text);
+  const procfs::result<procfs::status_memory> m = procfs::parse_status_memory(r.text);
   if (!m.ok()) {
     // A kernel thread or a zombie has no VmHWM: nothing to measure.
     v.status = m.error == procfs::errc::missing_key ? peak_status::missing : peak_status::malformed;

@@ -2,6 +2,7 @@
 #include "pnmem/linux/procfs.hpp"
 
 #include <limits>
+#include <span>
 
 namespace pnmem::procfs {
 namespace {
@@ -137,41 +138,64 @@ errc for_each_line(std::string_view text, OnLine&& on_line) noexcept {
   return errc::ok;
 }
 
-}  // namespace
+// The value of a "Key:   <n> kB" line, the text after its ':', in bytes: a
+// whole decimal field, then "kB", then nothing but blanks. kB * 1024 is
+// overflow-checked.
+result<std::uint64_t> kib_field_bytes(std::string_view rest) noexcept {
+  const std::string_view number = next_field(rest);
+  const std::string_view unit = next_field(rest);
+  if (unit != "kB" || !only_blanks(rest)) return {0, errc::malformed};
+  const result<std::uint64_t> kib = to_u64(number);
+  if (!kib.ok()) return kib;
+  if (kib.value > u64_max / 1024) return {0, errc::out_of_range};
+  return {kib.value * 1024, errc::ok};
+}
 
-result<meminfo> parse_meminfo(std::string_view text) noexcept {
-  meminfo m;
-  bool seen_total = false;
-  bool seen_avail = false;
+// One key of a "Key: <n> kB" file, wanted exactly once.
+struct kib_key {
+  std::string_view name;  // the text before the ':'
+  std::uint64_t* bytes;   // where its value goes
+  bool seen = false;
+};
+
+// Reads `keys` from a "Key: <n> kB" file (/proc/meminfo, /proc/<pid>/status):
+// the text checks and line walk of for_each_line; a line whose text before its
+// first ':' is one of the keys must hold "<n> kB" (kib_field_bytes) and comes
+// once (take_once: a second is duplicate_key, whatever it holds); every other
+// line is not looked at. Each key must be there (missing_key). The first error
+// in the text is the answer; the values written are then meaningless.
+errc read_kib_keys(std::string_view text, std::span<kib_key> keys) noexcept {
   const errc walked = for_each_line(text, [&](std::string_view line) {
     const std::size_t colon = line.find(':');
     if (colon == std::string_view::npos) return errc::ok;
     const std::string_view key = line.substr(0, colon);
-    const bool is_total = key == "MemTotal";
-    if (!is_total && key != "MemAvailable") return errc::ok;
-
-    std::string_view rest = line.substr(colon + 1);
-    const std::string_view number = next_field(rest);
-    const std::string_view unit = next_field(rest);
-    result<std::uint64_t> bytes{0, errc::ok};
-    if (unit != "kB" || !only_blanks(rest)) {
-      bytes.error = errc::malformed;
-    } else {
-      const result<std::uint64_t> kib = to_u64(number);
-      if (!kib.ok()) {
-        bytes.error = kib.error;
-      } else if (kib.value > u64_max / 1024) {
-        bytes.error = errc::out_of_range;
-      } else {
-        bytes.value = kib.value * 1024;
-      }
+    for (kib_key& k : keys) {
+      if (k.name == key) return take_once(k.seen, *k.bytes, kib_field_bytes(line.substr(colon + 1)));
     }
-    return is_total ? take_once(seen_total, m.total_bytes, bytes) : take_once(seen_avail, m.avail_bytes, bytes);
+    return errc::ok;
   });
-  if (walked != errc::ok) return {{}, walked};
-  if (!seen_total || !seen_avail) return {{}, errc::missing_key};
+  if (walked != errc::ok) return walked;
+  for (const kib_key& k : keys) {
+    if (!k.seen) return errc::missing_key;
+  }
+  return errc::ok;
+}
+
+}  // namespace
+
+result<meminfo> parse_meminfo(std::string_view text) noexcept {
+  meminfo m;
+  kib_key keys[] = {{"MemTotal", &m.total_bytes}, {"MemAvailable", &m.avail_bytes}};
+  if (const errc e = read_kib_keys(text, keys); e != errc::ok) return {{}, e};
   // A machine with no memory is garbage, and a 0 total would read as "unknown" downstream.
   if (m.total_bytes == 0) return {{}, errc::out_of_range};
+  return {m, errc::ok};
+}
+
+result<status_memory> parse_status_memory(std::string_view text) noexcept {
+  status_memory m;
+  kib_key keys[] = {{"VmHWM", &m.hwm_bytes}, {"VmRSS", &m.rss_bytes}};
+  if (const errc e = read_kib_keys(text, keys); e != errc::ok) return {{}, e};
   return {m, errc::ok};
 }
 

@@ -1,5 +1,5 @@
-// pnmem/linux/process_peak.hpp: the status parser, the meter over trees laid out like / (v1, v2, the
-// ancestor with the memory controller, every failure through the os_calls seam), and the real kernel:
+// pnmem/linux/process_peak.hpp: the meter over trees laid out like / (v1, v2, the ancestor with the
+// memory controller, every failure through the os_calls seam), and the real kernel:
 // VmHWM rises by what the process touches and drops on reset; the v1 memory cgroup's peak likewise,
 // in a child cgroup this test creates.
 //
@@ -112,7 +112,8 @@ struct write_failure {
   calls_override seam{real_calls_but(&calls::write, &write_failure::write)};
 };
 
-// VmRSS of this process, from the kernel (independent of the meter).
+// VmRSS of this process, from the kernel (independent of the meter). The status parser is procfs.hpp's
+// (tested in test_procfs.cpp), here through process_peak.hpp's using-declaration.
 std::uint64_t own_rss_bytes() {
   const auto m = linux_os::parse_status_memory(pnmem::test::read_text("/proc/self/status"));
   REQUIRE(m.ok());
@@ -136,35 +137,6 @@ struct touched_memory {
 };
 
 }  // namespace
-
-// ---------------------------------------------------------------- the status parser
-
-TEST_CASE("parse_status_memory: VmHWM and VmRSS in bytes, each required once") {
-  const auto m = linux_os::parse_status_memory(status_text);
-  REQUIRE(m.ok());
-  CHECK(m.value.hwm_bytes == 524288_KiB);
-  CHECK(m.value.rss_bytes == 262144_KiB);
-  // CRLF, and lines in any order.
-  const auto crlf = linux_os::parse_status_memory("VmRSS:\t1 kB\r\nName:\tx\r\nVmHWM: 2 kB\r\n");
-  REQUIRE(crlf.ok());
-  CHECK(crlf.value.hwm_bytes == 2048);
-  CHECK(crlf.value.rss_bytes == 1024);
-
-  using procfs::errc;
-  CHECK(linux_os::parse_status_memory("").error == errc::empty);
-  CHECK(linux_os::parse_status_memory("VmHWM:\t2 kB\nVmRSS:\t1 kB").error == errc::truncated);
-  CHECK(linux_os::parse_status_memory(std::string_view("VmHWM:\t2 kB\n\0VmRSS:\t1 kB\n", 26)).error == errc::malformed);
-  CHECK(linux_os::parse_status_memory("Name:\tkthreadd\nThreads:\t1\n").error == errc::missing_key);
-  CHECK(linux_os::parse_status_memory("VmHWM:\t2 kB\n").error == errc::missing_key);
-  CHECK(linux_os::parse_status_memory("VmHWM:\t2 kB\nVmRSS:\t1 kB\nVmHWM:\t3 kB\n").error == errc::duplicate_key);
-  CHECK(linux_os::parse_status_memory("VmHWM:\t2 MB\nVmRSS:\t1 kB\n").error == errc::malformed);
-  CHECK(linux_os::parse_status_memory("VmHWM:\t-2 kB\nVmRSS:\t1 kB\n").error == errc::malformed);
-  CHECK(linux_os::parse_status_memory("VmHWM:\t2 kB x\nVmRSS:\t1 kB\n").error == errc::malformed);
-  CHECK(linux_os::parse_status_memory("VmHWM:\t\nVmRSS:\t1 kB\n").error == errc::malformed);
-  CHECK(linux_os::parse_status_memory("VmHWM:\t18014398509481984 kB\nVmRSS:\t1 kB\n").error == errc::out_of_range);
-  CHECK(linux_os::parse_status_memory("VmHWM:\t99999999999999999999 kB\nVmRSS:\t1 kB\n").error == errc::out_of_range);
-  CHECK(linux_os::parse_status_memory("VmHWM:\t18014398509481983 kB\nVmRSS:\t1 kB\n").ok());
-}
 
 // ---------------------------------------------------------------- trees laid out like /
 

@@ -28,6 +28,11 @@ constexpr std::string_view real_meminfo =
     "HugePages_Total:       0\n"
     "Hugepagesize:       2048 kB\n";
 
+// /proc/<pid>/status, trimmed to the lines around the two the parser reads.
+constexpr std::string_view real_status =
+    "Name:\tengine\nUmask:\t0022\nState:\tS (sleeping)\nVmPeak:\t  900000 kB\nVmSize:\t  800000 kB\n"
+    "VmLck:\t       0 kB\nVmHWM:\t  524288 kB\nVmRSS:\t  262144 kB\nRssAnon:\t  200000 kB\nThreads:\t4\n";
+
 constexpr std::string_view real_psi =
     "some avg10=1.25 avg60=0.50 avg300=0.10 total=123456\n"
     "full avg10=0.75 avg60=0.25 avg300=0.05 total=65432\n";
@@ -74,6 +79,35 @@ TEST_CASE("meminfo: kB to bytes is overflow-checked") {
   CHECK(procfs::parse_meminfo("MemTotal: 18014398509481984 kB\nMemAvailable: 1 kB\n").error == errc::out_of_range);
   CHECK(procfs::parse_meminfo("MemTotal: 99999999999999999999999 kB\nMemAvailable: 1 kB\n").error ==
         errc::out_of_range);
+}
+
+TEST_CASE("status: VmHWM and VmRSS in bytes, each required once") {
+  using namespace pnmem::literals;
+  const auto m = procfs::parse_status_memory(real_status);
+  REQUIRE(m.ok());
+  CHECK(m.value.hwm_bytes == 524288_KiB);
+  CHECK(m.value.rss_bytes == 262144_KiB);
+  // CRLF, and lines in any order.
+  const auto crlf = procfs::parse_status_memory("VmRSS:\t1 kB\r\nName:\tx\r\nVmHWM: 2 kB\r\n");
+  REQUIRE(crlf.ok());
+  CHECK(crlf.value.hwm_bytes == 2048);
+  CHECK(crlf.value.rss_bytes == 1024);
+
+  CHECK(procfs::parse_status_memory("").error == errc::empty);
+  CHECK(procfs::parse_status_memory("VmHWM:\t2 kB\nVmRSS:\t1 kB").error == errc::truncated);
+  CHECK(procfs::parse_status_memory(std::string_view("VmHWM:\t2 kB\n\0VmRSS:\t1 kB\n", 26)).error == errc::malformed);
+  CHECK(procfs::parse_status_memory("Name:\tkthreadd\nThreads:\t1\n").error == errc::missing_key);
+  CHECK(procfs::parse_status_memory("VmHWM:\t2 kB\n").error == errc::missing_key);
+  CHECK(procfs::parse_status_memory("VmHWM:\t2 kB\nVmRSS:\t1 kB\nVmHWM:\t3 kB\n").error == errc::duplicate_key);
+  CHECK(procfs::parse_status_memory("VmHWM:\t2 MB\nVmRSS:\t1 kB\n").error == errc::malformed);
+  CHECK(procfs::parse_status_memory("VmHWM:\t-2 kB\nVmRSS:\t1 kB\n").error == errc::malformed);
+  CHECK(procfs::parse_status_memory("VmHWM:\t2 kB x\nVmRSS:\t1 kB\n").error == errc::malformed);
+  CHECK(procfs::parse_status_memory("VmHWM:\t\nVmRSS:\t1 kB\n").error == errc::malformed);
+  CHECK(procfs::parse_status_memory("VmHWM:\t18014398509481984 kB\nVmRSS:\t1 kB\n").error == errc::out_of_range);
+  CHECK(procfs::parse_status_memory("VmHWM:\t99999999999999999999 kB\nVmRSS:\t1 kB\n").error == errc::out_of_range);
+  CHECK(procfs::parse_status_memory("VmHWM:\t18014398509481983 kB\nVmRSS:\t1 kB\n").ok());
+  // Unlike MemTotal, 0 is a value (a process whose pages are all swapped out).
+  CHECK(procfs::parse_status_memory("VmHWM:\t0 kB\nVmRSS:\t0 kB\n").ok());
 }
 
 TEST_CASE("psi: some and full, averages in percent, total in microseconds") {
@@ -671,6 +705,7 @@ TEST_CASE("a number field with a stray byte is malformed, however long its digit
   CHECK(procfs::parse_memory_stat_inactive_file("inactive_file 99999999999999999999x\n", cgroup_mode::v2).error ==
         errc::malformed);
   CHECK(procfs::parse_meminfo("MemTotal: 99999999999999999999x kB\nMemAvailable: 1 kB\n").error == errc::malformed);
+  CHECK(procfs::parse_status_memory("VmHWM:\t99999999999999999999x kB\nVmRSS:\t1 kB\n").error == errc::malformed);
   CHECK(procfs::parse_psi("some avg10=1000.x5 avg60=0.00 avg300=0.00 total=0\n").error == errc::malformed);
   CHECK(procfs::parse_psi("some avg10=0.00 avg60=0.00 avg300=0.00 total=99999999999999999999x\n").error ==
         errc::malformed);

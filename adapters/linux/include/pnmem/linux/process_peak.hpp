@@ -129,14 +129,8 @@ class peak_meter {
 
 // ---- /proc/<pid>/status --------------------------------------------------------------------------
 
-struct status_memory {
-  std::uint64_t hwm_bytes = 0;  // VmHWM
-  std::uint64_t rss_bytes = 0;  // VmRSS
-};
-
-// The VmHWM and VmRSS lines ("VmHWM:\t    1900 kB"), in bytes, each required exactly once (a kernel
-// thread has neither: missing_key); other lines are not looked at. procfs.hpp's text rules (empty,
-// truncated, NUL bytes malformed, CRLF accepted). Pure.
-procfs::result<status_memory> parse_status_memory(std::string_view text) noexcept;
+// The parser the meter reads VmHWM and VmRSS with, one of procfs.hpp's parsers: here too, as before.
+using procfs::parse_status_memory;
+using procfs::status_memory;
 
 }  // namespace pnmem::linux_os

@@ -1,8 +1,8 @@
 // pnmem/linux/procfs.hpp - parsers of the kernel's memory text files.
 //
-// /proc/meminfo, /proc/pressure/memory (and a cgroup's memory.pressure, same
-// format), cgroup v1/v2 single-value files, memory.stat, /proc/self/cgroup and
-// /proc/self/mountinfo. Pure functions over the bytes of one file: no I/O, no
+// /proc/meminfo, /proc/<pid>/status, /proc/pressure/memory (and a cgroup's
+// memory.pressure, same format), cgroup v1/v2 single-value files, memory.stat,
+// /proc/self/cgroup and /proc/self/mountinfo. Pure functions over the bytes of one file: no I/O, no
 // heap, no exceptions, and any input gives an answer (they are fuzzed).
 //
 // Every kernel text file ends with '\n' and never holds a NUL byte, so
@@ -62,6 +62,18 @@ struct meminfo {
 // MemTotal and MemAvailable ("<n> kB"), converted to bytes with an overflow check.
 // Other lines are not looked at (their set changes between kernels).
 result<meminfo> parse_meminfo(std::string_view text) noexcept;
+
+// ---- /proc/<pid>/status ------------------------------------------------------
+
+struct status_memory {
+  std::uint64_t hwm_bytes = 0;  // VmHWM
+  std::uint64_t rss_bytes = 0;  // VmRSS
+};
+
+// The VmHWM and VmRSS lines ("VmHWM:\t    1900 kB"), read as parse_meminfo reads
+// its keys: "<n> kB" in bytes, each required exactly once (a kernel thread has
+// neither: missing_key), other lines not looked at. 0 is a value (unlike MemTotal).
+result<status_memory> parse_status_memory(std::string_view text) noexcept;
 
 // ---- PSI: /proc/pressure/memory, <cgroup>/memory.pressure ---------------------
 
