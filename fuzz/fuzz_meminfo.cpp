@@ -1,6 +1,9 @@
-// fuzz_meminfo: procfs::parse_meminfo over any bytes (/proc/meminfo).
+// fuzz_meminfo: procfs::parse_meminfo over any bytes (/proc/meminfo), and
+// procfs::parse_status_memory (/proc/<pid>/status, the same "Key: <n> kB" format)
+// over the same bytes.
 //
-// Properties:
+// Properties of parse_meminfo (parse_status_memory: the text contract, the
+// reference reading with VmHWM and VmRSS for keys and 0 allowed, CRLF):
 //   - the text contract of procfs.hpp (empty / NUL / no final newline), a named error;
 //   - a success agrees with a reference reading of the documented format: exactly
 //     one "MemTotal:" and one "MemAvailable:" line, each "<n> kB" (n decimal, no
@@ -24,40 +27,59 @@ bool same(const procfs::meminfo& a, const procfs::meminfo& b) {
   return a.total_bytes == b.total_bytes && a.avail_bytes == b.avail_bytes;
 }
 
-// The reference reading: ok with `value`, or some error.
+// The reference reading of the two keys `a` and `b` of a "Key: <n> kB" file: ok
+// with their values in bytes, or some error.
 struct reference {
   bool ok = false;
-  procfs::meminfo value;
+  std::uint64_t a_bytes = 0;
+  std::uint64_t b_bytes = 0;
 };
 
-reference read_reference(std::string_view t) {
+reference read_reference(std::string_view t, std::string_view a, std::string_view b) {
   if (!well_formed_kernel_text(t)) return {};
-  int seen_total = 0;
-  int seen_avail = 0;
-  procfs::meminfo m;
+  int seen_a = 0;
+  int seen_b = 0;
+  reference r;
   for (const std::string_view line : kernel_lines(t)) {
     const std::size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;
     const std::string_view key = line.substr(0, colon);
     std::uint64_t* slot = nullptr;
-    if (key == "MemTotal") {
-      slot = &m.total_bytes;
-      ++seen_total;
-    } else if (key == "MemAvailable") {
-      slot = &m.avail_bytes;
-      ++seen_avail;
+    if (key == a) {
+      slot = &r.a_bytes;
+      ++seen_a;
+    } else if (key == b) {
+      slot = &r.b_bytes;
+      ++seen_b;
     } else {
       continue;
     }
-    if (seen_total > 1 || seen_avail > 1) return {};
+    if (seen_a > 1 || seen_b > 1) return {};
     const auto fields = blank_fields(line.substr(colon + 1));
     if (fields.size() != 2 || fields[1] != "kB") return {};
     const u64_ref kib = reference_u64(fields[0]);
     if (kib.state != 1 || kib.value > UINT64_MAX / 1024) return {};
     *slot = kib.value * 1024;
   }
-  if (seen_total != 1 || seen_avail != 1 || m.total_bytes == 0) return {};
-  return {true, m};
+  if (seen_a != 1 || seen_b != 1) return {};
+  r.ok = true;
+  return r;
+}
+
+procfs::result<procfs::status_memory> parse_status(std::string_view t) { return procfs::parse_status_memory(t); }
+
+bool same_status(const procfs::status_memory& a, const procfs::status_memory& b) {
+  return a.hwm_bytes == b.hwm_bytes && a.rss_bytes == b.rss_bytes;
+}
+
+// parse_status_memory over the same bytes: the text contract, the reference
+// reading with its own keys, CRLF.
+void check_status(std::string_view t) {
+  const auto s = parse_checked(t, parse_status);
+  const reference ref = read_reference(t, "VmHWM", "VmRSS");
+  FUZZ_CHECK(s.ok() == ref.ok);
+  if (s.ok()) FUZZ_CHECK(s.value.hwm_bytes == ref.a_bytes && s.value.rss_bytes == ref.b_bytes);
+  check_crlf_same(t, s, parse_status, same_status);
 }
 
 std::string render(const procfs::meminfo& m) {
@@ -73,10 +95,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view t = as_text(data, size);
   const auto r = parse_checked(t, parse);
 
-  const reference ref = read_reference(t);
-  FUZZ_CHECK(r.ok() == ref.ok);
+  check_status(t);
+
+  const reference ref = read_reference(t, "MemTotal", "MemAvailable");
+  FUZZ_CHECK(r.ok() == (ref.ok && ref.a_bytes != 0));
   if (r.ok()) {
-    FUZZ_CHECK(same(r.value, ref.value));
+    FUZZ_CHECK(r.value.total_bytes == ref.a_bytes && r.value.avail_bytes == ref.b_bytes);
     FUZZ_CHECK(r.value.total_bytes != 0);
     FUZZ_CHECK(r.value.total_bytes % 1024 == 0 && r.value.avail_bytes % 1024 == 0);
   }

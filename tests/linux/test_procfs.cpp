@@ -515,8 +515,8 @@ bool views_into(std::string_view part, std::string_view whole) {
 // Counts what it checked, per parser, so the test can insist that each parser's
 // success path and error path were both reached.
 struct contract_checker {
-  std::size_t ok_count[10] = {};
-  std::size_t error_count[10] = {};
+  std::size_t ok_count[11] = {};
+  std::size_t error_count[11] = {};
 
   // procfs.hpp: empty -> empty; a NUL anywhere -> malformed; no final '\n' -> truncated.
   static errc text_verdict(std::string_view t) {
@@ -554,6 +554,16 @@ struct contract_checker {
     } else {
       CHECK(m.value.total_bytes == 0);
       CHECK(m.value.avail_bytes == 0);
+    }
+
+    const auto sm = procfs::parse_status_memory(t);
+    common(10, t, sm, {errc::malformed, errc::out_of_range, errc::missing_key, errc::duplicate_key});
+    if (sm.ok()) {
+      CHECK(same_number(token_after_line_key(t, "VmHWM:"), sm.value.hwm_bytes / 1024));
+      CHECK(same_number(token_after_line_key(t, "VmRSS:"), sm.value.rss_bytes / 1024));
+    } else {
+      CHECK(sm.value.hwm_bytes == 0);
+      CHECK(sm.value.rss_bytes == 0);
     }
 
     const auto p = procfs::parse_psi(t);
@@ -666,9 +676,9 @@ struct contract_checker {
 }  // namespace
 
 TEST_CASE("parsers survive every prefix and every corrupted byte, and keep the error contract") {
-  const std::string_view samples[] = {real_meminfo, real_psi, host_mountinfo, "max\n", "9223372036854771712\n",
-                                      "4:memory:/a\n0::/b\n", "inactive_file 5\ntotal_inactive_file 6\n",
-                                      "2147483648\n"};
+  const std::string_view samples[] = {real_meminfo, real_status, real_psi, host_mountinfo, "max\n",
+                                      "9223372036854771712\n", "4:memory:/a\n0::/b\n",
+                                      "inactive_file 5\ntotal_inactive_file 6\n", "2147483648\n"};
   const char bytes[] = {'\0', '\n', '\r', ' ', ':', '=', '.', '-', '\\', '/', '9', 'x', '\x80', '\xff'};
   contract_checker c;
   for (const std::string_view s : samples) {
@@ -686,8 +696,8 @@ TEST_CASE("parsers survive every prefix and every corrupted byte, and keep the e
   // Each parser both succeeded and failed somewhere in the walk: both halves of the
   // contract above were checked, for every parser.
   const char* const names[] = {"meminfo", "psi", "cgroup_bytes", "v2_limit", "v1_limit", "memory.stat v1",
-                               "memory.stat v2", "self_cgroup", "mountinfo v1", "mountinfo v2"};
-  for (int i = 0; i < 10; ++i) {
+                               "memory.stat v2", "self_cgroup", "mountinfo v1", "mountinfo v2", "status"};
+  for (int i = 0; i < 11; ++i) {
     const auto k = static_cast<std::size_t>(i);
     INFO(names[k] << ": " << c.ok_count[k] << " ok, " << c.error_count[k] << " errors");
     CHECK(c.ok_count[k] > 0);

@@ -2,6 +2,7 @@
 // they include no OS header: the OS calls live behind the private seam
 // (adapters/linux/os_calls.hpp). This file fails to compile when one comes back.
 #include "pnmem/linux/linux_sampler.hpp"
+#include "pnmem/linux/process_peak.hpp"
 #include "pnmem/linux/procfs.hpp"
 #include "pnmem/linux/psi_trigger.hpp"
 
@@ -23,4 +24,7 @@ TEST_CASE("the installed Linux headers compile without OS headers") {
   const std::vector<pnmem::psi_trigger_spec> one_default{pnmem::default_psi_trigger};
   CHECK(pnmem::linux_sampler_options{}.psi_triggers == one_default);
   CHECK(pnmem::psi_trigger_config{}.triggers == pnmem::linux_sampler_options{}.psi_triggers);
+  // process_peak.hpp: nothing measured until read(); its status parser is procfs.hpp's.
+  CHECK(pnmem::linux_os::peak_value{}.status == pnmem::linux_os::peak_status::missing);
+  CHECK(pnmem::linux_os::parse_status_memory("VmHWM:\t2 kB\nVmRSS:\t1 kB\n").value.hwm_bytes == 2048);
 }
