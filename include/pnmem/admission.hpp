@@ -151,26 +151,42 @@ constexpr int largest_fitting_prompt(const model_cost& m, int n_max, kv_format k
   auto hi = static_cast<std::uint64_t>(n_max);           // does not fit
   std::size_t next_anchor = 0;
   bool window_pending = window != 0;
-  while (true) {
-    const bool anchor_left = next_anchor < count;
-    if (!anchor_left && !window_pending) break;
-    const bool take_anchor = anchor_left && (!window_pending || act.anchors[next_anchor].tokens <= window);
-    const std::uint64_t t = take_anchor ? act.anchors[next_anchor].tokens : window;
-    if (t >= hi) break;
-    if (t > lo) {
-      // At an anchor the peak is the anchor's own value: no table walk needed.
-      const std::uint64_t c =
-          take_anchor ? sat_add(sat_add(kv_of(t), m.state_bytes_per_seq), act.anchors[next_anchor].peak_bytes) : cost(t);
-      if (c > limit) {
-        hi = t;
-        break;
+  if (!window_pending) {
+    // Without a window the breakpoints are the anchors alone (the seed's model, and most): a counted
+    // loop the compiler can unroll when the model is a constant.
+    for (; next_anchor < count; ++next_anchor) {
+      const activation_anchor& x = act.anchors[next_anchor];
+      if (x.tokens >= hi) break;
+      if (x.tokens > lo) {
+        if (sat_add(sat_add(sat_mul(full, x.tokens), m.state_bytes_per_seq), x.peak_bytes) > limit) {
+          hi = x.tokens;
+          break;
+        }
+        lo = x.tokens;
       }
-      lo = t;
     }
-    if (take_anchor) {
-      ++next_anchor;
-    } else {
-      window_pending = false;
+  } else {
+    while (true) {
+      const bool anchor_left = next_anchor < count;
+      if (!anchor_left && !window_pending) break;
+      const bool take_anchor = anchor_left && (!window_pending || act.anchors[next_anchor].tokens <= window);
+      const std::uint64_t t = take_anchor ? act.anchors[next_anchor].tokens : window;
+      if (t >= hi) break;
+      if (t > lo) {
+        // At an anchor the peak is the anchor's own value: no table walk needed.
+        const std::uint64_t c =
+            take_anchor ? sat_add(sat_add(kv_of(t), m.state_bytes_per_seq), act.anchors[next_anchor].peak_bytes) : cost(t);
+        if (c > limit) {
+          hi = t;
+          break;
+        }
+        lo = t;
+      }
+      if (take_anchor) {
+        ++next_anchor;
+      } else {
+        window_pending = false;
+      }
     }
   }
 
@@ -187,7 +203,9 @@ constexpr int largest_fitting_prompt(const model_cost& m, int n_max, kv_format k
       span = act.anchors[next_anchor].tokens - a.tokens;
       rise = sat_sub(act.anchors[next_anchor].peak_bytes, a.peak_bytes);
     }
-    const std::uint64_t c0 = sat_add(sat_add(sat_sub(kv_of(lo), sat_mul(k, lo - a.tokens)), m.state_bytes_per_seq), a.peak_bytes);
+    // The piece's KV line at a: k per token, plus the sliding layers' full window when past it.
+    const std::uint64_t kv_a = sat_add(sat_mul(k, a.tokens), hi > window ? sat_mul(slide, window) : 0);
+    const std::uint64_t c0 = sat_add(sat_add(kv_a, m.state_bytes_per_seq), a.peak_bytes);
     const std::uint64_t room = sat_sub(limit, c0);
     std::uint64_t num64 = 0;
     std::uint64_t ks = 0;
