@@ -3,7 +3,6 @@
 // cost_model.hpp) never below any line of the file; bad files and flags are exit 2 with one line.
 #include <doctest/doctest.h>
 
-#include <stdlib.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -12,7 +11,6 @@
 #include <fstream>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +19,7 @@
 #include "pnmem/cost_model.hpp"
 #include "pnmem/parse.hpp"
 #include "run_process.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -42,27 +41,7 @@ process_result run_pnmem(const args_t& args) {
   return r;
 }
 
-// A directory under /tmp, removed with what is in it at scope exit.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string tmpl = (fs::temp_directory_path() / "pnmem-calibrate-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  std::string write(const std::string& name, std::string_view text) const {
-    std::ofstream out(path / name, std::ios::binary);
-    out << text;
-    REQUIRE(out.good());
-    return (path / name).string();
-  }
-};
+using pnmem::test::temp_dir;
 
 // The seed's formula at many prompt lengths, as an engine would write its measurements: a header, a
 // comment, units on some lines, and a repeated length measured lower the second time.
@@ -291,8 +270,8 @@ TEST_CASE("calibrate: a bad file is exit 2, one line naming the file, the line a
     CHECK_MESSAGE(line == "pnmem: error: " + file + ":" + b.says, line);
   }
   CHECK(refusal({"calibrate", d.write("empty.csv", "# nothing measured\n")}) ==
-        "pnmem: error: " + (d.path / "empty.csv").string() + ": no measurements");
-  const std::string missing = (d.path / "absent.csv").string();
+        "pnmem: error: " + d.path("empty.csv") + ": no measurements");
+  const std::string missing = d.path("absent.csv");
   CHECK(refusal({"calibrate", missing}) == "pnmem: error: " + missing + ": No such file or directory");
   CHECK(contains(refusal({"calibrate"}), "file"));
 }

@@ -5,7 +5,6 @@
 // from the tool.
 #include <doctest/doctest.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -14,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "pnmem/pnmem.hpp"
 #include "run_process.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -63,32 +62,7 @@ json run_json(const args_t& args) {
 std::string bytes(std::uint64_t v) { return std::to_string(v); }
 std::uint64_t u64(const json& j) { return j.get<std::uint64_t>(); }
 
-// A directory of its own under the system's temp directory, removed at the end of the test.
-class temp_dir {
- public:
-  temp_dir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("pnmem_cli_model_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::filesystem::path p = path_ / name;
-    std::ofstream(p, std::ios::binary) << text;
-    return p.string();
-  }
-  std::string path(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using pnmem::test::temp_dir;
 
 // The Llama-3-8B shape: 32 layers x 8 KV heads x 128 dims, f16: 2 x 32 x 8 x 128 x 2 B = 128 KiB per token.
 const args_t llama_flags{"--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--kv-dtype", "f16"};
