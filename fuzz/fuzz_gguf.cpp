@@ -15,6 +15,7 @@
 #include <string>
 
 #include "fuzz_support.hpp"
+#include "model_files_checks.hpp"
 #include "pnmem/cost_model.hpp"
 #include "pnmem/model_files/gguf.hpp"
 #include "pnmem/model_files/model_json.hpp"
@@ -29,8 +30,7 @@ bool same(const mf::read_result<mf::gguf_model>& a, const mf::read_result<mf::gg
   if (!a.value) return a.error == b.error;
   const mf::gguf_summary& x = a.value->summary;
   const mf::gguf_summary& y = b.value->summary;
-  return a.value->description.cost == b.value->description.cost && a.value->description.name == b.value->description.name &&
-         a.value->description.shape == b.value->description.shape && x.version == y.version &&
+  return same_description(a.value->description, b.value->description) && x.version == y.version &&
          x.tensor_count == y.tensor_count && x.metadata_kv_count == y.metadata_kv_count &&
          x.metadata_bytes == y.metadata_bytes && x.architecture == y.architecture && x.context_length == y.context_length;
 }
@@ -61,13 +61,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(sum.metadata_bytes >= 24 && sum.metadata_bytes <= b.size() && sum.metadata_bytes <= mf::gguf_max_metadata_bytes);
   FUZZ_CHECK(sum.metadata_kv_count <= mf::gguf_max_kv_count && sum.tensor_count <= mf::gguf_max_tensor_count);
   FUZZ_CHECK(!sum.architecture.empty());
-  FUZZ_CHECK(d.shape.has_value());
+  check_derived_from_shape(d);
   const pnmem::model_shape& s = *d.shape;
-  FUZZ_CHECK(d.cost == pnmem::from_shape(s));
-  FUZZ_CHECK(pnmem::validate(d.cost).empty());
-  FUZZ_CHECK(s.layers >= 1 && s.layers <= (1u << 20));
-  FUZZ_CHECK(s.sliding_layers <= s.layers);
-  FUZZ_CHECK((s.sliding_layers == 0) == (s.sliding_window == 0));
   FUZZ_CHECK(s.kv_heads >= 1 && s.key_dim >= 1 && s.value_dim >= 1 && s.query_heads >= s.kv_heads);
   FUZZ_CHECK(d.cost.normal_kv == pnmem::kv_format::f16 && d.cost.compact_kv == pnmem::kv_format::q4_0);
   FUZZ_CHECK(d.source == "gguf");

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_support.hpp"
+#include "model_files_checks.hpp"
 #include "pnmem/cost_model.hpp"
 #include "pnmem/model_files/hf_config.hpp"
 #include "pnmem/model_files/model_json.hpp"
@@ -25,12 +26,6 @@ namespace mf = pnmem::model_files;
 using json = nlohmann::json;
 
 namespace {
-
-bool same(const mf::read_result<mf::model_description>& a, const mf::read_result<mf::model_description>& b) {
-  if (a.value.has_value() != b.value.has_value()) return false;
-  if (!a.value) return a.error == b.error;
-  return a.value->cost == b.value->cost && a.value->name == b.value->name && a.value->shape == b.value->shape;
-}
 
 // The reference: which object holds the shape, and its integers.
 void check_reference(std::string_view text, const mf::model_description& d) {
@@ -62,17 +57,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const exact_text text(as_text(data, size));
   const auto r = mf::read_hf_config(text.view());
   FUZZ_CHECK(r.value.has_value() != !r.error.empty());
-  FUZZ_CHECK(same(r, mf::read_hf_config(text.view())));
+  FUZZ_CHECK(same_read(r, mf::read_hf_config(text.view())));
   if (!r) return 0;
 
   const mf::model_description& d = *r.value;
-  FUZZ_CHECK(d.shape.has_value());
+  check_derived_from_shape(d);
   const pnmem::model_shape& s = *d.shape;
-  FUZZ_CHECK(d.cost == pnmem::from_shape(s));
-  FUZZ_CHECK(pnmem::validate(d.cost).empty());
-  FUZZ_CHECK(s.layers >= 1 && s.layers <= (1u << 20));
-  FUZZ_CHECK(s.sliding_layers <= s.layers);
-  FUZZ_CHECK((s.sliding_layers == 0) == (s.sliding_window == 0));
   FUZZ_CHECK(s.kv_heads >= 1 && s.query_heads % s.kv_heads == 0);
   FUZZ_CHECK(s.key_dim >= 1 && s.value_dim == s.key_dim);
   FUZZ_CHECK(d.cost.compact_kv == pnmem::kv_format::q4_0);
@@ -83,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check_reference(text.view(), d);
 
   const std::string spaced = std::string(text.view()) + " \n\t";
-  FUZZ_CHECK(same(r, mf::read_hf_config(spaced)));
+  FUZZ_CHECK(same_read(r, mf::read_hf_config(spaced)));
 
   const auto back = mf::read_model_json(mf::write_model_json(d));
   FUZZ_CHECK(back.value.has_value());

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_support.hpp"
+#include "model_files_checks.hpp"
 #include "pnmem/cost_model.hpp"
 #include "pnmem/model_files/model_json.hpp"
 
@@ -24,13 +25,6 @@ namespace mf = pnmem::model_files;
 using json = nlohmann::json;
 
 namespace {
-
-bool same(const mf::read_result<mf::model_description>& a, const mf::read_result<mf::model_description>& b) {
-  if (a.value.has_value() != b.value.has_value()) return false;
-  if (!a.value) return a.error == b.error;
-  return a.value->cost == b.value->cost && a.value->name == b.value->name && a.value->source == b.value->source &&
-         a.value->shape == b.value->shape;
-}
 
 void check_reference(std::string_view text, const mf::model_description& d) {
   const json j = json::parse(text.begin(), text.end(), nullptr, false);
@@ -53,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const exact_text text(as_text(data, size));
   const auto r = mf::read_model_json(text.view());
   FUZZ_CHECK(r.value.has_value() != !r.error.empty());
-  FUZZ_CHECK(same(r, mf::read_model_json(text.view())));
+  FUZZ_CHECK(same_read(r, mf::read_model_json(text.view())));
   if (!r) return 0;
 
   const mf::model_description& d = *r.value;
@@ -61,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const pnmem::activation_model& a = d.cost.activation;
   FUZZ_CHECK(a.n_anchors <= pnmem::max_activation_anchors);
   check_reference(text.view(), d);
-  FUZZ_CHECK(same(r, mf::read_model_json(std::string(text.view()) + "\r\n ")));
+  FUZZ_CHECK(same_read(r, mf::read_model_json(std::string(text.view()) + "\r\n ")));
 
   for (const int indent : {2, -1}) {
     const std::string written = mf::write_model_json(d, indent);
