@@ -255,6 +255,7 @@ TEST_CASE("the CAP solve is the largest fitting prompt for any model (against a 
     const kv_format kv = random_format(g);
     const int n_max = 2 + static_cast<int>(g.below(g.below(4) == 0 ? 3000000 : 200000));
     const std::uint64_t lo_cost = host_cost_bytes(m, 0, kv);
+    REQUIRE(detail::host_cost_at_zero(m) == lo_cost);  // admit_request's shortcut for cost(0)
     const std::uint64_t hi_cost = host_cost_bytes(m, n_max, kv);
     if (hi_cost <= lo_cost) continue;
     // A limit anywhere, or exactly at / one byte off the cost of a random n: where an off-by-one lives.

@@ -174,7 +174,7 @@ constexpr activation_model activation_coefficients(std::uint64_t fixed, std::uin
   return m;
 }
 
-constexpr std::uint64_t activation_peak_bytes(const activation_model& m, std::uint64_t n) noexcept {
+[[gnu::always_inline]] constexpr std::uint64_t activation_peak_bytes(const activation_model& m, std::uint64_t n) noexcept {
   using detail::sat_add;
   using detail::sat_mul;
   if (m.n_anchors == 0) {
@@ -183,6 +183,10 @@ constexpr std::uint64_t activation_peak_bytes(const activation_model& m, std::ui
   const std::size_t count = m.n_anchors > max_activation_anchors ? max_activation_anchors : m.n_anchors;
   const auto& a = m.anchors;
   if (n <= a[0].tokens) return a[0].peak_bytes;
+  // Unrolled (at most 8 anchors): for a model known at compile time (the seed's) every span and rise is
+  // then a constant and the division a multiplication; without the pragma g++ kept the loop, reading
+  // the table and dividing in hardware (the seed's admit_request CAP: 477 -> 273 instructions a call).
+#pragma GCC unroll 8
   for (std::size_t i = 1; i < count; ++i) {
     if (n <= a[i].tokens) {
       const std::uint64_t span = a[i].tokens - a[i - 1].tokens;
@@ -190,7 +194,7 @@ constexpr std::uint64_t activation_peak_bytes(const activation_model& m, std::ui
       // Round the interpolated share up: the table must not under-estimate. A product past 2^64 (peaks
       // far beyond any host) is divided exactly in 128 bits, not saturated (which would under-estimate).
       std::uint64_t num = 0;
-      if (__builtin_mul_overflow(rise, n - a[i - 1].tokens, &num)) {
+      if (__builtin_expect(__builtin_mul_overflow(rise, n - a[i - 1].tokens, &num), 0)) {
         return sat_add(a[i - 1].peak_bytes, detail::mul_div_ceil(rise, n - a[i - 1].tokens, span));
       }
       return sat_add(a[i - 1].peak_bytes, num / span + (num % span != 0 ? 1 : 0));
@@ -290,14 +294,14 @@ constexpr std::uint64_t kv_bytes_per_token(const model_cost& m, kv_format f) noe
 }
 
 // KV bytes of n tokens of one sequence in format f.
-constexpr std::uint64_t kv_bytes(const model_cost& m, kv_format f, std::uint64_t n) noexcept {
+[[gnu::always_inline]] constexpr std::uint64_t kv_bytes(const model_cost& m, kv_format f, std::uint64_t n) noexcept {
   const auto i = static_cast<std::size_t>(f) < kv_format_count ? static_cast<std::size_t>(f) : 1;
   const std::uint64_t kept = m.sliding_window != 0 && n > m.sliding_window ? m.sliding_window : n;
   return detail::sat_add(detail::sat_mul(m.full_kv_bytes_per_token[i], n),
                          detail::sat_mul(m.sliding_kv_bytes_per_token[i], kept));
 }
 
-constexpr std::uint64_t host_cost_bytes(const model_cost& m, int n_tokens, kv_format kv) noexcept {
+[[gnu::always_inline]] constexpr std::uint64_t host_cost_bytes(const model_cost& m, int n_tokens, kv_format kv) noexcept {
   const std::uint64_t n = n_tokens < 0 ? 0 : static_cast<std::uint64_t>(n_tokens);
   return detail::sat_add(detail::sat_add(kv_bytes(m, kv, n), m.state_bytes_per_seq),
                          activation_peak_bytes(m.activation, n));
