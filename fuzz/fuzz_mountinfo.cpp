@@ -14,18 +14,21 @@
 //     has 6 fields, a "-" after them and fstype, source and super options after it
 //     (else the table is malformed); the first mount of the hierarchy (v2: cgroup2;
 //     v1: cgroup with `memory` in its super options) whose root contains a plain
-//     path (absolute, no "." / ".." / empty components) is found, with its root and
+//     path (absolute, no "." / ".." / empty components) and whose mount point no
+//     later line mounts over (same mount point field) is found, with its root and
 //     mount point unescaped (\ooo); mounted but none showing it is not_visible; no
 //     such mount is absent; an undecodable root or mount point is malformed;
 //   - a found mount's root contains the path, and path_below_root gives the rest of
 //     the path: a view into it, without a trailing '/';
 //   - CRLF line ends read the same; a success cut before its last '\n' is `truncated`;
-//   - appending an unrelated mount changes nothing; appending a mount of the
+//   - appending an unrelated mount elsewhere changes nothing (over the found one, it
+//     hides it: the reference's answer); appending a mount of the
 //     hierarchy at "/" finds it when nothing was found and the path is plain;
 //     appending a line that is not a mount line makes the table malformed;
 //   - unescape_mount_field (on the path and on the table) agrees with a reference
 //     decoder, and every byte escaped as \ooo decodes back to itself (NUL aside).
 #include <string>
+#include <vector>
 
 #include "procfs_checks.hpp"
 
@@ -132,7 +135,15 @@ match_ref read_reference(std::string_view table, cgroup_mode mode, std::string_v
   if (mode == cgroup_mode::none || !well_formed_kernel_text(table)) return {};
   match_ref out;
   bool found = false;
-  for (const std::string_view line : kernel_lines(table)) {
+  const auto lines = kernel_lines(table);
+  // Each line's mount point as the table spells it: a later line with the same one is stacked over it.
+  std::vector<std::string_view> points;
+  for (const std::string_view line : lines) {
+    const auto fields = blank_fields(line);
+    points.push_back(fields.size() >= 5 ? fields[4] : std::string_view{});
+  }
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string_view line = lines[i];
     const auto fields = blank_fields(line);
     if (fields.size() < 6) return {};
     std::size_t dash = 6;
@@ -146,7 +157,9 @@ match_ref read_reference(std::string_view table, cgroup_mode mode, std::string_v
     const unescaped root = reference_unescape(fields[3]);
     const unescaped mount_point = reference_unescape(fields[4]);
     if (!root.ok || !mount_point.ok) return {};
-    if (plain_path(path) && root_shows(root.bytes, path)) {
+    bool hidden = false;
+    for (std::size_t j = i + 1; j < points.size(); ++j) hidden = hidden || points[j] == fields[4];
+    if (plain_path(path) && root_shows(root.bytes, path) && !hidden) {
       out.lookup = mount_lookup::found;
       out.root = root.bytes;
       out.mount_point = mount_point.bytes;
@@ -239,12 +252,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   const std::string text(table);
   FUZZ_CHECK(find_owned(text + "not a mount line\n", mode, path).error == procfs::errc::malformed);
-  FUZZ_CHECK(same(find_owned(text + "90 1 0:90 / /proc rw,relatime shared:9 - proc proc rw\n", mode, path), mine));
+  // An unrelated mount at another mount point changes nothing (at the found one's, it would hide it).
+  if (mine.mount_point != "/proc") {
+    FUZZ_CHECK(same(find_owned(text + "90 1 0:90 / /proc rw,relatime shared:9 - proc proc rw\n", mode, path), mine));
+  } else {
+    const std::string over = text + "90 1 0:90 / /proc rw,relatime shared:9 - proc proc rw\n";
+    const match_ref want = read_reference(over, mode, path);
+    const owned got = find_owned(over, mode, path);
+    FUZZ_CHECK(want.ok && got.error == procfs::errc::ok && got.lookup == want.lookup);
+    FUZZ_CHECK(got.mount_point != "/proc" && got.root == want.root && got.mount_point == want.mount_point);
+  }
   const std::string ours = mode == cgroup_mode::v2
                                ? "91 1 0:91 / /fuzz/mnt rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
                                : "91 1 0:91 / /fuzz/mnt rw,nosuid shared:3 - cgroup cgroup rw,cpu,memory\n";
   const owned added = find_owned(text + ours, mode, path);
-  if (found) {
+  if (found && mine.mount_point != "/fuzz/mnt") {
     FUZZ_CHECK(same(added, mine));
   } else if (plain_path(path)) {
     FUZZ_CHECK(same(added, owned{procfs::errc::ok, mount_lookup::found, "/", "/fuzz/mnt"}));

@@ -25,6 +25,8 @@ errc check_text(std::string_view text) noexcept {
 class line_reader {
  public:
   explicit line_reader(std::string_view text) noexcept : rest_(text) {}
+  // The text after the last line returned.
+  std::string_view rest() const noexcept { return rest_; }
   bool next(std::string_view& line) noexcept {
     if (rest_.empty()) return false;
     const std::size_t nl = rest_.find('\n');
@@ -383,6 +385,21 @@ bool has_option(std::string_view options, std::string_view wanted) noexcept {
   return false;
 }
 
+// True when a line of `later` (the mount table after a mount) mounts anything at `mount_point` (its
+// field as the table spells it): the later mount is stacked over the earlier one and hides it. A line
+// too short to have a mount point is left to the caller's own check.
+bool mounted_over(std::string_view later, std::string_view mount_point) noexcept {
+  line_reader lines(later);
+  std::string_view line;
+  while (lines.next(line)) {
+    std::string_view rest = line;
+    std::string_view field;
+    for (int i = 0; i < 5; ++i) field = next_field(rest);
+    if (field == mount_point) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 result<cgroup_mount_match> find_cgroup_mount(std::string_view mountinfo, cgroup_mode hierarchy,
@@ -417,7 +434,8 @@ result<cgroup_mount_match> find_cgroup_mount(std::string_view mountinfo, cgroup_
         !unescape_mount_field(fields[4], match.mount.mount_point)) {
       return {{}, errc::malformed};
     }
-    if (plain && root_contains(match.mount.root.view(), cgroup_path)) {
+    // A mount another one was later stacked on (same mount point) shows that one's tree instead.
+    if (plain && root_contains(match.mount.root.view(), cgroup_path) && !mounted_over(lines.rest(), fields[4])) {
       match.lookup = mount_lookup::found;
       found = true;  // keep reading: a malformed line later still makes the table garbage
     }

@@ -2,6 +2,9 @@
 // (kernel_psi_trigger_test, kernel_watcher_test). Test code only, header-only.
 //
 //   own_cgroup_dir(hierarchy)   this process's cgroup directory (real_cgroup.hpp's own_cgroup)
+//   v2_memory_parent            where this process may make v2 cgroups with the memory
+//                               controller: its own cgroup's parent (siblings), or the root
+//   moved_into                  this process moved into a cgroup, and back on every way out
 //   write_file                  cgroupfs writes (one write() per value, errno kept);
 //                               read_file (file_text.hpp) reads
 //   remove_cgroup               rmdir, retried while the kernel still says EBUSY
@@ -73,6 +76,17 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+// Whether `word` is one of the blank-separated words of `text` (cgroup.controllers,
+// cgroup.subtree_control).
+inline bool has_word(const std::string& text, std::string_view word) {
+  for (const auto& line : split(text, '\n')) {
+    for (const auto& w : split(line, ' ')) {
+      if (w == word) return true;
+    }
+  }
+  return false;
+}
+
 enum class cgroup_version { v1, v2 };
 
 constexpr const char* to_string(cgroup_version v) noexcept { return v == cgroup_version::v1 ? "v1" : "v2"; }
@@ -99,6 +113,39 @@ inline std::optional<fs::path> own_cgroup_dir(std::string_view fstype, std::stri
 inline bool move_into_cgroup(const fs::path& dir, pid_t pid) {
   return write_file(dir / "cgroup.procs", std::to_string(pid));
 }
+
+// Where this process, at `where` in the v2 hierarchy, may make cgroups that have the memory
+// controller. v2 lets no process sit in a cgroup that enables controllers for its children (the
+// root cgroup alone is exempt), so unless this process is in the root they are made next to its
+// own cgroup, in its parent (scripts/vm-test runs a command in /vm-test/command for this), which
+// must enable memory for its children. nullopt, with `why`, when it does not.
+inline std::optional<fs::path> v2_memory_parent(const cgroup_location& where, std::string* why = nullptr) {
+  const fs::path parent = where.dir == where.mount_point ? where.dir : where.dir.parent_path();
+  const auto subtree = read_file(parent / "cgroup.subtree_control");
+  if (subtree && has_word(*subtree, "memory")) return parent;
+  if (why != nullptr) *why = "cgroup2 " + parent.string() + " does not delegate the memory controller";
+  return std::nullopt;
+}
+
+// This process moved into the cgroup at `dir` (ok() says whether it went, errno when not), and
+// back into `home` on every way out. Its memory charged so far stays where it was (v1 moves
+// charges only when asked, v2 never).
+class moved_into {
+ public:
+  moved_into(fs::path home, const fs::path& dir) : home_(std::move(home)) {
+    moved_ = move_into_cgroup(dir, ::getpid());
+  }
+  ~moved_into() {
+    if (moved_) move_into_cgroup(home_, ::getpid());
+  }
+  moved_into(const moved_into&) = delete;
+  moved_into& operator=(const moved_into&) = delete;
+  bool ok() const noexcept { return moved_; }
+
+ private:
+  fs::path home_;
+  bool moved_ = false;
+};
 
 namespace detail {
 

@@ -126,6 +126,19 @@ snapshot_record to_record(const pnmem::mem_state& s) {
   return r;
 }
 
+// The host level pnmem derives for a record's numbers: with the container's reserve where its total
+// is the cgroup's limit (policy.hpp host_reserve_bytes(snapshot): a 3 GiB limit keeps 768 MiB).
+pnmem::mem_state host_of(std::uint64_t total, std::uint64_t avail, std::uint64_t limit) {
+  pnmem::mem_state s;
+  s.host_total_bytes = total;
+  s.host_avail_bytes = avail;
+  s.cgroup_max_bytes = limit;
+  return s;
+}
+pnmem::mem_level record_host_level(const snapshot_record& r) {
+  return pnmem::host_level(host_of(r.total, r.avail, r.cgroup_limit));
+}
+
 // The four pipes between the parent and its children, each end closed once.
 struct pipes {
   enum end : std::size_t {
@@ -233,28 +246,15 @@ struct memory_hierarchy {
   std::string note;       // why this one
 };
 
-bool has_word(const std::string& text, std::string_view word) {
-  for (const auto& line : split(text, '\n')) {
-    for (const auto& w : split(line, ' ')) {
-      if (w == word) return true;
-    }
-  }
-  return false;
-}
-
 // v2 where the memory controller is delegated: the test's cgroup is a sibling
 // of this process's v2 cgroup (a cgroup with processes cannot enable controllers
 // for its children), or a child of the root, which can. Else v1.
 std::optional<memory_hierarchy> choose_hierarchy() {
   std::string v2_note = "no cgroup2 mounted";
   if (auto v2 = own_cgroup(pnmem::cgroup_mode::v2)) {
-    const fs::path parent = v2->dir == v2->mount_point ? v2->dir : v2->dir.parent_path();
-    const auto subtree = read_file(parent / "cgroup.subtree_control");
-    if (subtree && has_word(*subtree, "memory")) {
-      return memory_hierarchy{cgroup_version::v2, *v2, parent,
-                              parent.string() + " delegates the memory controller"};
+    if (const auto parent = v2_memory_parent(*v2, &v2_note)) {
+      return memory_hierarchy{cgroup_version::v2, *v2, *parent, parent->string() + " delegates the memory controller"};
     }
-    v2_note = "cgroup2 " + parent.string() + " does not delegate the memory controller";
   }
   if (auto v1 = own_cgroup(pnmem::cgroup_mode::v1)) {
     return memory_hierarchy{cgroup_version::v1, *v1, v1->dir, v2_note};
@@ -413,7 +413,7 @@ class rig {
     const std::uint64_t headroom = limit_bytes - std::min(limit_bytes, r.working_set);
     const std::uint64_t avail = std::min({r.meminfo_avail, headroom, r.meminfo_total});
     if (r.avail != avail) return bad("avail " + std::to_string(r.avail) + ", expected min(MemAvailable, limit - working set) = " + std::to_string(avail));
-    const pnmem::mem_level host = pnmem::host_level(r.total, r.avail);
+    const pnmem::mem_level host = record_host_level(r);
     const pnmem::mem_level expected = pnmem::worst_of(host, pnmem::psi_level(r.psi_some_pct, r.psi_full_pct));
     if (r.raw_level != expected) {
       return bad("raw level " + std::string(pnmem::to_string(r.raw_level)) + ", expected " +
@@ -444,7 +444,7 @@ class rig {
 };
 
 void print_row(const row& x) {
-  const pnmem::mem_level host = pnmem::host_level(x.r.total, x.r.avail);
+  const pnmem::mem_level host = record_host_level(x.r);
   std::string level(pnmem::to_string(x.r.level));
   if (x.r.level != host) level += " (host " + std::string(pnmem::to_string(host)) + ", PSI)";
   std::printf("%4d  %9" PRIu64 "  %15" PRIu64 "  %9" PRIu64 "  %s\n", x.step, x.grown / MiB, x.r.working_set / MiB,
@@ -481,7 +481,7 @@ int run() {
   const std::string limit_path = hierarchy->where.cgroup_path(cg);
 
   const std::uint64_t total = std::min(meminfo.value.total_bytes, limit_bytes);
-  const std::uint64_t reserve = pnmem::host_reserve_bytes(total);
+  const std::uint64_t reserve = pnmem::host_reserve_bytes(host_of(total, 0, limit_bytes));
   std::printf("cgroup %s %s (limit %s; %s); MemTotal %s, MemAvailable %s\n", to_string(hierarchy->version),
               cg.c_str(), mib(limit_bytes).c_str(), hierarchy->note.c_str(), mib(meminfo.value.total_bytes).c_str(),
               mib(meminfo.value.avail_bytes).c_str());
@@ -525,7 +525,7 @@ int run() {
   std::printf("step  grown MiB  working set MiB  avail MiB  level\n");
   print_row(rows.back());
   std::uint64_t grown = 0;
-  while (pnmem::host_level(rows.back().r.total, rows.back().r.avail) != pnmem::mem_level::critical &&
+  while (record_host_level(rows.back().r) != pnmem::mem_level::critical &&
          grown + step_bytes <= max_grow_bytes) {
     if (::write(fds[pipes::g_command_w], "g", 1) != 1) return fail("cannot command the grower: " + errno_text());
     if (!r.wait_ack('a')) return fail("step " + std::to_string(rows.size()) + ": " + r.error);
@@ -548,7 +548,7 @@ int run() {
   pnmem::mem_level highest = pnmem::mem_level::ok;
   bool psi_seen = false;
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    const pnmem::mem_level host = pnmem::host_level(rows[i].r.total, rows[i].r.avail);
+    const pnmem::mem_level host = record_host_level(rows[i].r);
     psi_seen = psi_seen || rows[i].r.level != host;
     if (host < highest) {
       return fail("step " + std::to_string(i) + ": level fell to " + std::string(pnmem::to_string(host)) +

@@ -1,26 +1,33 @@
 // pnmem/linux/process_peak.hpp: the meter over trees laid out like / (v1, v2, the ancestor with the
 // memory controller, every failure through the os_calls seam), and the real kernel:
-// VmHWM rises by what the process touches and drops on reset; the v1 memory cgroup's peak likewise,
-// in a child cgroup this test creates.
+// VmHWM rises by what the process touches and drops on reset; the memory cgroup's peak likewise, in
+// a cgroup this test creates: a child of its own (v1), or a sibling of its own (v2, where
+// memory.peak can be reset from Linux 6.12 on and is read-only before).
 //
 //   test_process_peak           everything but the real cgroup (suite linux)
-//   test_process_peak cgroup    the real cgroup only (suite linux-kernel): root and the v1 memory
-//                               hierarchy needed, else exit 77 (SKIP) with one line saying why
+//   test_process_peak cgroup    the real cgroup only (suites linux-kernel and linux-v2): root and the
+//                               v1 memory hierarchy, or cgroup2 with the memory controller delegated
+//                               to this process's parent cgroup, needed, else exit 77 (SKIP) with
+//                               one line saying why
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "cgroup_sandbox.hpp"
 #include "fixture_tree.hpp"
 #include "kernel_test_exit.hpp"
 #include "os_calls.hpp"
@@ -470,22 +477,136 @@ TEST_CASE("the real kernel: a v1 child memory cgroup's peak rises by 64 MiB touc
   CHECK(after.cgroup.peak_bytes + 60_MiB <= high.cgroup.peak_bytes);
 }
 
+namespace {
+
+// This kernel is at least major.minor (uname's release).
+bool kernel_at_least(int major, int minor) {
+  struct utsname u {};
+  if (::uname(&u) != 0) return false;
+  int ma = 0, mi = 0;
+  if (std::sscanf(u.release, "%d.%d", &ma, &mi) != 2) return false;
+  return ma > major || (ma == major && mi >= minor);
+}
+
+// Where v2 cgroups with the memory controller may be made next to this process's own.
+std::optional<fs::path> v2_parent(std::string* why = nullptr) {
+  const auto self = pnmem::test::own_cgroup(cgroup_mode::v2);
+  if (!self) {
+    if (why != nullptr) *why = "no cgroup2 mounted for this process";
+    return std::nullopt;
+  }
+  return pnmem::test::v2_memory_parent(*self, why);
+}
+
+}  // namespace
+
+TEST_CASE("the real kernel: a v2 sibling memory cgroup's peak rises by 64 MiB touched in it; reset from Linux 6.12" *
+          doctest::test_suite("real-cgroup-v2")) {
+  const auto self = pnmem::test::own_cgroup(cgroup_mode::v2);
+  REQUIRE(self);
+  const auto parent = v2_parent();
+  REQUIRE(parent);
+  const fs::path child = *parent / ("pnmem-peak-test-" + std::to_string(::getpid()));
+  std::error_code ec;
+  REQUIRE_MESSAGE(fs::create_directory(child, ec), "cannot create ", child.string(), ": ", ec.message());
+  struct cleanup {
+    fs::path child;
+    ~cleanup() { pnmem::test::remove_cgroup(child); }
+  } guard{child};
+  const pnmem::test::moved_into moved(self->dir, child);  // destroyed first: out before the rmdir
+  REQUIRE_MESSAGE(moved.ok(), "could not move into ", child.string(), ": ", pnmem::test::errno_text());
+
+  peak_meter meter;  // made after the move: it locates the cgroup once
+  REQUIRE(meter.cgroup_hierarchy() == cgroup_mode::v2);
+  CHECK(meter.cgroup_dir() == child.string() + "/");
+  const auto before = meter.read();
+  REQUIRE_MESSAGE(before.cgroup.ok(), linux_os::to_string(before.cgroup.status), " ",
+                  std::strerror(before.cgroup.error_number));
+
+  touched_memory m;
+  const auto high = meter.read();
+  REQUIRE(high.cgroup.ok());
+  MESSAGE("memory.peak " << before.cgroup.peak_bytes << " -> " << high.cgroup.peak_bytes << " (memory.current "
+                         << before.cgroup.current_bytes << " -> " << high.cgroup.current_bytes << ")");
+  CHECK(high.cgroup.peak_bytes + slack >= before.cgroup.current_bytes + 64_MiB);
+  CHECK(high.cgroup.current_bytes + slack >= before.cgroup.current_bytes + 64_MiB);
+  CHECK(high.cgroup.peak_bytes + slack >= high.cgroup.current_bytes);
+
+  m.release();
+  const auto released = meter.read();
+  REQUIRE(released.cgroup.ok());
+  CHECK(released.cgroup.peak_bytes + slack >= high.cgroup.peak_bytes);  // the mark stays
+  CHECK(released.cgroup.current_bytes + 60_MiB <= high.cgroup.current_bytes);
+  const auto reset = meter.reset();
+  const auto after = meter.read();
+  REQUIRE(after.cgroup.ok());
+  MESSAGE("reset: " << linux_os::to_string(reset.cgroup) << " (" << std::string(std::strerror(reset.cgroup_error_number))
+                    << "); memory.peak after it " << after.cgroup.peak_bytes);
+  if (kernel_at_least(6, 12)) {
+    // A write to memory.peak resets it for the file that wrote (the meter's own descriptor).
+    CHECK(reset.cgroup == peak_status::ok);
+    CHECK(after.cgroup.peak_bytes + 60_MiB <= high.cgroup.peak_bytes);
+  } else {
+    // Read-only before 6.12: root may open it for writing, but the kernel refuses the write (EINVAL).
+    CHECK(reset.cgroup == peak_status::unsupported);
+    CHECK(after.cgroup.peak_bytes + slack >= high.cgroup.peak_bytes);
+  }
+}
+
+TEST_CASE("the real kernel: in a v2 cgroup without the memory controller, the peak is the nearest ancestor's" *
+          doctest::test_suite("real-cgroup-v2")) {
+  const auto self = pnmem::test::own_cgroup(cgroup_mode::v2);
+  REQUIRE(self);
+  const auto parent = v2_parent();
+  REQUIRE(parent);
+  // The sibling has memory (its parent delegates it) but enables nothing for its own children.
+  const fs::path sibling = *parent / ("pnmem-peak-nodelegation-" + std::to_string(::getpid()));
+  const fs::path leaf = sibling / "leaf";
+  std::error_code ec;
+  REQUIRE_MESSAGE(fs::create_directory(sibling, ec), "cannot create ", sibling.string(), ": ", ec.message());
+  struct cleanup {
+    fs::path sibling, leaf;
+    ~cleanup() {
+      pnmem::test::remove_cgroup(leaf);
+      pnmem::test::remove_cgroup(sibling);
+    }
+  } guard{sibling, leaf};
+  REQUIRE(fs::create_directory(leaf, ec));
+  REQUIRE_FALSE(fs::exists(leaf / "memory.peak"));
+  const pnmem::test::moved_into moved(self->dir, leaf);
+  REQUIRE_MESSAGE(moved.ok(), "could not move into ", leaf.string(), ": ", pnmem::test::errno_text());
+  peak_meter meter;
+  REQUIRE(meter.cgroup_hierarchy() == cgroup_mode::v2);
+  CHECK(meter.cgroup_dir() == sibling.string() + "/");
+  const auto before = meter.read();
+  REQUIRE(before.cgroup.ok());
+  touched_memory m;
+  const auto high = meter.read();
+  REQUIRE(high.cgroup.ok());
+  MESSAGE("the ancestor's memory.peak " << before.cgroup.peak_bytes << " -> " << high.cgroup.peak_bytes);
+  CHECK(high.cgroup.peak_bytes + slack >= before.cgroup.current_bytes + 64_MiB);
+}
+
 int main(int argc, char** argv) {
   const bool cgroup = argc > 1 && std::string_view(argv[1]) == "cgroup";
   doctest::Context context;
   if (cgroup) {
     if (::geteuid() != 0) return pnmem::test::skip("not root: cannot create a memory cgroup");
-    if (pnmem::test::real_cgroup_dir(cgroup_mode::v1).empty()) {
-      return pnmem::test::skip("no v1 memory hierarchy here");
+    const cgroup_mode in_use = peak_meter{}.cgroup_hierarchy();
+    if (in_use == cgroup_mode::v1 && !pnmem::test::real_cgroup_dir(cgroup_mode::v1).empty()) {
+      context.applyCommandLine(argc - 1, argv + 1);
+      context.setOption("test-suite", "real-cgroup");
+    } else if (in_use == cgroup_mode::v2) {
+      std::string why;
+      if (!v2_parent(&why)) return pnmem::test::skip(why);
+      context.applyCommandLine(argc - 1, argv + 1);
+      context.setOption("test-suite", "real-cgroup-v2");
+    } else {
+      return pnmem::test::skip("no memory cgroup in use here (neither the v1 memory hierarchy nor cgroup2 with memory)");
     }
-    if (peak_meter{}.cgroup_hierarchy() != cgroup_mode::v1) {
-      return pnmem::test::skip("the v1 memory hierarchy is not the one in use here");
-    }
-    context.applyCommandLine(argc - 1, argv + 1);
-    context.setOption("test-suite", "real-cgroup");
   } else {
     context.applyCommandLine(argc, argv);
-    context.setOption("test-suite-exclude", "real-cgroup");
+    context.setOption("test-suite-exclude", "real-cgroup,real-cgroup-v2");
   }
   return context.run();
 }

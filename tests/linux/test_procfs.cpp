@@ -437,6 +437,36 @@ TEST_CASE("mountinfo: the first mount that shows the cgroup wins") {
   CHECK(r.value.mount.mount_point.view() == "/mnt/b");
 }
 
+TEST_CASE("mountinfo: a mount stacked over another at the same mount point hides it") {
+  // A container runtime mounts its cgroup2 (root: the container's cgroup) over the host's at
+  // /sys/fs/cgroup: the files there are the later mount's, so its root is the one to use.
+  constexpr std::string_view stacked =
+      "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
+      "31 25 0:5 / /proc rw - proc proc rw\n"
+      "40 30 0:26 /kubepods/pod1 /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+  const auto r = procfs::find_cgroup_mount(stacked, cgroup_mode::v2, "/kubepods/pod1/engine");
+  REQUIRE(r.ok());
+  REQUIRE(r.value.lookup == procfs::mount_lookup::found);
+  CHECK(r.value.mount.root.view() == "/kubepods/pod1");
+  CHECK(r.value.mount.mount_point.view() == "/sys/fs/cgroup");
+  CHECK(procfs::path_below_root("/kubepods/pod1/engine", r.value.mount.root.view()) == "/engine");
+
+  // The hidden mount is the only one whose root shows the cgroup: mounted, but not visible.
+  const auto hidden = procfs::find_cgroup_mount(stacked, cgroup_mode::v2, "/system.slice/other");
+  REQUIRE(hidden.ok());
+  CHECK(hidden.value.lookup == procfs::mount_lookup::not_visible);
+
+  // Anything mounted over it hides it (a tmpfs too); a mount elsewhere does not.
+  constexpr std::string_view covered =
+      "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
+      "41 25 0:27 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n"
+      "42 25 0:26 / /mnt/cg rw - cgroup2 cgroup2 rw\n"
+      "43 25 0:28 / /sys/fs/cgroup/x rw - tmpfs tmpfs rw\n";
+  const auto c = procfs::find_cgroup_mount(covered, cgroup_mode::v2, "/a");
+  REQUIRE(c.value.lookup == procfs::mount_lookup::found);
+  CHECK(c.value.mount.mount_point.view() == "/mnt/cg");
+}
+
 TEST_CASE("mountinfo: garbage") {
   CHECK(procfs::find_cgroup_mount("", cgroup_mode::v2, "/").error == errc::empty);
   CHECK(procfs::find_cgroup_mount("41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw", cgroup_mode::v2, "/")

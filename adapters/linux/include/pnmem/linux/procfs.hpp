@@ -169,7 +169,9 @@ struct cgroup_mount_match {
 
 // The first mount of `hierarchy` (v2: fstype cgroup2; v1: fstype cgroup with
 // `memory` among its super options) whose root contains `cgroup_path` (a path
-// from /proc/self/cgroup). The cgroup's directory is then
+// from /proc/self/cgroup) and that no later line mounts over (a mount stacked at
+// the same mount point hides it: a container runtime's cgroup2 mount over the
+// host's, with another root). The cgroup's directory is then
 //   mount_point + (cgroup_path - root).
 // A line without the 10 fields and the "-" separator is malformed, anywhere in
 // the table.
