@@ -9,6 +9,25 @@
 //                       most 2x BM_plain_copy, the floor is BM_word_copy.
 //   BM_seqlock_try_read one uncontended try_read().
 //   BM_seqlock_store    one store() with no readers: the writer's cost.
+//   BM_plain_copy_2dies the live words of a 2-die snapshot (mem_state_live_layout: the
+//                       head, 2 dies of each die array, the fields between them; not the
+//                       provenance), copied with plain loads and stores over a live
+//                       snapshot kept between iterations: the bytes the live read copies.
+//   BM_seqlock_read_2dies
+//                       pnmem::read_live(lock, live): the same words through the seqlock
+//                       (read_ranges_into), over a kept live snapshot. What pnmem::admit
+//                       does. Goal: at most 2x BM_plain_copy_2dies.
+//   BM_plain_copy_2dies_value, BM_seqlock_read_2dies_value
+//                       the same two as by-value reads (live_part(s), read_live(lock)):
+//                       each first zero-fills a whole 936-byte mem_state.
+//   BM_live_admit       pnmem::admit (engine/admit.hpp) on a running pnmem::watcher with
+//                       2 dies: one GPU-resident request, the one call an engine makes
+//                       (the live snapshot refreshed in place, then the decision).
+//                       Goal: <= 25 ns.
+//   BM_full_admit       the same decision on watcher.read() (the whole snapshot), as
+//                       pnmem::admit did before the live read.
+//   BM_admit_decision   the decision alone (admit_snapshot) on that live snapshot,
+//                       already read: BM_live_admit less this is the read.
 //   BM_contended        N reader threads call read() in a loop while one writer
 //                       stores continuously, for a fixed wall-clock slice; reports
 //                       reads_per_s (all readers), writes_per_s, and how many
@@ -22,15 +41,23 @@
 
 #include <array>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "pnmem/engine/admit.hpp"
+#include "pnmem/fake_sampler.hpp"
+#include "pnmem/live_state.hpp"
 #include "pnmem/mem_state.hpp"
 #include "pnmem/seqlock.hpp"
 #include "pnmem/units.hpp"
+#include "pnmem/watcher.hpp"
 
 namespace {
 
@@ -124,6 +151,139 @@ void BM_seqlock_store(benchmark::State& state) {
   benchmark::DoNotOptimize(lock.sequence());
 }
 BENCHMARK(BM_seqlock_store);
+
+// A 2-die box as the watcher publishes it: the dead die slots are zero, the
+// provenance says where the host numbers came from.
+mem_state sample_state_2dies() {
+  mem_state s;
+  s.host_total_bytes = 64 * pnmem::GiB;
+  s.host_avail_bytes = 40 * pnmem::GiB;
+  s.host_psi_some_avg10 = 1.5;
+  s.n_dies = 2;
+  for (std::size_t d = 0; d < 2; ++d) {
+    s.per_die_free_bytes[d] = 30 * pnmem::GiB;
+    s.per_die_budget_bytes[d] = 70 * pnmem::GiB;
+    s.per_die_used_bytes[d] = 40 * pnmem::GiB;
+  }
+  s.seq = 1;
+  s.provenance.mark_read(pnmem::host_source::meminfo);
+  s.provenance.meminfo_total_bytes = s.host_total_bytes;
+  s.provenance.meminfo_avail_bytes = s.host_avail_bytes;
+  return s;
+}
+
+// The live words of `src` over `live` with plain loads and stores: what
+// read_live(lock, live) copies, without the seqlock. Written as the fastest plain
+// copy found: memcpy per range calls the library (the sizes are run-time values),
+// and g++ turns these loops into `rep movsq` unless told not to; on the reference
+// machine either was about 3x slower than the plain loops.
+#if defined(__GNUC__) && !defined(__clang__)
+[[gnu::optimize("no-tree-loop-distribute-patterns")]]
+#endif
+void plain_copy_live(const mem_state& src, mem_state& live) noexcept {
+  using layout = pnmem::mem_state_live_layout;
+  constexpr std::size_t word = sizeof(std::uint64_t);
+  const auto* from = reinterpret_cast<const unsigned char*>(&src);
+  auto* to = reinterpret_cast<unsigned char*>(&live);
+  const auto copy = [&](std::size_t first, std::size_t end) {
+    for (std::size_t i = first; i < end; ++i) std::memcpy(to + i * word, from + i * word, word);
+  };
+  copy(0, layout::head_words);
+  const auto ranges = layout::ranges(src);
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (copy(ranges[I].first, ranges[I].first + ranges[I].count), ...);
+  }(std::make_index_sequence<std::tuple_size_v<decltype(ranges)>>{});
+}
+
+void BM_plain_copy_2dies(benchmark::State& state) {
+  mem_state src = sample_state_2dies();
+  mem_state live{};
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(src);  // src (n_dies too) may have changed: the copy must be made again
+    plain_copy_live(src, live);
+    benchmark::DoNotOptimize(live);
+  }
+}
+BENCHMARK(BM_plain_copy_2dies);
+
+void BM_seqlock_read_2dies(benchmark::State& state) {
+  const seqlock<mem_state> lock(sample_state_2dies());
+  mem_state live{};
+  for (auto _ : state) {
+    pnmem::read_live(lock, live);
+    benchmark::DoNotOptimize(live);
+  }
+}
+BENCHMARK(BM_seqlock_read_2dies);
+
+void BM_plain_copy_2dies_value(benchmark::State& state) {
+  mem_state src = sample_state_2dies();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(src);
+    mem_state live = pnmem::live_part(src);
+    benchmark::DoNotOptimize(live);
+  }
+}
+BENCHMARK(BM_plain_copy_2dies_value);
+
+void BM_seqlock_read_2dies_value(benchmark::State& state) {
+  const seqlock<mem_state> lock(sample_state_2dies());
+  for (auto _ : state) {
+    mem_state live = pnmem::read_live(lock);
+    benchmark::DoNotOptimize(live);
+  }
+}
+BENCHMARK(BM_seqlock_read_2dies_value);
+
+// pnmem::admit on a running watcher over a fake 64 GiB host (60 GiB available)
+// with two 70 GiB dies, the same decision on read(), or the decision alone.
+enum class admit_path { live, full, decision_only };
+
+template <admit_path Path>
+void run_admit(benchmark::State& state) {
+  auto host = std::make_shared<pnmem::fake_host>();
+  host->next.total_bytes = 64 * pnmem::GiB;
+  host->next.avail_bytes = 60 * pnmem::GiB;
+  pnmem::watcher<pnmem::fake_sampler> w{pnmem::fake_sampler{host}};
+  if (!w.start() || w.set_die(0, 30 * pnmem::GiB, 70 * pnmem::GiB, 40 * pnmem::GiB) != pnmem::set_die_status::ok ||
+      w.set_die(1, 30 * pnmem::GiB, 70 * pnmem::GiB, 40 * pnmem::GiB) != pnmem::set_die_status::ok) {
+    state.SkipWithError("watcher did not start");
+    return;
+  }
+  const pnmem::model_desc model{.kv = pnmem::kv_format::q4, .gpu_resident = true, .max_window = 16384};
+  const pnmem::admit_options options{};
+  int n_prompt = 4096;
+  const mem_state live = w.read_live();
+  const auto decide = [&] {
+    if constexpr (Path == admit_path::live) {
+      return pnmem::admit(w, model, n_prompt, options);
+    } else if constexpr (Path == admit_path::full) {
+      return pnmem::admit_snapshot(w.read(), model, n_prompt, options);
+    } else {
+      benchmark::DoNotOptimize(live);  // as if just read
+      return pnmem::admit_snapshot(live, model, n_prompt, options);
+    }
+  };
+  if (w.read().n_dies != 2 || decide().status != pnmem::admit_status::admitted) {
+    state.SkipWithError("the 2-die watcher must admit the request");
+    return;
+  }
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(n_prompt);
+    const pnmem::admit_answer a = decide();
+    benchmark::DoNotOptimize(a);
+  }
+  w.stop();
+}
+
+void BM_live_admit(benchmark::State& state) { run_admit<admit_path::live>(state); }
+BENCHMARK(BM_live_admit);
+
+void BM_full_admit(benchmark::State& state) { run_admit<admit_path::full>(state); }
+BENCHMARK(BM_full_admit);
+
+void BM_admit_decision(benchmark::State& state) { run_admit<admit_path::decision_only>(state); }
+BENCHMARK(BM_admit_decision);
 
 // Wall-clock slice each repetition of BM_contended runs for.
 constexpr auto contended_slice = std::chrono::milliseconds(200);

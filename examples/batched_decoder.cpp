@@ -8,8 +8,11 @@
 //   2. backpressure_gate::acquire (connected to the watcher) for a decode slot;
 //      "overloaded" (CRITICAL) sheds the request;
 //   3. prefill: really allocates and touches the activation peak (transient) and
-//      fp32 KV in host RAM (40 KiB/token);
-//   4. decode: one token per ~3 ms, KV grown every 16 tokens; then frees all.
+//      the KV in host RAM, in the format the ladder's rung 4a gives a cache allocated
+//      now (pnmem::kv_allocation_for): the seed model's fp32 (40 KiB/token) at OK,
+//      its Q4 (5898 B/token) from WATCH up; admission prices the cache in that format;
+//   4. decode: one token per ~3 ms, KV grown every 16 tokens (in the cache's own
+//      format: a live cache is never converted); then frees all.
 // Level changes arrive through watcher.subscribe; each applies the ladder's rung 2
 // with gate.set_capacity. A summary (and --metrics: the Prometheus text) ends the run.
 //
@@ -57,7 +60,6 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
 constexpr std::uint64_t MiB = 1024ULL * 1024ULL;
-constexpr std::uint64_t kv_bytes_per_token = pnmem::kv_bytes_per_token_fp32;
 constexpr int kv_chunk_tokens = 16;
 
 struct options {
@@ -154,15 +156,25 @@ class kv_pool {
   std::atomic<std::uint64_t> peak_{0};
 };
 
-// One request's KV cache: chunks of real, touched host memory.
+// One request's KV cache: chunks of real, touched host memory, as many bytes as its format
+// takes (the example computes nothing on the values: the bytes are what it simulates). Also
+// the transient activation buffer (grow_bytes only).
 class kv_cache {
  public:
-  explicit kv_cache(kv_pool& pool) : pool_(pool) {}
+  explicit kv_cache(kv_pool& pool, const pnmem::model_cost& cost = pnmem::seed_model_cost,
+                    pnmem::kv_format format = pnmem::kv_format::fp32)
+      : pool_(pool), cost_(cost), format_(format) {}
   ~kv_cache() { pool_.give(bytes_); }
   kv_cache(const kv_cache&) = delete;
   kv_cache& operator=(const kv_cache&) = delete;
 
-  bool grow(int tokens) { return grow_bytes(kv_bytes_per_token * static_cast<std::uint64_t>(tokens)); }
+  // `tokens` more tokens, in the format the cache was allocated in.
+  bool grow(int tokens) {
+    const std::uint64_t n = tokens_ + static_cast<std::uint64_t>(tokens);
+    if (!grow_bytes(pnmem::kv_bytes(cost_, format_, n) - pnmem::kv_bytes(cost_, format_, tokens_))) return false;
+    tokens_ = n;
+    return true;
+  }
   bool grow_bytes(std::uint64_t b) {
     if (!pool_.take(b)) return false;
     auto block = std::make_unique_for_overwrite<unsigned char[]>(static_cast<std::size_t>(b));
@@ -175,8 +187,11 @@ class kv_cache {
 
  private:
   kv_pool& pool_;
+  const pnmem::model_cost& cost_;
+  pnmem::kv_format format_;
   std::vector<std::unique_ptr<unsigned char[]>> blocks_;
   std::uint64_t bytes_ = 0;
+  std::uint64_t tokens_ = 0;
 };
 
 struct tallies {
@@ -227,21 +242,29 @@ int main(int argc, char** argv) {
       .kv = pnmem::kv_format::fp32, .gpu_resident = false, .max_window = 8192, .die = pnmem::no_die,
       .max_slots = opt.slots};
   const pnmem::ladder_config ladder_cfg{opt.slots, model.max_window, false};
+  // Rung 4a at KV init: the format a cache allocated now must be in (the model's normal fp32,
+  // or its compact Q4 once the ladder forces it); `compact` says the cache is already priced so.
+  const auto kv_format_now = [&](bool compact) {
+    pnmem::ladder_config cfg = ladder_cfg;
+    cfg.kv_q4 = compact;
+    return pnmem::kv_allocation_for(pnmem::ladder_plan_for(watcher.read().level, cfg, policy), model.cost, 0).format;
+  };
 
-  pnmem::backpressure_gate gate{opt.slots, static_cast<std::size_t>(opt.slots) * 4, &counters};
+  // Rung 2 is the gate's own: connected below, its slots follow the ladder at every sample.
+  pnmem::backpressure_gate gate{{.max_slots = opt.slots,
+                                 .max_waiters = static_cast<std::size_t>(opt.slots) * 4,
+                                 .counters = &counters,
+                                 .model = model.cost,
+                                 .policy = policy}};
   tallies t;
 
-  const auto apply_ladder = [&](pnmem::mem_level l) {
-    const pnmem::ladder_plan plan = pnmem::ladder_plan_for(l, ladder_cfg, policy);
-    gate.set_capacity(plan.max_slots);
-    return plan;
-  };
+  const auto apply_ladder = [&](pnmem::mem_level l) { return pnmem::ladder_plan_for(l, ladder_cfg, policy); };
   {
     const pnmem::mem_state s = watcher.read();
     const auto plan = apply_ladder(s.level);
     logf("[start] level %s avail %llu MiB reserve %llu MiB; slots %d, window %d, kv bound %llu MiB",
          std::string(pnmem::log_name(s.level)).c_str(), mib(s.host_avail_bytes),
-         mib(pnmem::host_reserve_bytes(s.host_total_bytes, policy)), plan.max_slots, plan.prefill_window,
+         mib(pnmem::host_reserve_bytes(s, policy)), plan.max_slots, plan.prefill_window,
          mib(kv_limit));
   }
 
@@ -311,15 +334,17 @@ int main(int argc, char** argv) {
         r = queue.front();
         queue.pop_front();
       }
-      // 1. Admission before prefill.
-      const pnmem::admit_answer a = pnmem::admit(watcher, model, r.prompt, aopt);
+      // 1. Admission before prefill, of a cache in the format rung 4a gives one allocated now.
+      pnmem::model_desc m = model;
+      m.kv = kv_format_now(false);
+      const pnmem::admit_answer a = pnmem::admit(watcher, m, r.prompt, aopt);
       switch (a.status) {
         case pnmem::admit_status::denied:
           t.denied.fetch_add(1);
           logf("[deny ] req %2d prompt %5d: %s at %s (need %llu MiB, limit %llu MiB)", r.id, r.prompt,
                std::string(pnmem::to_string(a.reason)).c_str(), std::string(pnmem::log_name(a.level)).c_str(),
                mib(a.detail.need_bytes), mib(a.detail.limit_bytes));
-          gate.notify_pressure(a.level);
+          gate.notify_pressure(a.level, a.request);  // the hold re-checks it each sample
           continue;
         case pnmem::admit_status::capped:
           t.capped.fetch_add(1);
@@ -348,7 +373,10 @@ int main(int argc, char** argv) {
       }
       // 3. Prefill: a transient activation buffer (the cost model's peak) and the
       //    KV for the admitted prompt, in chunks; the activations go when prefill ends.
-      kv_cache kv{pool};
+      //    The cache is allocated now: rung 4a is asked again (the gate may have held the
+      //    request while the level moved); admitted compact, it stays compact, so it never
+      //    takes more than admission priced.
+      kv_cache kv{pool, model.cost, kv_format_now(m.kv == model.cost.compact_kv)};
       bool bounded = false;
       {
         kv_cache act{pool};

@@ -19,6 +19,7 @@
 #include "c_boundary.hpp"
 #include "c_conversions.hpp"
 #include "c_global_state.hpp"
+#include "pnmem/admission.hpp"
 #include "pnmem/engine/admit.hpp"
 #include "pnmem/engine/backpressure_gate.hpp"
 #include "pnmem/engine/host_ledger.hpp"
@@ -30,9 +31,25 @@ using pnmem::c_abi::global_state;
 using pnmem::c_abi::state;
 
 struct pnmem_gate {
+  pnmem::model_desc model;  // whose requests it gates: their cost and shape (pnmem_gate_create: the seed's)
   pnmem::backpressure_gate gate;
   pnmem::gate_connection connection;  // declared after the gate: disconnects first
-  pnmem_gate(int slots, std::size_t waiters) : gate(slots, waiters) {}
+  // The model and policy of its release re-check: the engine's model, the C ABI's policy (the
+  // environment's, pnmem_policy_get).
+  pnmem_gate(const pnmem::model_desc& m, int slots, std::size_t waiters, const pnmem::policy& p)
+      : model(m),
+        gate(pnmem::gate_options{.max_slots = slots, .max_waiters = waiters, .model = m.cost, .policy = p}) {}
+
+  // A request of n_tokens of the model, on `die` (no_die: the model's own choice).
+  pnmem::request_spec request(int n_tokens, int die = pnmem::no_die) const noexcept {
+    pnmem::request_spec rq;
+    rq.n_prompt = n_tokens;
+    rq.kv = model.kv;
+    rq.gpu_resident = model.gpu_resident;
+    rq.max_window = model.max_window;
+    rq.die = die != pnmem::no_die ? die : model.die;
+    return rq;
+  }
 };
 
 namespace {
@@ -81,6 +98,52 @@ int admit_c(const char* entry, const pnmem_model& model, int n_tokens, pnmem_adm
   if (reservation != nullptr) *reservation = s.keep(std::move(held), 0);
   out = pnmem::c_abi::to_c(a, pending);
   return 0;
+}
+
+// The model-load checks (pnmem_admit_model_load, _die, pnmem_admit_load_spike): fail open
+// without a running watcher (as pnmem_admit: nothing is known), else `check(snapshot, policy)`
+// on the live snapshot (a seqlock read: no lock) with the policy the watcher runs.
+template <class Check>
+pnmem_admit_answer load_check(int die, Check&& check) {
+  const pnmem::c_abi::platform_watcher* w = state().watcher();  // no lock: published once, never destroyed
+  if (w == nullptr || !w->running()) {
+    pnmem::admit_answer a;  // fail_open, "fits", 0 bytes
+    a.die = die;
+    return pnmem::c_abi::to_c(a, 0);
+  }
+  const pnmem::mem_state s = w->read();
+  return pnmem::c_abi::to_c(check(s, w->options().policy), s.level);
+}
+
+// pnmem_admit_model_load and pnmem_admit_model_load_die: the load checked, then `check(spec, die, s, p)`.
+template <class Check>
+int model_load_c(const char* entry, const pnmem_model_load& load, pnmem_admit_answer& out, Check&& check) {
+  global_state& s = state();
+  std::string why;
+  const std::optional<pnmem::c_abi::model_load_request> l = pnmem::c_abi::model_load_from_c(load, why);
+  if (!l) {
+    refuse(s, entry, why);
+    return -1;
+  }
+  out = load_check(l->die, [&](const pnmem::mem_state& snap, const pnmem::policy& p) {
+    return check(l->spec, l->die, snap, p);
+  });
+  return 0;
+}
+
+// The gates of pnmem_gate_create and pnmem_gate_create_for.
+pnmem_gate* create_gate(global_state& s, const pnmem::model_desc& m, int max_slots, int max_waiters) {
+  const pnmem::policy p = s.policy();
+  s.flush();
+  auto gate =
+      std::make_unique<pnmem_gate>(m, max_slots, static_cast<std::size_t>(max_waiters < 0 ? 0 : max_waiters), p);
+  if (pnmem::c_abi::platform_watcher* w = s.watcher()) gate->connection = gate->gate.connect(*w);
+  return gate.release();
+}
+
+pnmem_gate_status gate_status_to_c(pnmem::gate_result r) {
+  if (r.status == pnmem::gate_status::acquired) r.slot.detach();  // C callers return it with pnmem_gate_release
+  return pnmem::c_abi::to_c(r.status);
 }
 
 }  // namespace
@@ -274,7 +337,7 @@ int pnmem_policy_get(pnmem_policy* out) {
     const pnmem::policy p = s.policy();
     s.flush();
     const pnmem::c_abi::platform_watcher* w = s.watcher();
-    *out = pnmem::c_abi::to_c(p, w != nullptr ? w->read().host_total_bytes : 0);
+    *out = pnmem::c_abi::to_c(p, w != nullptr ? w->read() : pnmem::mem_state{});
     return 0;
   });
 }
@@ -305,6 +368,63 @@ int pnmem_explain(const pnmem_admit_answer* a, char* buf, size_t len) {
   return boundary(__func__, -1, {a}, [&] { return pnmem::c_abi::explain(*a, buf, len); });
 }
 
+int pnmem_model_load_init_sized(pnmem_model_load* load, size_t struct_size) {
+  return boundary(__func__, -1, {load}, [&] {
+    if (struct_size < pnmem::c_abi::model_load_size_v1 || struct_size > UINT32_MAX) return -1;
+    const pnmem_model_load d = pnmem::c_abi::default_model_load();
+    std::memset(static_cast<void*>(load), 0, struct_size);
+    std::memcpy(static_cast<void*>(load), &d, std::min(struct_size, sizeof d));
+    load->struct_size = static_cast<std::uint32_t>(struct_size);
+    return 0;
+  });
+}
+
+int pnmem_admit_model_load(const pnmem_model_load* load, pnmem_admit_answer* out) {
+  const char* const entry = __func__;
+  return boundary(entry, -1, {load, out}, [&] {
+    return model_load_c(entry, *load, *out,
+                        [](const pnmem::model_load_spec& spec, int die, const pnmem::mem_state& snap,
+                           const pnmem::policy& p) { return pnmem::admit_model_load(spec, snap, die, p); });
+  });
+}
+
+int pnmem_admit_model_load_die(const pnmem_model_load* load, pnmem_admit_answer* out) {
+  const char* const entry = __func__;
+  return boundary(entry, -1, {load, out}, [&] {
+    return model_load_c(entry, *load, *out,
+                        [](const pnmem::model_load_spec& spec, int die, const pnmem::mem_state& snap,
+                           const pnmem::policy& p) {
+                          return pnmem::admit_model_load_die(spec.weights_bytes, spec.kv_max_ctx_bytes, snap, die, p);
+                        });
+  });
+}
+
+int pnmem_admit_load_spike(pnmem_admit_answer* out) {
+  return boundary(__func__, -1, {out}, [&] {
+    *out = load_check(pnmem::no_die,
+                      [](const pnmem::mem_state& snap, const pnmem::policy& p) { return pnmem::admit_load_spike(snap, p); });
+    return 0;
+  });
+}
+
+int pnmem_kv_allocation_for(const pnmem_ladder_plan* plan, const pnmem_model* model, uint64_t tokens,
+                            pnmem_kv_allocation* out) {
+  const char* const entry = __func__;
+  return boundary(entry, -1, {plan, model, out}, [&] {
+    global_state& s = state();
+    std::string why;
+    const std::optional<pnmem::model_desc> m = pnmem::c_abi::model_from_c(*model, why);
+    if (!m) {
+      refuse(s, entry, why);
+      return -1;
+    }
+    pnmem::ladder_plan p;  // only rung 4a's flag is read
+    p.force_kv_q4 = pnmem::c_abi::flag_from_c(plan->force_kv_q4);
+    *out = pnmem::c_abi::to_c(pnmem::kv_allocation_for(p, m->cost, tokens));
+    return 0;
+  });
+}
+
 pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefill_window, bool kv_q4) {
   const pnmem_ladder_plan error_value = pnmem::c_abi::error_plan(max_slots, prefill_window, kv_q4);
   return boundary(__func__, error_value, {}, [&] {
@@ -321,11 +441,24 @@ void pnmem_set_log_sink(pnmem_log_fn fn, void* user) {
   boundary(__func__, {}, [&] { state().set_sink(fn, user); });
 }
 
+
 pnmem_gate* pnmem_gate_create(int max_slots, int max_waiters) {
   return boundary(__func__, static_cast<pnmem_gate*>(nullptr), {}, [&] {
-    auto gate = std::make_unique<pnmem_gate>(max_slots, static_cast<std::size_t>(max_waiters < 0 ? 0 : max_waiters));
-    if (pnmem::c_abi::platform_watcher* w = state().watcher()) gate->connection = gate->gate.connect(*w);
-    return gate.release();
+    global_state& s = state();  // first: its constructor takes the environment's errors for the sink
+    return create_gate(s, pnmem::model_desc{}, max_slots, max_waiters);
+  });
+}
+
+pnmem_gate* pnmem_gate_create_for(const pnmem_model* model, int max_waiters) {
+  return boundary(__func__, static_cast<pnmem_gate*>(nullptr), {model}, [&]() -> pnmem_gate* {
+    global_state& s = state();
+    std::string why;
+    const std::optional<pnmem::model_desc> m = pnmem::c_abi::model_from_c(*model, why);
+    if (!m) {
+      refuse(s, "pnmem_gate_create_for", why);
+      return nullptr;
+    }
+    return create_gate(s, *m, m->max_slots, max_waiters);
   });
 }
 
@@ -335,9 +468,27 @@ void pnmem_gate_destroy(pnmem_gate* gate) {
 
 pnmem_gate_status pnmem_gate_acquire(pnmem_gate* gate, int64_t timeout_ms) {
   return boundary(__func__, PNMEM_GATE_ERROR, {gate}, [&] {
-    pnmem::gate_result r = gate->gate.acquire_for(pnmem::c_abi::gate_timeout_from_c(timeout_ms));
-    if (r.status == pnmem::gate_status::acquired) r.slot.detach();  // C callers return it with pnmem_gate_release
-    return pnmem::c_abi::to_c(r.status);
+    return gate_status_to_c(gate->gate.acquire_for(pnmem::c_abi::gate_timeout_from_c(timeout_ms)));
+  });
+}
+
+pnmem_gate_status pnmem_gate_acquire_tokens(pnmem_gate* gate, int n_tokens, int64_t timeout_ms) {
+  return boundary(__func__, PNMEM_GATE_ERROR, {gate}, [&] {
+    if (n_tokens < 0) {
+      refuse(state(), "pnmem_gate_acquire_tokens", "n_tokens " + std::to_string(n_tokens) + " is negative");
+      return PNMEM_GATE_ERROR;
+    }
+    const pnmem::request_spec rq = gate->request(n_tokens);  // outlives the wait
+    return gate_status_to_c(gate->gate.acquire_for(pnmem::c_abi::gate_timeout_from_c(timeout_ms), rq));
+  });
+}
+
+void pnmem_gate_notify_denied(pnmem_gate* gate, const pnmem_admit_answer* answer, int n_tokens) {
+  boundary(__func__, {gate, answer}, [&] {
+    if (answer->status != PNMEM_DENIED || n_tokens < 0) return;
+    const std::optional<pnmem::mem_level> l = pnmem::c_abi::level_from_c(answer->level);
+    if (!l) return;
+    gate->gate.notify_pressure(*l, gate->request(n_tokens, answer->die >= 0 ? answer->die : pnmem::no_die));
   });
 }
 

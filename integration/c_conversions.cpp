@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "pnmem/admission.hpp"
+#include "pnmem/config.hpp"
 #include "pnmem/format.hpp"
 #include "pnmem/level.hpp"
 
@@ -44,8 +45,8 @@ static_assert(to_string(static_cast<admit_status>(PNMEM_FAIL_OPEN + 1)) == "inva
 
 // pnmem_admit_answer.reason: the strings pnmem_c.h lists, in admit_reason's order.
 namespace {
-constexpr std::array<std::string_view, 7> documented_reasons = {
-    "fits", "window", "psi_stall", "host_reserve", "host_budget", "die_vram", "bad_request"};
+constexpr std::array<std::string_view, 8> documented_reasons = {
+    "fits", "window", "psi_stall", "host_reserve", "host_budget", "die_vram", "bad_request", "prefill_window"};
 constexpr bool reasons_as_documented() noexcept {
   for (std::size_t i = 0; i < documented_reasons.size(); ++i) {
     if (to_string(static_cast<admit_reason>(i)) != documented_reasons[i]) return false;
@@ -76,21 +77,26 @@ namespace {
 constexpr bool mirrored_field_counts() noexcept {
   [[maybe_unused]] const auto [full, sliding, window, state, normal, compact, activation] = model_cost{};
   [[maybe_unused]] const auto [anchors, n_anchors, fixed, per_token, per_token_sq] = activation_model{};
-  [[maybe_unused]] const auto [reserve_min, reserve_bp, psi_full, psi_some, die_reserve, tight_div, watch_div,
-                               scratch, spike, ladder_off] = policy{};
-  [[maybe_unused]] const auto [poll, pressure_poll, dwell, pol] = watcher_options{};
+  [[maybe_unused]] const auto [reserve_min, reserve_bp, psi_full, psi_some, psi_window, die_reserve, tight_div,
+                               watch_div, scratch, spike, ladder_off] = policy{};
+  [[maybe_unused]] const auto [poll, pressure_poll, dwell, pol] = seed_watcher_options;
   [[maybe_unused]] const auto [tokens, peak] = activation_anchor{};
+  [[maybe_unused]] const auto [weights, kv] = model_load_spec{};  // pnmem_model_load (with its die)
+  [[maybe_unused]] const auto [format, bytes] = kv_allocation{};  // pnmem_kv_allocation
   return true;
 }
 }  // namespace
 static_assert(mirrored_field_counts());
-// The C default intervals fit the C fields (uint32_t milliseconds).
-static_assert(watcher_options{}.poll_interval.count() > 0 &&
-              watcher_options{}.poll_interval.count() <= std::numeric_limits<std::uint32_t>::max());
-static_assert(watcher_options{}.pressure_poll_interval.count() > 0 &&
-              watcher_options{}.pressure_poll_interval.count() <= std::numeric_limits<std::uint32_t>::max());
-static_assert(watcher_options{}.step_down_dwell.count() >= 0 &&
-              watcher_options{}.step_down_dwell.count() <= std::numeric_limits<std::uint32_t>::max());
+// The C default intervals fit the C fields (uint32_t milliseconds): the seed's, and whatever the
+// PN_* variables may set (config.hpp bounds them).
+static_assert(seed_watcher_options.poll_interval.count() > 0 &&
+              seed_watcher_options.poll_interval.count() <= std::numeric_limits<std::uint32_t>::max());
+static_assert(seed_watcher_options.pressure_poll_interval.count() > 0 &&
+              seed_watcher_options.pressure_poll_interval.count() <= std::numeric_limits<std::uint32_t>::max());
+static_assert(seed_watcher_options.step_down_dwell.count() >= 0 &&
+              seed_watcher_options.step_down_dwell.count() <= std::numeric_limits<std::uint32_t>::max());
+static_assert(max_poll_interval_ms <= std::numeric_limits<std::uint32_t>::max() &&
+              max_step_down_dwell_ms <= std::numeric_limits<std::uint32_t>::max());
 
 // pnmem_gate_status is not numbered as gate_status (no cancelled; an ERROR value):
 // to_c(gate_status) maps each one by name, and a new gate_status must be added there.
@@ -170,20 +176,44 @@ pnmem_ladder_plan to_c(const ladder_plan& p) noexcept {
 
 pnmem_kv_format to_c(kv_format f) noexcept { return static_cast<pnmem_kv_format>(static_cast<int>(f)); }
 
-pnmem_policy to_c(const policy& p, std::uint64_t host_total_bytes) noexcept {
+pnmem_admit_answer to_c(const admit_result& r, mem_level level) noexcept {
+  admit_answer a;
+  switch (r.verdict) {
+    case verdict::admit: a.status = admit_status::admitted; break;
+    case verdict::cap: a.status = admit_status::capped; break;
+    case verdict::reject: a.status = admit_status::denied; break;
+  }
+  a.fit_tokens = r.fit_tokens;
+  a.reason = r.reason;
+  a.level = level;
+  a.die = r.die;
+  a.window = 0;
+  a.detail = r;
+  return to_c(a, 0);
+}
+
+pnmem_kv_allocation to_c(const kv_allocation& a) noexcept {
+  pnmem_kv_allocation out{};
+  out.format = to_c(a.format);
+  out.bytes = a.bytes;
+  return out;
+}
+
+pnmem_policy to_c(const policy& p, const mem_state& s) noexcept {
   pnmem_policy out{};
   out.host_reserve_min_bytes = p.host_reserve_min_bytes;
   out.host_reserve_bp = p.host_reserve_bp;
   out.psi_full_reject_bp = p.psi_full_reject_bp;
   out.psi_some_tight_bp = p.psi_some_tight_bp;
+  out.psi_full_window_ms = p.psi_full_window_ms;
   out.die_tight_divisor = p.die_tight_divisor;
   out.die_watch_divisor = p.die_watch_divisor;
   out.die_reserve_bytes = p.die_reserve_bytes;
   out.die_scratch_bytes = p.die_scratch_bytes;
   out.load_spike_bytes = p.load_spike_bytes;
   out.ladder_disabled = p.ladder_disabled;
-  out.host_total_bytes = host_total_bytes;
-  out.host_reserve_bytes = host_reserve_bytes(host_total_bytes, p);
+  out.host_total_bytes = s.host_total_bytes;
+  out.host_reserve_bytes = host_reserve_bytes(s, p);
   return out;
 }
 
@@ -191,7 +221,7 @@ pnmem_budget budget_to_c(const mem_state& s, const policy& p, std::uint64_t pend
   pnmem_budget out{};
   out.total_bytes = s.host_total_bytes;
   out.avail_bytes = s.host_avail_bytes;
-  out.reserve_bytes = host_reserve_bytes(s.host_total_bytes, p);
+  out.reserve_bytes = host_reserve_bytes(s, p);
   out.headroom_bytes = s.host_total_bytes == 0 ? 0 : detail::sat_sub(s.host_avail_bytes, out.reserve_bytes);
   out.pending_bytes = pending_bytes;
   out.unpromised_bytes = detail::sat_sub(out.headroom_bytes, pending_bytes);
@@ -243,8 +273,19 @@ pnmem_model default_model() noexcept {
   return out;
 }
 
-pnmem_watcher_options default_watcher_options() noexcept {
-  const watcher_options d{};
+pnmem_model_load default_model_load() noexcept {
+  const model_load_spec d{};
+  pnmem_model_load out{};
+  out.struct_size = static_cast<std::uint32_t>(sizeof(pnmem_model_load));
+  out.weights_bytes = d.weights_bytes;
+  out.kv_bytes = d.kv_max_ctx_bytes;
+  out.die = no_die;
+  return out;
+}
+
+pnmem_watcher_options default_watcher_options() {
+  // The environment's, read without reporting: the state logs its errors through the sink.
+  const watcher_options d = to_watcher_options(process_env_config().value);
   pnmem_watcher_options out{};
   out.struct_size = static_cast<std::uint32_t>(sizeof(pnmem_watcher_options));
   out.poll_interval_ms = static_cast<std::uint32_t>(d.poll_interval.count());
@@ -287,9 +328,11 @@ std::string not_a_format(const char* field, const pnmem_kv_format& f) {
 
 pnmem_model read_model(const pnmem_model& in) noexcept { return read_versioned(in, default_model()); }
 
-pnmem_watcher_options read_watcher_options(const pnmem_watcher_options& in) noexcept {
+pnmem_watcher_options read_watcher_options(const pnmem_watcher_options& in) {
   return read_versioned(in, default_watcher_options());
 }
+
+pnmem_model_load read_model_load(const pnmem_model_load& in) noexcept { return read_versioned(in, default_model_load()); }
 
 // --- C -> C++ --------------------------------------------------------------------
 
@@ -380,6 +423,28 @@ std::optional<model_desc> model_from_c(const pnmem_model& in, std::string& why) 
   return m;
 }
 
+std::optional<model_load_request> model_load_from_c(const pnmem_model_load& in, std::string& why) {
+  why = struct_size_problem(in.struct_size, model_load_size_v1, "load", "pnmem_model_load_init");
+  if (!why.empty()) return std::nullopt;
+  const pnmem_model_load c = read_model_load(in);
+  if (c.die < no_die || c.die >= max_dies) {
+    why = "load->die is " + std::to_string(c.die) + ": outside [-1, " + std::to_string(PNMEM_MAX_DIES) + ")";
+    return std::nullopt;
+  }
+  model_load_request r;
+  r.spec.weights_bytes = c.weights_bytes;
+  r.spec.kv_max_ctx_bytes = c.kv_bytes;
+  r.die = c.die;
+  return r;
+}
+
+bool flag_from_c(const bool& b) noexcept {
+  unsigned char raw = 0;
+  static_assert(sizeof b == sizeof raw);
+  std::memcpy(&raw, &b, sizeof raw);
+  return raw != 0;
+}
+
 std::optional<watcher_options> watcher_options_from_c(const pnmem_watcher_options& in, std::string& why) {
   why = struct_size_problem(in.struct_size, watcher_options_size_v1, "options", "pnmem_watcher_options_init");
   if (!why.empty()) return std::nullopt;
@@ -387,7 +452,7 @@ std::optional<watcher_options> watcher_options_from_c(const pnmem_watcher_option
   if (c.poll_interval_ms == 0) why = "options->poll_interval_ms is 0: at least 1";
   else if (c.pressure_poll_interval_ms == 0) why = "options->pressure_poll_interval_ms is 0: at least 1";
   if (!why.empty()) return std::nullopt;
-  watcher_options o;
+  watcher_options o = seed_watcher_options;  // every field set below, the policy by the state
   o.poll_interval = std::chrono::milliseconds{c.poll_interval_ms};
   o.pressure_poll_interval = std::chrono::milliseconds{c.pressure_poll_interval_ms};
   o.step_down_dwell = std::chrono::milliseconds{c.step_down_dwell_ms};

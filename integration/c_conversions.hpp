@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "pnmem/admission.hpp"
 #include "pnmem/cost_model.hpp"
 #include "pnmem/engine/admit.hpp"
 #include "pnmem/engine/backpressure_gate.hpp"
@@ -35,8 +36,9 @@ pnmem_state to_c(const mem_state& m) noexcept;
 // `pending_bytes`: what host_ledger::admit reported (0 for pnmem_admit).
 pnmem_admit_answer to_c(const admit_answer& a, std::uint64_t pending_bytes) noexcept;
 pnmem_ladder_plan to_c(const ladder_plan& p) noexcept;
-// The policy, with the reserve it implies for `host_total_bytes` (the latest snapshot's).
-pnmem_policy to_c(const policy& p, std::uint64_t host_total_bytes) noexcept;
+// The policy, with the reserve it implies for `s` (the latest snapshot: host_reserve_bytes(s, p),
+// the container rule where its total is a cgroup's limit).
+pnmem_policy to_c(const policy& p, const mem_state& s) noexcept;
 // The host budget of a snapshot with `pending_bytes` promised (the ledger's).
 pnmem_budget budget_to_c(const mem_state& s, const policy& p, std::uint64_t pending_bytes) noexcept;
 // The C change (its `state` points at `state_out`, which the caller keeps alive for the call).
@@ -44,16 +46,23 @@ pnmem_level_change to_c(const level_change& c, pnmem_state& state_out) noexcept;
 // Writes a model's cost into the cost fields of `out` (the request fields are left).
 void cost_to_c(const model_cost& m, pnmem_model& out) noexcept;
 pnmem_kv_format to_c(kv_format f) noexcept;
+// A model-load check's answer (admission.hpp's admit_result) on a snapshot at `level`.
+pnmem_admit_answer to_c(const admit_result& r, mem_level level) noexcept;
+pnmem_kv_allocation to_c(const kv_allocation& a) noexcept;
 
 // --- Versioned structs ------------------------------------------------------------------
 // The first version's sizes: a caller's struct_size below these is refused. A later
 // version that adds fields keeps these (the offset of its first new field).
 inline constexpr std::size_t model_size_v1 = sizeof(pnmem_model);
 inline constexpr std::size_t watcher_options_size_v1 = sizeof(pnmem_watcher_options);
+inline constexpr std::size_t model_load_size_v1 = sizeof(pnmem_model_load);
 
 // The defaults, struct_size set to sizeof (pnmem_model_init_sized narrows it).
 pnmem_model default_model() noexcept;
-pnmem_watcher_options default_watcher_options() noexcept;
+// The watcher's: the environment's (PN_MEMWATCH_POLL_MS, PN_PRESSURE_POLL_MS, PN_STEP_DOWN_DWELL_MS;
+// config.hpp, read once, its errors left for the state to log); may throw std::bad_alloc.
+pnmem_watcher_options default_watcher_options();
+pnmem_model_load default_model_load() noexcept;
 
 // What is wrong with a caller's struct_size, or "" if it is valid: `what` names the
 // struct ("model"), `init` the call that initialises it.
@@ -63,7 +72,8 @@ std::string struct_size_problem(std::uint32_t struct_size, std::size_t size_v1, 
 // first min(struct_size, sizeof) bytes of `in`. Call only after struct_size_problem
 // found nothing wrong.
 pnmem_model read_model(const pnmem_model& in) noexcept;
-pnmem_watcher_options read_watcher_options(const pnmem_watcher_options& in) noexcept;
+pnmem_watcher_options read_watcher_options(const pnmem_watcher_options& in);
+pnmem_model_load read_model_load(const pnmem_model_load& in) noexcept;
 
 // --- C -> C++ (checked) ----------------------------------------------------------
 // nullopt for a value outside [PNMEM_LEVEL_OK, PNMEM_LEVEL_CRITICAL].
@@ -80,6 +90,15 @@ std::optional<model_desc> model_from_c(const pnmem_model& model, std::string& wh
 std::optional<kv_format> kv_format_from_c(const pnmem_kv_format& f) noexcept;
 // The caller's options checked: nullopt with `why` naming the field. The policy is left default.
 std::optional<watcher_options> watcher_options_from_c(const pnmem_watcher_options& o, std::string& why);
+// A model load from C: its spec and die, checked (nullopt with `why` naming the field: struct_size,
+// or a die outside [-1, PNMEM_MAX_DIES)).
+struct model_load_request {
+  model_load_spec spec;
+  int die = no_die;
+};
+std::optional<model_load_request> model_load_from_c(const pnmem_model_load& load, std::string& why);
+// A C bool's byte read as a byte (a caller's struct may hold any value there): non-zero is true.
+bool flag_from_c(const bool& b) noexcept;
 // ttl_ms <= 0: 0 (never expires); beyond what nanoseconds hold: the most they hold.
 std::chrono::nanoseconds ttl_from_c(std::int64_t ttl_ms) noexcept;
 // Negative: no wait; beyond max_gate_wait: max_gate_wait (steady_clock::now()

@@ -3,12 +3,22 @@
 
 #include <algorithm>
 #include <iterator>
+#include <string>
+#include <string_view>
+#include <utility>
 
 #include "c_boundary.hpp"
 #include "c_conversions.hpp"
 #include "pnmem/config.hpp"
 
 namespace pnmem::c_abi {
+
+global_state::global_state() {
+  // First: the library's defaults (watcher_options{}, the sampler's options, the gate's) would
+  // report them on stderr. Analysis-free: no other thread sees the state yet.
+  for (const config_error& e : take_env_errors()) pending_.push_back("pnmem: " + e.to_string());
+  if (!pending_.empty()) has_pending_.store(true, std::memory_order_release);
+}
 
 global_state::~global_state() {
   // At exit: a call still running on another thread finds no watcher rather than a
@@ -18,10 +28,28 @@ global_state::~global_state() {
 
 // --- the watcher ---------------------------------------------------------------------------
 
+namespace {
+// Where the platform's sampler takes a log for its notes (Linux), `fn`; elsewhere nothing. A
+// template, so that the branch a platform lacks is never compiled there.
+template <class Options, class Fn>
+void set_sampler_log(Options& o, Fn fn) {
+  if constexpr (requires { o.log = fn; }) o.log = std::move(fn);
+}
+}  // namespace
+
 platform_watcher& global_state::create_locked(watcher_options o) {
   if (platform_watcher* w = watcher_.load(std::memory_order_acquire)) return *w;
   o.policy = load_policy();
-  auto w = std::make_unique<platform_watcher>(platform_sampler{platform_sampler_options{}}, o);
+  platform_sampler_options so;  // the environment's PSI source, where the platform's sampler has one
+  // The sampler's notes (its PSI source falling back) come from the watcher's thread: a sink that
+  // throws must not end it.
+  set_sampler_log(so, [this](std::string_view line) {
+    try {
+      log("pnmem: " + std::string(line));
+    } catch (...) {
+    }
+  });
+  auto w = std::make_unique<platform_watcher>(platform_sampler{std::move(so)}, o);
   // The one subscriber of the watcher: every change goes to the C subscribers. It is never
   // unsubscribed (the watcher lives as long as this state).
   w->subscribe([this](const level_change& c) { dispatch(c); });
@@ -33,7 +61,7 @@ platform_watcher& global_state::create_locked(watcher_options o) {
 platform_watcher& global_state::ensure_watcher() {
   if (platform_watcher* w = watcher()) return *w;
   detail::lock_guard lk(life_mu_);
-  return create_locked(watcher_options{});
+  return create_locked(to_watcher_options(process_env_config().value));
 }
 
 std::pair<platform_watcher*, bool> global_state::ensure_watcher(const watcher_options& o) {
@@ -53,10 +81,7 @@ std::pair<platform_watcher*, bool> global_state::ensure_watcher(const watcher_op
 
 const pnmem::policy& global_state::load_policy() {
   if (const pnmem::policy* p = policy_.load(std::memory_order_acquire)) return *p;
-  env_config cfg = policy_from_env();
-  for (const auto& e : cfg.errors) pending_.push_back("pnmem: " + e.to_string());
-  policy_storage_ = cfg.value;
-  if (!pending_.empty()) has_pending_.store(true, std::memory_order_release);
+  policy_storage_ = process_env_config().value.policy;  // its errors: taken by the constructor
   policy_.store(&policy_storage_, std::memory_order_release);
   return policy_storage_;
 }

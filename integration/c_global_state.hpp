@@ -1,9 +1,10 @@
 // integration/c_global_state.hpp - the C ABI's one process-wide state.
 //
 // One watcher over the platform sampler (pnmem/platform_sampler.hpp), created once on
-// first need (pnmem_watcher_start[_with], pnmem_set_die) with the policy from the PN_*
-// variables (bad values are logged through the sink and their defaults stay), and
-// never destroyed while the process runs; the log sink; the reservations' ledger and
+// first need (pnmem_watcher_start[_with], pnmem_set_die) with the settings from the PN_*
+// variables (the policy, the cadence and dwell, the PSI source: config.hpp's process
+// settings, read once; bad values are logged through the sink and their defaults stay),
+// and never destroyed while the process runs; the log sink; the reservations' ledger and
 // its C handles; and the C level subscriptions.
 //
 // Reads take no global lock. What is written once (the watcher, the policy) or rarely
@@ -71,7 +72,9 @@ struct snapshot_view {
 
 class global_state {
  public:
-  global_state() = default;
+  // Takes the PN_* variables' errors (config.hpp take_env_errors) into the pending lines, so
+  // they reach the sink (flush()) and no library default reports them elsewhere (stderr).
+  global_state();
   global_state(const global_state&) = delete;
   global_state& operator=(const global_state&) = delete;
   ~global_state();
@@ -87,8 +90,8 @@ class global_state {
   std::pair<platform_watcher*, bool> ensure_watcher(const watcher_options& o) PNMEM_EXCLUDES(life_mu_);
 
   // --- the policy ----------------------------------------------------------------------
-  // Read from the environment by the first call (under life_mu, its bad values left as
-  // pending lines for flush()); afterwards locks nothing.
+  // The environment's (config.hpp process_env_config(), whose errors the constructor took),
+  // published by the first call under life_mu; afterwards locks nothing.
   const pnmem::policy& policy() PNMEM_EXCLUDES(life_mu_);
   // Logs the lines the policy's first read left, outside every lock. Locks nothing when
   // there are none.
@@ -125,7 +128,7 @@ class global_state {
   detail::mutex life_mu_;
   pnmem::policy policy_storage_ = default_policy;
   std::atomic<const pnmem::policy*> policy_{nullptr};
-  std::vector<std::string> pending_ PNMEM_GUARDED_BY(life_mu_);  // lines load_policy() left for flush()
+  std::vector<std::string> pending_ PNMEM_GUARDED_BY(life_mu_);  // the environment's errors, for flush()
   std::atomic<bool> has_pending_{false};
 
   // The sink: each set_sink adds one (never freed before the process ends: a reader may

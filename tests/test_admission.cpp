@@ -456,13 +456,18 @@ TEST_CASE("names of verdicts and reasons") {
   CHECK(to_string(admit_reason::host_budget) == "host_budget");
   CHECK(to_string(admit_reason::die_vram) == "die_vram");
   CHECK(to_string(admit_reason::bad_request) == "bad_request");
+  CHECK(to_string(admit_reason::prefill_window) == "prefill_window");
 }
 
-TEST_CASE("the stall guard also sees a fresh stall rate before avg10 does") {
+TEST_CASE("the stall guard rejects a stall that held over the window, never one interval's blip") {
   mem_state s = host_state(64 * GiB, 60 * GiB);
-  s.host_psi_full_rate = 15.0;
+  s.host_psi_full_rate = 100.0;  // one interval fully stalled: not a reason to refuse work
+  CHECK(admit_request({.n_prompt = 10, .gpu_resident = true}, s).verdict == verdict::admit);
+  CHECK(admit_request({.n_prompt = 10}, s).verdict == verdict::admit);
+  s.host_psi_full_sustained = 15.0;  // held at 15 % over the window, before avg10 catches up
   CHECK(admit_request({.n_prompt = 10, .gpu_resident = true}, s).reason == admit_reason::psi_stall);
-  s.host_psi_full_rate = 14.99;
+  CHECK(admit_request({.n_prompt = 10}, s).reason == admit_reason::psi_stall);
+  s.host_psi_full_sustained = 14.99;
   CHECK(admit_request({.n_prompt = 10, .gpu_resident = true}, s).verdict == verdict::admit);
 }
 
@@ -677,4 +682,78 @@ TEST_CASE("the segment solve is exact at every n of the table: limits cost(n) - 
     CHECK(too_flat == 0);
     CHECK(wrong == 0);
   }
+}
+
+// --- Two windows: the configured one and the ladder's prefill clamp -------------------------
+
+TEST_CASE("a prompt past the configured window is capped `window`; within it but past the prefill clamp, `prefill_window`") {
+  const mem_state roomy = host_state(64 * GiB, 60 * GiB);
+  for (const bool gpu : {true, false}) {
+    CAPTURE(gpu);
+    request_spec rq{.n_prompt = 12000, .gpu_resident = gpu, .max_window = 16384, .prefill_window = 8192};
+    admit_result r = admit_request(rq, roomy);
+    CHECK(r.verdict == verdict::cap);
+    CHECK(r.reason == admit_reason::prefill_window);
+    CHECK(r.fit_tokens == 8192);
+
+    rq.n_prompt = 20000;  // past both: too long at any level
+    r = admit_request(rq, roomy);
+    CHECK(r.verdict == verdict::cap);
+    CHECK(r.reason == admit_reason::window);
+    CHECK(r.fit_tokens == 8192);  // the smaller bound is what may start
+
+    rq.n_prompt = 20000;
+    rq.prefill_window = 0;  // no clamp: the configured window alone
+    r = admit_request(rq, roomy);
+    CHECK(r.reason == admit_reason::window);
+    CHECK(r.fit_tokens == 16384);
+
+    rq = {.n_prompt = 12000, .gpu_resident = gpu, .max_window = 0, .prefill_window = 8192};  // no configured window
+    r = admit_request(rq, roomy);
+    CHECK(r.reason == admit_reason::prefill_window);
+    CHECK(r.fit_tokens == 8192);
+
+    rq = {.n_prompt = 8192, .gpu_resident = gpu, .max_window = 16384, .prefill_window = 8192};  // exactly the clamp
+    CHECK(admit_request(rq, roomy).verdict == verdict::admit);
+  }
+  // Memory still binds inside the clamped window: a host path that cannot hold it is capped by memory.
+  const request_spec tight{.n_prompt = 12000, .kv = kv_format::fp32, .max_window = 16384, .prefill_window = 8192};
+  const admit_result m = admit_request(tight, with_budget(host_cost_bytes(4000, kv_format::fp32)));
+  CHECK(m.reason == admit_reason::host_budget);
+  CHECK(m.fit_tokens == 4000);
+}
+
+// --- The host reserve in a container: every check on a snapshot uses the same one ------------
+
+TEST_CASE("in a 1 GiB container admission keeps a 256 MiB reserve, as the level does") {
+  using pnmem::test::container_state;
+  const mem_state s = container_state(64 * GiB, 1 * GiB, 680 * MiB);
+  const std::uint64_t r = host_reserve_bytes(s);
+  REQUIRE(r == 256 * MiB);
+  // GPU-resident: outside the reserve, admitted (the seed's 1 GiB minimum rejected it as host_reserve).
+  CHECK(admit_request({.n_prompt = 100, .gpu_resident = true}, s).verdict == verdict::admit);
+  // Host path: the budget is avail - the container's reserve.
+  const admit_result h = admit_request({.n_prompt = 100, .kv = kv_format::q4}, s);
+  CHECK(h.verdict == verdict::admit);
+  CHECK(h.limit_bytes == 680 * MiB - r);
+  // Host bytes: the same budget.
+  const admit_result b = admit_host_bytes(100 * MiB, s);
+  CHECK(b.verdict == verdict::admit);
+  CHECK(b.limit_bytes == 680 * MiB - r);
+  CHECK(admit_host_bytes(500 * MiB, s).verdict == verdict::cap);
+  // The load spike (2.4 GiB) does not fit a 1 GiB container whole: host_budget, not host_reserve.
+  const admit_result spike = admit_load_spike(s);
+  CHECK(spike.verdict == verdict::reject);
+  CHECK(spike.reason == admit_reason::host_budget);
+  CHECK(spike.limit_bytes == 680 * MiB - r);
+  // At the reserve: every check says host_reserve, as the level says CRITICAL.
+  const mem_state at = container_state(64 * GiB, 1 * GiB, r);
+  CHECK(derive_level(at) == mem_level::critical);
+  CHECK(admit_request({.n_prompt = 1, .gpu_resident = true}, at).reason == admit_reason::host_reserve);
+  CHECK(admit_host_bytes(1, at).reason == admit_reason::host_reserve);
+  CHECK(admit_load_spike(at).reason == admit_reason::host_reserve);
+  // One byte above it: the level is TIGHT and admission has one byte of budget.
+  const mem_state above = container_state(64 * GiB, 1 * GiB, r + 1);
+  CHECK(derive_level(above) == mem_level::tight);
+  CHECK(admit_host_bytes(1, above).verdict == verdict::admit);
 }

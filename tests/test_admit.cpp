@@ -55,10 +55,35 @@ TEST_CASE("3. at TIGHT rung 3 halves the window, logs the seed's line, and admis
   CHECK(a.window_clamped);
   CHECK(a.status == admit_status::capped);
   CHECK(a.fit_tokens == 8192);
-  CHECK(a.reason == admit_reason::window);
+  // 12000 tokens are within the configured 16384: the ladder's clamp capped it, not the window.
+  CHECK(a.reason == admit_reason::prefill_window);
   CHECK(a.level == mem_level::tight);
   CHECK(c.ladder_degradations[static_cast<std::size_t>(mem_level::tight)].load() == 1);
-  CHECK(c.capped[static_cast<std::size_t>(admit_reason::window)].load() == 1);
+  CHECK(c.capped[static_cast<std::size_t>(admit_reason::prefill_window)].load() == 1);
+  CHECK(c.capped[static_cast<std::size_t>(admit_reason::window)].load() == 0);
+
+  // Past the configured window too: `window` (too long at any level), capped to the clamp.
+  const admit_answer longer = admit(w, m, 20000);
+  CHECK(longer.status == admit_status::capped);
+  CHECK(longer.reason == admit_reason::window);
+  CHECK(longer.fit_tokens == 8192);
+}
+
+TEST_CASE("the two window reasons tell a configured cap from a pressure cap without comparing fields") {
+  const model_desc m{.kv = kv_format::q4, .gpu_resident = true, .max_window = 4096, .max_slots = 4};
+  const fake_watcher ok = at(host_state(64 * GiB, 60 * GiB));
+  REQUIRE(ok.state.level == mem_level::ok);
+  CHECK(admit(ok, m, 5000).reason == admit_reason::window);  // configured: at any level
+  CHECK(admit(ok, m, 3000).status == admit_status::admitted);
+  const fake_watcher tight = at(host_state(64 * GiB, 60 * GiB, 0.0, 1.0));  // PSI full > 0: TIGHT
+  REQUIRE(tight.state.level == mem_level::tight);
+  const admit_answer a = admit(tight, m, 3000);  // within 4096, past the clamp 2048
+  CHECK(a.status == admit_status::capped);
+  CHECK(a.reason == admit_reason::prefill_window);
+  CHECK(a.fit_tokens == 2048);
+  CHECK(a.window == 2048);
+  CHECK(a.window_clamped);
+  CHECK(admit(tight, m, 5000).reason == admit_reason::window);
 }
 
 TEST_CASE("at OK nothing is clamped or logged; a prompt inside the window is admitted") {
@@ -119,7 +144,8 @@ TEST_CASE("the decision on a snapshot equals admit_request on the clamped window
     const admit_answer a = admit_snapshot(s, m, n, {});
     const int window = ladder_plan_for(s.level, {8, m.max_window, m.kv == kv_format::q4}).prefill_window;
     CHECK(a.window == window);
-    const admit_result want = admit_request({n, m.kv, m.gpu_resident, tightest_die(s), window}, s);
+    const int clamp = window > 0 && window < m.max_window ? window : 0;  // rung 3's, when it cut the window
+    const admit_result want = admit_request({n, m.kv, m.gpu_resident, tightest_die(s), m.max_window, clamp}, s);
     CHECK(a.detail == want);
   }
 }

@@ -191,6 +191,21 @@ TEST_CASE("gate: TIGHT pushed holds new acquirers; the watcher going below TIGHT
   CHECK(counters.gate_acquired.load() == static_cast<std::uint64_t>(many + 1));
 }
 
+TEST_CASE("gate: without a watcher, on_level_change below TIGHT ends a hold; TIGHT or worse keeps it") {
+  backpressure_gate gate{gate_options{.max_slots = 4, .follow_ladder = false}};
+  gate.notify_pressure(mem_level::tight);
+  REQUIRE(gate.try_acquire().status == gate_status::timed_out);
+  gate.on_level_change(mem_level::tight);
+  CHECK(gate.pushed_level() == mem_level::tight);
+  CHECK(gate.try_acquire().status == gate_status::timed_out);
+  gate.on_level_change(mem_level::critical);  // the box's CRITICAL alone sheds nothing (D3)
+  CHECK(gate.pushed_level() == mem_level::tight);
+  gate.on_level_change(mem_level::watch);  // WATCH is below TIGHT: released
+  CHECK(gate.pushed_level() == mem_level::ok);
+  auto slot = gate.try_acquire();
+  CHECK(slot.status == gate_status::acquired);
+}
+
 TEST_CASE("gate: waiters are served first come, first served") {
   backpressure_gate gate{1};
   auto holder = gate.try_acquire();
@@ -276,7 +291,7 @@ TEST_CASE("gate: CRITICAL fails every waiter and every new acquirer with overloa
     CHECK(gate.try_acquire());
   }
 
-  SUBCASE("reported by the watcher, then cleared by it") {
+  SUBCASE("the watcher's CRITICAL alone sheds nothing; a denial there does; the box stepping down stops it") {
     watcher<null_sampler> w{null_sampler{}};
     auto conn = gate.connect(w);
     gate.notify_pressure(mem_level::tight);
@@ -285,7 +300,12 @@ TEST_CASE("gate: CRITICAL fails every waiter and every new acquirer with overloa
     for (int t = 0; t < many; ++t) ts.emplace_back([&] { got.add(gate.acquire(far_deadline()).status); });
     REQUIRE(eventually([&] { return gate.waiting() == static_cast<std::size_t>(many); }));
 
-    set_level(w, mem_level::critical);
+    set_level(w, mem_level::critical);  // no denial confirmed it: hold, shed nothing
+    CHECK(gate.pushed_level() == mem_level::tight);
+    CHECK(gate.waiting() == static_cast<std::size_t>(many));
+    CHECK(got[gate_status::overloaded] == 0);
+
+    gate.notify_pressure(mem_level::critical);  // a denial at CRITICAL: shed
     join_all(ts);
     CHECK(got[gate_status::overloaded] == many);
     CHECK(gate.pushed_level() == mem_level::critical);
@@ -302,14 +322,19 @@ TEST_CASE("gate: CRITICAL fails every waiter and every new acquirer with overloa
   }
 }
 
-TEST_CASE("gate: connecting to a watcher already at CRITICAL pushes CRITICAL") {
+TEST_CASE("gate: connecting to a watcher at CRITICAL applies rung 2 at once and sheds nothing") {
   watcher<null_sampler> w{null_sampler{}};
   set_level(w, mem_level::critical);
-  backpressure_gate gate{2};
+  backpressure_gate gate{8};
+  CHECK(gate.capacity() == 8);
   auto conn = gate.connect(w);
-  CHECK(gate.pushed_level() == mem_level::critical);
-  CHECK(gate.try_acquire().status == gate_status::overloaded);
+  CHECK(gate.capacity() == 1);  // the ladder at CRITICAL: one slot
+  CHECK(gate.pushed_level() == mem_level::ok);
+  auto one = gate.try_acquire();
+  CHECK(one);
+  CHECK(gate.try_acquire().status == gate_status::timed_out);  // full, not overloaded
   set_level(w, mem_level::ok);
+  CHECK(gate.capacity() == 8);
   CHECK(gate.try_acquire());
 }
 
@@ -571,4 +596,133 @@ TEST_CASE("gate: stress, levels and capacity change under many acquirers") {
                                 counters.gate_timed_out.load() + counters.gate_cancelled.load() +
                                 counters.gate_queue_full.load();
   CHECK(counted == static_cast<std::uint64_t>(many * rounds));
+}
+
+// ---- issue 14, item 2: the gate always drains ---------------------------------------------------------
+
+namespace {
+
+// A host the test moves by hand: the watcher's snapshot is whatever `host` says on the next poll.
+struct hand_host {
+  std::shared_ptr<host_sample> next = std::make_shared<host_sample>();
+  host_sample sample() { return *next; }
+};
+
+constexpr std::uint64_t box = 16 * GiB;
+constexpr std::uint64_t reserve16 = host_reserve_bytes(box);  // 2.4 GiB
+
+// A host at TIGHT (slack below reserve/4) with `slack` bytes above the reserve.
+host_sample tight_host(std::uint64_t slack) {
+  REQUIRE(slack < reserve16 / 4);
+  host_sample h;
+  h.total_bytes = box;
+  h.avail_bytes = reserve16 + slack;
+  return h;
+}
+
+// What the engine would run: a 4096-token prompt on the host path (the seed's model, fp32 KV).
+constexpr request_spec head_request{.n_prompt = 4096, .kv = kv_format::fp32};
+// The request that was denied: one that needs more than the box can give at TIGHT.
+constexpr request_spec denied_request{.n_prompt = 200000, .kv = kv_format::fp32};
+
+}  // namespace
+
+TEST_CASE("gate: a held waiter is released on the first sample on which its request would be admitted, "
+          "though the level never changes") {
+  // Fixed cost of the request (state + activation floor): the slack it needs to be capped rather than refused.
+  const std::uint64_t floor_cost = host_cost_bytes(0, kv_format::fp32);
+  REQUIRE(floor_cost + 64 * MiB < reserve16 / 4);
+  hand_host host;
+  *host.next = tight_host(floor_cost / 2);  // TIGHT, and not even the empty prompt fits
+  watcher<hand_host> w{host};
+  w.poll_now();
+  REQUIRE(w.read().level == mem_level::tight);
+  REQUIRE(admit_request(head_request, w.read()).verdict == verdict::reject);
+  backpressure_gate gate{4};
+  auto conn = gate.connect(w);
+  CHECK(gate.capacity() == 2);  // rung 2 at TIGHT
+
+  gate.notify_pressure(mem_level::tight, denied_request);  // a denial holds the queue
+  std::atomic<int> result{-1};
+  std::thread t([&] { result = static_cast<int>(gate.acquire(far_deadline(), head_request).status); });
+  REQUIRE(eventually([&] { return gate.waiting() == 1; }));
+
+  for (int i = 0; i < 5; ++i) w.poll_now();  // the box stays where it is: still held
+  CHECK(gate.waiting() == 1);
+  CHECK(gate.pushed_level() == mem_level::tight);
+
+  *host.next = tight_host(floor_cost + 64 * MiB);  // still TIGHT: a prefix of the request now fits
+  w.poll_now();
+  REQUIRE(w.read().level == mem_level::tight);
+  REQUIRE(admit_request(head_request, w.read()).verdict == verdict::cap);
+  t.join();
+  CHECK(result.load() == static_cast<int>(gate_status::acquired));
+  CHECK(gate.pushed_level() == mem_level::ok);
+}
+
+TEST_CASE("gate: with no waiter, the denied request is what the next sample re-checks") {
+  const std::uint64_t floor_cost = host_cost_bytes(0, kv_format::fp32);
+  hand_host host;
+  *host.next = tight_host(floor_cost / 2);
+  watcher<hand_host> w{host};
+  w.poll_now();
+  backpressure_gate gate{4};
+  auto conn = gate.connect(w);
+  gate.notify_pressure(mem_level::tight, denied_request);
+  w.poll_now();
+  CHECK(gate.pushed_level() == mem_level::tight);  // nothing of it fits yet
+  *host.next = tight_host(floor_cost + MiB);
+  w.poll_now();
+  CHECK(gate.pushed_level() == mem_level::ok);  // it would be capped now: the hold ends
+  CHECK(gate.try_acquire());
+}
+
+TEST_CASE("gate: a box resting at TIGHT with nothing denied never holds anything") {
+  hand_host host;
+  *host.next = tight_host(100 * MiB);
+  watcher<hand_host> w{host};
+  w.poll_now();
+  REQUIRE(w.read().level == mem_level::tight);
+  backpressure_gate gate{8};
+  auto conn = gate.connect(w);
+  for (int i = 0; i < 20; ++i) {
+    w.poll_now();
+    CHECK(gate.pushed_level() == mem_level::ok);
+    auto a = gate.try_acquire();
+    CHECK(a);  // slots are the ladder's (4 at TIGHT), none held back
+  }
+  std::vector<gate_result> held;
+  for (int i = 0; i < 4; ++i) held.push_back(gate.try_acquire());
+  for (const auto& r : held) CHECK(r);
+  CHECK(gate.try_acquire().status == gate_status::timed_out);  // 4 of 4 slots in use: full, not held
+}
+
+TEST_CASE("gate: rung 2 follows the watcher, reduce-only while degraded, restored at OK") {
+  watcher<null_sampler> w{null_sampler{}};
+  backpressure_gate gate{8};
+  auto conn = gate.connect(w);
+  CHECK(gate.capacity() == 8);
+  set_level(w, mem_level::watch);
+  CHECK(gate.capacity() == 8);
+  set_level(w, mem_level::tight);
+  CHECK(gate.capacity() == 4);
+  set_level(w, mem_level::critical);
+  CHECK(gate.capacity() == 1);
+  set_level(w, mem_level::tight);  // degraded still: never raised
+  CHECK(gate.capacity() == 1);
+  set_level(w, mem_level::watch);
+  CHECK(gate.capacity() == 1);
+  set_level(w, mem_level::ok);
+  CHECK(gate.capacity() == 8);
+  gate.set_capacity(6);  // the operator's ceiling, under the ladder
+  CHECK(gate.capacity() == 6);
+  set_level(w, mem_level::tight);
+  CHECK(gate.capacity() == 3);
+
+  backpressure_gate manual{gate_options{.max_slots = 8, .follow_ladder = false}};
+  auto conn2 = manual.connect(w);
+  CHECK(manual.capacity() == 8);  // not following: set_capacity alone
+  manual.set_capacity(5);
+  set_level(w, mem_level::critical);
+  CHECK(manual.capacity() == 5);
 }

@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <iterator>
 #include <map>
@@ -161,7 +162,114 @@ TEST_CASE("the table of variables is what policy_from_env reads, in its order") 
     // What an error says it keeps is what the table shows for the policy.
     const env_config c = load({{env_variables[i].name, "bad value"}});
     REQUIRE(c.errors.size() == 1);
-    CHECK(c.errors[0].kept == env_variables[i].setting(default_policy));
+    CHECK(c.errors[0].kept == env_variables[i].setting(default_env_settings));
   }
-  CHECK(env_variables[0].setting(default_policy) == "max(1.00 GiB, 15.00 % of MemTotal)");
+  CHECK(env_variables[0].setting(default_env_settings) == "max(1.00 GiB, 15.00 % of MemTotal)");
+}
+
+// --- The PSI knobs, the watcher's cadence and the PSI source ---------------------------------
+
+namespace {
+env_settings_config load_all(std::map<std::string, std::string> vars) {
+  return settings_from_env(fake_env{std::move(vars)});
+}
+}  // namespace
+
+TEST_CASE("no variables: the seed's settings (the watcher's 250 / 100 ms, no dwell, host PSI)") {
+  const env_settings_config c = load_all({});
+  CHECK(c.ok());
+  CHECK(c.value == default_env_settings);
+  CHECK(c.value.policy == default_policy);
+  CHECK(c.value.poll_interval == std::chrono::milliseconds{250});
+  CHECK(c.value.pressure_poll_interval == std::chrono::milliseconds{100});
+  CHECK(c.value.step_down_dwell == std::chrono::milliseconds{0});
+  CHECK(c.value.psi_source == psi_source::host);
+  CHECK(c.value.policy.psi_full_window_ms == 3000);
+}
+
+TEST_CASE("the PSI source, the PSI thresholds, the dwell and the poll intervals apply") {
+  const env_settings_config c = load_all({{"PN_PSI_SOURCE", "cgroup"},
+                                          {"PN_PSI_SOME_TIGHT", "25.5"},
+                                          {"PN_PSI_FULL_REJECT", "40"},
+                                          {"PN_PSI_FULL_WINDOW_MS", "5000"},
+                                          {"PN_STEP_DOWN_DWELL_MS", "4000"},
+                                          {"PN_MEMWATCH_POLL_MS", "500"},
+                                          {"PN_PRESSURE_POLL_MS", "50"}});
+  CHECK(c.ok());
+  CHECK(c.value.psi_source == psi_source::cgroup);
+  CHECK(c.value.policy.psi_some_tight_bp == 2550);
+  CHECK(c.value.policy.psi_full_reject_bp == 4000);
+  CHECK(c.value.policy.psi_full_window_ms == 5000);
+  CHECK(c.value.step_down_dwell == std::chrono::milliseconds{4000});
+  CHECK(c.value.poll_interval == std::chrono::milliseconds{500});
+  CHECK(c.value.pressure_poll_interval == std::chrono::milliseconds{50});
+  // The rest stays the seed's.
+  env_settings expect = default_env_settings;
+  expect.psi_source = psi_source::cgroup;
+  expect.policy.psi_some_tight_bp = 2550;
+  expect.policy.psi_full_reject_bp = 4000;
+  expect.policy.psi_full_window_ms = 5000;
+  expect.step_down_dwell = std::chrono::milliseconds{4000};
+  expect.poll_interval = std::chrono::milliseconds{500};
+  expect.pressure_poll_interval = std::chrono::milliseconds{50};
+  CHECK(c.value == expect);
+
+  CHECK(load_all({{"PN_PSI_SOURCE", " OFF "}}).value.psi_source == psi_source::off);
+  CHECK(load_all({{"PN_PSI_SOURCE", "host"}}).value.psi_source == psi_source::host);
+  CHECK(load_all({{"PN_PSI_FULL_WINDOW_MS", "2000"}}).value.policy.psi_full_window_ms == 2000);  // the floor itself
+  CHECK(load_all({{"PN_STEP_DOWN_DWELL_MS", "0"}}).ok());
+}
+
+TEST_CASE("the new variables are parsed strictly: each error names the variable and the value, the rest applies") {
+  struct bad_case {
+    const char* var;
+    const char* value;
+    const char* line;  // the whole error line
+  };
+  const bad_case cases[] = {
+      {"PN_PSI_SOURCE", "cgroups", "PN_PSI_SOURCE=\"cgroups\": not a PSI source (use host, cgroup or off); keeping host"},
+      {"PN_PSI_SOURCE", "", "PN_PSI_SOURCE=\"\": not a PSI source (use host, cgroup or off); keeping host"},
+      {"PN_PSI_SOME_TIGHT", "0", "PN_PSI_SOME_TIGHT=\"0\": must be above 0 (0 % would hold every box at TIGHT); keeping 10.00 %"},
+      {"PN_PSI_SOME_TIGHT", "101", "PN_PSI_SOME_TIGHT=\"101\": out of range; keeping 10.00 %"},
+      {"PN_PSI_FULL_WINDOW_MS", "1000",
+       "PN_PSI_FULL_WINDOW_MS=\"1000\": below 2000 (the kernel's shortest unprivileged PSI window); keeping 3000 ms"},
+      {"PN_PSI_FULL_WINDOW_MS", "60001", "PN_PSI_FULL_WINDOW_MS=\"60001\": above 60000 (out of range); keeping 3000 ms"},
+      {"PN_PSI_FULL_WINDOW_MS", "3s", "PN_PSI_FULL_WINDOW_MS=\"3s\": not a number; keeping 3000 ms"},
+      {"PN_STEP_DOWN_DWELL_MS", "-5", "PN_STEP_DOWN_DWELL_MS=\"-5\": negative value; keeping 0 ms"},
+      {"PN_STEP_DOWN_DWELL_MS", "1.5", "PN_STEP_DOWN_DWELL_MS=\"1.5\": not a whole number; keeping 0 ms"},
+      {"PN_MEMWATCH_POLL_MS", "0", "PN_MEMWATCH_POLL_MS=\"0\": below 1 (0 would poll without pause); keeping 250 ms"},
+      {"PN_MEMWATCH_POLL_MS", "99999999999", "PN_MEMWATCH_POLL_MS=\"99999999999\": out of range; keeping 250 ms"},
+      {"PN_PRESSURE_POLL_MS", "fast", "PN_PRESSURE_POLL_MS=\"fast\": not a number; keeping 100 ms"},
+      {"PN_PRESSURE_POLL_MS", " ", "PN_PRESSURE_POLL_MS=\" \": empty value; keeping 100 ms"},
+  };
+  for (const auto& bc : cases) {
+    CAPTURE(bc.var);
+    CAPTURE(bc.value);
+    const env_settings_config c = load_all({{bc.var, bc.value}, {"PN_LOAD_SPIKE_BYTES", "3GiB"}});
+    REQUIRE(c.errors.size() == 1);
+    CHECK(c.errors[0].variable == bc.var);
+    CHECK(c.errors[0].value == bc.value);
+    CHECK(c.errors[0].to_string() == bc.line);
+    env_settings expect = default_env_settings;
+    expect.policy.load_spike_bytes = 3 * GiB;
+    CHECK(c.value == expect);  // the bad one kept its default, the good one applied
+  }
+}
+
+TEST_CASE("policy_from_env reads every variable: its errors include the watcher's, its value is the policy part") {
+  const env_config c = load({{"PN_PSI_SOME_TIGHT", "5"}, {"PN_MEMWATCH_POLL_MS", "zero"}});
+  CHECK(c.value.psi_some_tight_bp == 500);
+  REQUIRE(c.errors.size() == 1);
+  CHECK(c.errors[0].variable == "PN_MEMWATCH_POLL_MS");
+}
+
+TEST_CASE("parse_milliseconds: whole numbers only") {
+  CHECK(parse_milliseconds("250").value == 250);
+  CHECK(parse_milliseconds(" 4294967295 ").value == 4294967295U);
+  CHECK(parse_milliseconds("4294967296").error == parse_errc::out_of_range);
+  CHECK(parse_milliseconds("2.5").error == parse_errc::not_whole);
+  CHECK(parse_milliseconds("250ms").error == parse_errc::not_a_number);
+  CHECK(parse_milliseconds("-1").error == parse_errc::negative);
+  CHECK(parse_milliseconds("").error == parse_errc::empty);
+  CHECK(parse_milliseconds(".5").error == parse_errc::not_a_number);
 }

@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -190,4 +191,87 @@ TEST_CASE("plans compare by value: plans for different levels differ") {
   const ladder_config cfg{8, 16384, false};
   CHECK_FALSE(ladder_plan_for(mem_level::critical, cfg) == ladder_plan_for(mem_level::tight, cfg));
   CHECK_FALSE(ladder_plan_for(mem_level::watch, cfg) == ladder_plan_for(mem_level::ok, cfg));
+}
+
+// Rung 4a at KV-cache init: kv_allocation_for, from the rung table. The seed's model keeps fp32 KV
+// (40960 B per token) and compacts to its Q4 (5898 B); a Llama-3-8B-shaped model (32 layers x 8 KV
+// heads x 128 dims) keeps f16 (2 x 32 x 8 x 128 x 2 B = 131072 B per token) and compacts to q4_0
+// (per layer a K and a V row of 1024 values = 32 blocks of 18 B each: 2 x 32 x 576 = 36864 B).
+namespace {
+constexpr model_cost llama_cost = from_shape({.layers = 32, .kv_heads = 8, .key_dim = 128, .query_heads = 32,
+                                              .hidden_size = 4096});
+static_assert(llama_cost.normal_kv == kv_format::f16 && llama_cost.compact_kv == kv_format::q4_0);
+// Compile time: the seed's 4096-token cache at OK and at WATCH.
+static_assert(kv_allocation_for(ladder_plan_for(mem_level::ok, {8, 16384, false}), 4096) ==
+              kv_allocation{kv_format::fp32, 40960ULL * 4096});
+static_assert(kv_allocation_for(ladder_plan_for(mem_level::watch, {8, 16384, false}), 4096) ==
+              kv_allocation{kv_format::q4, 5898ULL * 4096});
+}  // namespace
+
+TEST_CASE("kv_allocation_for: a cache allocated now is compact from WATCH up, normal at OK (rung 4a)") {
+  const ladder_config cfg{8, 16384, false};
+  struct row {
+    mem_level level;
+    kv_format seed_format;
+    std::uint64_t seed_per_token;
+    kv_format llama_format;
+    std::uint64_t llama_per_token;
+  };
+  const row table[] = {
+      {mem_level::ok, kv_format::fp32, 40960, kv_format::f16, 131072},
+      {mem_level::watch, kv_format::q4, 5898, kv_format::q4_0, 36864},
+      {mem_level::tight, kv_format::q4, 5898, kv_format::q4_0, 36864},
+      {mem_level::critical, kv_format::q4, 5898, kv_format::q4_0, 36864},
+  };
+  for (const row& r : table) {
+    CAPTURE(r.level);
+    const ladder_plan plan = ladder_plan_for(r.level, cfg);
+    for (const std::uint64_t n : {0ULL, 1ULL, 4096ULL, 131072ULL}) {
+      CAPTURE(n);
+      const kv_allocation seed = kv_allocation_for(plan, n);
+      CHECK(seed.format == r.seed_format);
+      CHECK(seed.bytes == r.seed_per_token * n);
+      CHECK(kv_allocation_for(plan, seed_model_cost, n) == seed);
+      const kv_allocation llama = kv_allocation_for(plan, llama_cost, n);
+      CHECK(llama.format == r.llama_format);
+      CHECK(llama.bytes == r.llama_per_token * n);
+    }
+  }
+  // What rung 4a saves on an 8192-token cache: 320 MiB -> 46.08 MiB (seed), 1 GiB -> 288 MiB (Llama).
+  CHECK(kv_allocation_for(ladder_plan_for(mem_level::ok, cfg), 8192).bytes == 320ULL * 1024 * 1024);
+  CHECK(kv_allocation_for(ladder_plan_for(mem_level::watch, cfg), 8192).bytes == 48316416);
+  CHECK(kv_allocation_for(ladder_plan_for(mem_level::ok, cfg), llama_cost, 8192).bytes == 1024ULL * 1024 * 1024);
+  CHECK(kv_allocation_for(ladder_plan_for(mem_level::watch, cfg), llama_cost, 8192).bytes == 288ULL * 1024 * 1024);
+}
+
+TEST_CASE("kv_allocation_for: ladder disabled, the configured format at every level; a compact config stays compact") {
+  policy off;
+  off.ladder_disabled = true;
+  for (auto l : levels) {
+    CAPTURE(l);
+    const ladder_plan normal = ladder_plan_for(l, {8, 16384, false}, off);
+    CHECK(kv_allocation_for(normal, 1000) == kv_allocation{kv_format::fp32, 40960000});
+    CHECK(kv_allocation_for(normal, llama_cost, 1000) == kv_allocation{kv_format::f16, 131072000});
+    // An engine configured compact (ladder_config::kv_q4) gets the compact format at every level,
+    // with the ladder on or off.
+    for (const policy& p : {default_policy, off}) {
+      const ladder_plan compact = ladder_plan_for(l, {8, 16384, true}, p);
+      CHECK(kv_allocation_for(compact, 1000) == kv_allocation{kv_format::q4, 5898000});
+      CHECK(kv_allocation_for(compact, llama_cost, 1000) == kv_allocation{kv_format::q4_0, 36864000});
+    }
+  }
+}
+
+TEST_CASE("kv_allocation_for: the bytes are kv_bytes in the chosen format (sliding layers stop at their window)") {
+  // 4 full + 4 sliding layers (window 1024) x 2 KV heads x 64 dims: f16 512 B per layer and token.
+  constexpr model_cost m = from_shape({.layers = 8, .sliding_layers = 4, .sliding_window = 1024, .kv_heads = 2,
+                                       .key_dim = 64, .query_heads = 8, .hidden_size = 512});
+  const ladder_config cfg{4, 0, false};
+  for (auto l : levels) {
+    CAPTURE(l);
+    const kv_allocation a = kv_allocation_for(ladder_plan_for(l, cfg), m, 5000);
+    CHECK(a.format == (l == mem_level::ok ? kv_format::f16 : kv_format::q4_0));
+    CHECK(a.bytes == kv_bytes(m, a.format, 5000));
+  }
+  CHECK(kv_allocation_for(ladder_plan_for(mem_level::ok, cfg), m, 5000).bytes == 4 * 512 * 5000 + 4 * 512 * 1024);
 }

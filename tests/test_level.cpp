@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -233,13 +234,25 @@ TEST_CASE("with_derived_level stores the derived level and nothing else") {
   CHECK(d.host_avail_bytes == s.host_avail_bytes);
 }
 
-TEST_CASE("PSI is the worse of avg10 and the last interval's stall rate") {
+TEST_CASE("PSI: a fresh stall is TIGHT at once, CRITICAL only once it held over the window (or avg10 says so)") {
   mem_state s = host_state(64 * GiB, 60 * GiB);
   CHECK(derive_level(s) == mem_level::ok);
-  s.host_psi_full_rate = 20.0;  // a stall right now, before avg10 catches up
+  s.host_psi_full_rate = 100.0;  // one interval of whole-box stall, before avg10 catches up: a blip so far
+  CHECK(derive_level(s) == mem_level::tight);
+  CHECK(explain_level(s).psi_level == mem_level::tight);
+  s.host_psi_full_sustained = 15.0;  // ... that held at 15 % over the window: confirmed
   CHECK(derive_level(s) == mem_level::critical);
   CHECK(explain_level(s).psi_level == mem_level::critical);
+  s.host_psi_full_sustained = 14.99;
+  CHECK(derive_level(s) == mem_level::tight);
   s.host_psi_full_rate = 0.0;
+  s.host_psi_full_sustained = 0.0;
+  s.host_psi_full_avg10 = 15.0;  // avg10 confirms on its own (the seed's rule)
+  CHECK(derive_level(s) == mem_level::critical);
+  s.host_psi_full_avg10 = 0.0;
+  s.host_psi_full_sustained = 0.5;  // a little stall over the window: shows, as any full stall does
+  CHECK(derive_level(s) == mem_level::tight);
+  s.host_psi_full_sustained = 0.0;
   s.host_psi_full_avg10 = 0.4;  // avg10 still decaying after the stall ended: TIGHT, as the seed keeps it
   CHECK(derive_level(s) == mem_level::tight);
   s = host_state(64 * GiB, 60 * GiB);
@@ -285,3 +298,139 @@ TEST_CASE("provenance: sources, modes and a bounded cgroup path") {
   CHECK(to_string(psi_mode::poll) == "poll");
   CHECK(to_string(psi_mode::none) == "none");
 }
+
+// --- The host reserve in a container -----------------------------------------------------------
+
+TEST_CASE("in a container the 1 GiB minimum reserve scales down to a quarter of the limit") {
+  using pnmem::test::container_state;
+  struct row {
+    std::uint64_t limit;
+    std::uint64_t reserve;  // what the container keeps back
+  };
+  const row rows[] = {
+      {256 * MiB, 64 * MiB},   // a quarter of the limit (15 % would be 38.4 MiB)
+      {512 * MiB, 128 * MiB},  //
+      {1 * GiB, 256 * MiB},    // the seed's 1 GiB minimum would be the whole limit
+      {2 * GiB, 512 * MiB},    //
+      {4 * GiB, 1 * GiB},      // from 4 GiB up: the seed's numbers
+      {8 * GiB, 1288490188},   // 15 % of 8 GiB
+      {64 * GiB, 10307921510}, // 15 % of 64 GiB
+  };
+  for (const row& r : rows) {
+    CAPTURE(r.limit);
+    const mem_state s = container_state(256 * GiB, r.limit, r.limit / 2);
+    REQUIRE(host_total_is_limit(s));
+    CHECK(host_reserve_bytes(s) == r.reserve);
+    CHECK(container_host_reserve_bytes(r.limit) == r.reserve);
+    CHECK(explain_level(s).host_reserve_bytes == r.reserve);
+    if (r.limit >= 4 * GiB) CHECK(r.reserve == host_reserve_bytes(r.limit));  // the whole-box rule's number
+    if (r.limit < 4 * GiB) CHECK(r.reserve < host_reserve_bytes(r.limit));
+
+    // The seed's bands around that reserve: CRITICAL at it, TIGHT below 1.25x, WATCH below 2x.
+    const auto level_at = [&](std::uint64_t avail) {
+      mem_state t = s;
+      t.host_avail_bytes = avail;
+      CHECK(host_level(t) == derive_level(t));
+      return derive_level(t);
+    };
+    CHECK(level_at(r.reserve) == mem_level::critical);
+    CHECK(level_at(r.reserve + 1) == mem_level::tight);
+    CHECK(level_at(r.reserve + r.reserve / 4 - 1) == mem_level::tight);
+    CHECK(level_at(r.reserve + r.reserve / 4) == mem_level::watch);
+    CHECK(level_at(2 * r.reserve - 1) == mem_level::watch);
+    CHECK(level_at(2 * r.reserve) == mem_level::ok);
+
+    // The same total on a whole box (no limit) keeps the seed's reserve exactly.
+    const mem_state box = host_state(r.limit, r.limit / 2);
+    CHECK_FALSE(host_total_is_limit(box));
+    CHECK(host_reserve_bytes(box) == host_reserve_bytes(r.limit));
+    CHECK(host_reserve_bytes(box) == std::max<std::uint64_t>(1 * GiB, r.limit * 15 / 100));
+  }
+}
+
+TEST_CASE("a 1 GiB container with 680 MiB free is usable, not CRITICAL; a whole 8 GiB box is as the seed's") {
+  using pnmem::test::container_state;
+  const mem_state c = container_state(64 * GiB, 1 * GiB, 680 * MiB);
+  CHECK(derive_level(c) == mem_level::ok);  // 680 MiB >= 2 x 256 MiB
+  CHECK(derive_level(container_state(64 * GiB, 1 * GiB, 400 * MiB)) == mem_level::watch);
+  CHECK(derive_level(container_state(64 * GiB, 1 * GiB, 300 * MiB)) == mem_level::tight);
+  CHECK(derive_level(container_state(64 * GiB, 1 * GiB, 256 * MiB)) == mem_level::critical);
+
+  // A whole box: every level as the seed's max(1 GiB, 15 %) gives it.
+  const std::uint64_t seed_reserve = 1288490188;  // 15 % of 8 GiB > 1 GiB
+  pnmem::test::rng g{14};
+  for (int i = 0; i < 20000; ++i) {
+    const std::uint64_t avail = g.below(8 * GiB + 1);
+    const mem_state s = host_state(8 * GiB, avail);
+    mem_level want = mem_level::ok;
+    if (avail <= seed_reserve) {
+      want = mem_level::critical;
+    } else if (avail - seed_reserve < seed_reserve / 4) {
+      want = mem_level::tight;
+    } else if (avail - seed_reserve < seed_reserve) {
+      want = mem_level::watch;
+    }
+    CHECK(derive_level(s) == want);
+  }
+}
+
+TEST_CASE("which totals are a container's limit") {
+  using pnmem::test::container_state;
+  // A limit above MemTotal: the total is MemTotal, a whole box's.
+  const mem_state roomy = container_state(2 * GiB, 100 * GiB, 1 * GiB);
+  CHECK_FALSE(host_total_is_limit(roomy));
+  CHECK(host_reserve_bytes(roomy) == 1 * GiB);
+  // memory.high below memory.max is the limit the sampler took.
+  mem_state high = container_state(64 * GiB, 2 * GiB, 1 * GiB);
+  high.cgroup_high_bytes = 1 * GiB;
+  high.host_total_bytes = 1 * GiB;
+  CHECK(host_limit_bytes(high) == 1 * GiB);
+  CHECK(host_reserve_bytes(high) == 256 * MiB);
+  // Only memory.high set.
+  mem_state only_high;
+  only_high.host_total_bytes = 1 * GiB;
+  only_high.cgroup_high_bytes = 1 * GiB;
+  CHECK(host_reserve_bytes(only_high) == 256 * MiB);
+  // Not sampled: no limit applies.
+  CHECK_FALSE(host_total_is_limit(mem_state{}));
+  // The live part of a snapshot (no provenance) says the same.
+  mem_state no_provenance = container_state(64 * GiB, 1 * GiB, 600 * MiB);
+  no_provenance.provenance = sample_provenance{};
+  CHECK(host_reserve_bytes(no_provenance) == 256 * MiB);
+}
+
+TEST_CASE("an exact reserve (PN_HOST_RESERVE_BYTES: bp 0) stays exact in a container") {
+  using pnmem::test::container_state;
+  policy exact;
+  exact.host_reserve_min_bytes = 700 * MiB;
+  exact.host_reserve_bp = 0;
+  for (const std::uint64_t limit : {256 * MiB, 1 * GiB, 8 * GiB}) {
+    CHECK(host_reserve_bytes(container_state(64 * GiB, limit, 0), exact) == 700 * MiB);
+  }
+  // A larger minimum still scales down in a small container; the share still counts.
+  policy strict;
+  strict.host_reserve_min_bytes = 2 * GiB;
+  CHECK(host_reserve_bytes(container_state(64 * GiB, 1 * GiB, 0), strict) == 256 * MiB);
+  CHECK(host_reserve_bytes(container_state(64 * GiB, 16 * GiB, 0), strict) == 16 * GiB * 15 / 100);
+  CHECK(host_reserve_bytes(container_state(64 * GiB, 12 * GiB, 0), strict) == 2 * GiB);
+}
+
+TEST_CASE("the container reserve never exceeds the whole-box one and grows with the limit") {
+  pnmem::test::rng g{41};
+  std::uint64_t last_limit = 0;
+  std::uint64_t last_reserve = 0;
+  for (std::uint64_t limit = 1 * MiB; limit <= 128 * GiB; limit += 1 * MiB + g.below(64 * MiB)) {
+    const std::uint64_t r = container_host_reserve_bytes(limit);
+    CHECK(r <= host_reserve_bytes(limit));
+    CHECK(r >= std::min<std::uint64_t>(1 * GiB, limit / 4));
+    CHECK(r < limit);
+    if (last_limit != 0) CHECK(r >= last_reserve);
+    last_limit = limit;
+    last_reserve = r;
+  }
+}
+
+// The constants the README's configuration table states.
+static_assert(container_host_reserve_bytes(1 * GiB) == 256 * MiB);
+static_assert(host_reserve_bytes(pnmem::test::container_state(64 * GiB, 1 * GiB, 0)) == 256 * MiB);
+static_assert(host_reserve_bytes(host_state(1 * GiB, 0)) == 1 * GiB);

@@ -44,6 +44,7 @@ pnmem::mem_state sample_state() {
   s.per_die_retiring_bytes[1] = 512 * pnmem::MiB;
   s.host_psi_some_rate = 7.125;
   s.host_psi_full_rate = 0.1;
+  s.host_psi_full_sustained = 0.0625;
   s.cgroup_current_bytes = 30 * GiB;
   s.seq = 42;
   s.provenance.cgroup = pnmem::cgroup_mode::v2;
@@ -76,6 +77,8 @@ TEST_CASE("metrics: a hand-built snapshot, valid text with its exact numbers, no
   CHECK(ex.value("pnmem_psi_avg10_percent", {{"kind", "full"}}) == 0.25);
   CHECK(ex.value("pnmem_psi_rate_percent", {{"kind", "some"}}) == 7.125);
   CHECK(ex.value("pnmem_psi_rate_percent", {{"kind", "full"}}) == 0.1);  // round-trips exactly
+  CHECK(ex.value("pnmem_psi_full_window_percent") == 0.0625);
+  CHECK(ex.types.at("pnmem_psi_full_window_percent") == "gauge");
   CHECK(ex.value("pnmem_cgroup_usage_bytes") == static_cast<double>(30 * GiB));
   CHECK(ex.value("pnmem_cgroup_limit_bytes") == static_cast<double>(48 * GiB));
   CHECK(ex.value("pnmem_cgroup_working_set_bytes") == static_cast<double>(28 * GiB));
@@ -133,7 +136,8 @@ TEST_CASE("metrics: engine counters as _total counters, the possible admission o
   CHECK(ex.value(adm, {{"verdict", "reject"}, {"reason", "die_vram"}}) == 0.0);
   CHECK(ex.value(adm, {{"verdict", "cap"}, {"reason", "die_vram"}}) == 0.0);
   CHECK_FALSE(ex.value(adm, {{"verdict", "admit"}, {"reason", "psi_stall"}}));  // impossible and zero
-  CHECK(ex.count(adm) == 10);  // 9 possible + the one seen
+  CHECK(ex.value(adm, {{"verdict", "cap"}, {"reason", "prefill_window"}}) == 0.0);
+  CHECK(ex.count(adm) == 11);  // 10 possible + the one seen
   CHECK(ex.value("pnmem_fail_open_total") == 3.0);
   const std::string tr = "pnmem_level_transitions_total";
   CHECK(ex.value(tr, {{"from", "ok"}, {"to", "critical"}}) == 1.0);
@@ -215,4 +219,13 @@ TEST_CASE("exposition checker: rejects what the format forbids") {
   CHECK(bad("# HELP 9m x\n# TYPE 9m gauge\n9m 1\n"));    // bad metric name
   CHECK(bad("# HELP c x\n# TYPE c counter\nc 1\n"));     // counter without _total
   CHECK(bad(head + "m{a=\"1\"} 1\n# HELP n y\n# TYPE n gauge\nn 1\nm{a=\"2\"} 1\n"));  // not contiguous
+}
+
+TEST_CASE("metrics: the host reserve is the snapshot's (a 1 GiB container keeps 256 MiB, as its level says)") {
+  using pnmem::GiB;
+  using pnmem::MiB;
+  const pnmem::mem_state s = pnmem::with_derived_level(pnmem::test::container_state(64 * GiB, 1 * GiB, 680 * MiB));
+  const auto ex = checked(pnmem::prometheus_text(s, nullptr, pnmem::default_policy));
+  CHECK(ex.value("pnmem_host_reserve_bytes") == static_cast<double>(256 * MiB));
+  CHECK(ex.value("pnmem_level") == 0.0);
 }

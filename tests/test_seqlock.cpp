@@ -12,12 +12,17 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <limits>
 #include <thread>
 #include <vector>
 
+#include "pnmem/live_state.hpp"
 #include "pnmem/mem_state.hpp"
 #include "test_support.hpp"
 
@@ -284,6 +289,305 @@ TEST_CASE("mem_state readers see whole snapshots, never older than sequence() pr
   stop.store(true);
   for (auto& t : readers) t.join();
   MESSAGE("mem_state: " << reads.load() << " reads over " << stores << " stores");
+  CHECK(lock.sequence() == stores);
+  CHECK(reads.load() > 0);
+  CHECK(bad.load() == 0);
+}
+
+// ---------------------------------------------------------------------------
+// Partial reads: seqlock::read_ranges (and _into), and read_live (pnmem/live_state.hpp), the
+// live part of a mem_state: the host fields, the first n_dies dies of each die
+// array, zero in the dead die slots and the provenance.
+
+namespace {
+
+using pnmem::seqlock_word_range;
+
+// A payload with a count in its head: words [1, 1 + count) and [9, 9 + count) are live.
+struct counted {
+  std::uint64_t count = 0;
+  std::array<std::uint64_t, 8> a{};
+  std::array<std::uint64_t, 8> b{};
+  std::array<unsigned char, 5> tail{};  // the last word is partly padding: the tail path
+};
+
+struct counted_layout {
+  static constexpr std::size_t head_words = 1;
+  static std::array<seqlock_word_range, 2> ranges(const counted& head) noexcept {
+    const std::size_t n = head.count < 8 ? head.count : 8;
+    return {{{1, n}, {9, n}}};
+  }
+};
+
+counted counted_value(std::uint64_t count, std::uint64_t live, std::uint64_t dead) {
+  counted c;
+  c.count = count;
+  for (std::size_t i = 0; i < 8; ++i) {
+    c.a[i] = i < count ? live : dead;
+    c.b[i] = i < count ? live : dead;
+  }
+  c.tail.fill(0x77);
+  return c;
+}
+
+// Which bytes of a mem_state are dead for `n` dies: the slots [n, max_dies) of
+// the four die arrays and the provenance. Written from the members, not from
+// the layout, so it checks the layout.
+bool dead_byte(std::size_t i, int n) {
+  const std::size_t live = static_cast<std::size_t>(n) * sizeof(std::uint64_t);
+  const std::size_t arrays[] = {offsetof(mem_state, per_die_free_bytes), offsetof(mem_state, per_die_budget_bytes),
+                                offsetof(mem_state, per_die_used_bytes), offsetof(mem_state, per_die_retiring_bytes)};
+  for (const std::size_t at : arrays) {
+    if (i >= at + live && i < at + sizeof(mem_state::per_die_free_bytes)) return true;
+  }
+  const std::size_t prov = offsetof(mem_state, provenance);
+  return i >= prov && i < prov + sizeof(pnmem::sample_provenance);
+}
+
+// Every byte 0xa5 except n_dies.
+mem_state patterned_state(int n_dies) {
+  mem_state s;
+  std::memset(static_cast<void*>(&s), 0xa5, sizeof s);
+  s.n_dies = n_dies;
+  return s;
+}
+
+// `live` is `s` in every byte outside the dead ones for die_count(s) dies, zero in those.
+bool is_live_part_of(const mem_state& live, const mem_state& s) {
+  const auto* l = reinterpret_cast<const unsigned char*>(&live);
+  const auto* f = reinterpret_cast<const unsigned char*>(&s);
+  for (std::size_t i = 0; i < sizeof(mem_state); ++i) {
+    if (l[i] != (dead_byte(i, pnmem::die_count(s)) ? 0 : f[i])) return false;
+  }
+  return true;
+}
+
+// Store k of the threaded hunt: n_dies cycles through these, and every field the
+// test looks at, dead die slots and provenance included, holds k.
+constexpr int dies_cycle[] = {2, 16, 0, 5, 1, 8};
+int dies_for(std::uint64_t k) { return dies_cycle[k % std::size(dies_cycle)]; }
+
+mem_state live_stamped_state(std::uint64_t k) {
+  mem_state s = stamped_state(k);
+  s.n_dies = dies_for(k);
+  s.per_die_retiring_bytes.fill(k);
+  s.host_read_ns = static_cast<std::int64_t>(k);
+  s.provenance.sources_read = static_cast<std::uint32_t>(k) | 1U;
+  s.provenance.limit_cgroup.fill('x');
+  return s;
+}
+
+// A live copy of some live_stamped_state(k), whole: live fields k, dead ones 0.
+bool live_consistent(const mem_state& s) {
+  const std::uint64_t k = s.seq;
+  if (s.n_dies != dies_for(k) || s.host_total_bytes != k || s.host_avail_bytes != k || s.cgroup_current_bytes != k ||
+      s.sample_time_ns != static_cast<std::int64_t>(k) || s.host_read_ns != static_cast<std::int64_t>(k)) {
+    return false;
+  }
+  for (std::size_t d = 0; d < static_cast<std::size_t>(pnmem::max_dies); ++d) {
+    const std::uint64_t want = d < static_cast<std::size_t>(s.n_dies) ? k : 0;
+    if (s.per_die_free_bytes[d] != want || s.per_die_budget_bytes[d] != want || s.per_die_used_bytes[d] != want ||
+        s.per_die_retiring_bytes[d] != want) {
+      return false;
+    }
+  }
+  const pnmem::sample_provenance& p = s.provenance;
+  return p.sources_read == 0 && p.meminfo_total_bytes == 0 && p.cgroup_working_set_bytes == 0 &&
+         p.limit_cgroup[0] == '\0' && p.limit_cgroup[pnmem::cgroup_path_capacity - 1] == '\0';
+}
+
+// A head longer than the payload, ranges past its end and one running off it:
+// what a layout might compute from a torn head.
+struct wild_layout {
+  static constexpr std::size_t head_words = 100;
+  static std::array<seqlock_word_range, 3> ranges(const counted&) noexcept {
+    return {{{1000, 5}, {16, 1000}, {static_cast<std::size_t>(-1), static_cast<std::size_t>(-1)}}};
+  }
+};
+
+// A layout that does what a concurrent writer might between a reader's head copy
+// and its range copy: on its first call it stores `next` into the lock being read.
+// Deterministic: one thread, the store lands inside the read's first attempt.
+template <class T, class Inner>
+struct store_midway {
+  static constexpr std::size_t head_words = Inner::head_words;
+  seqlock<T>* lock;
+  T next;
+  int* calls;
+  auto ranges(const T& head) const noexcept {
+    if ((*calls)++ == 0) lock->store(next);
+    return Inner::ranges(head);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("read_ranges copies the head and the ranges the head names; every other word reads zero") {
+  const seqlock<counted> lock(counted_value(3, 0x1111, 0xdead));
+  const counted c = lock.read_ranges(counted_layout{});
+  CHECK(c.count == 3);
+  CHECK(c.a == std::array<std::uint64_t, 8>{0x1111, 0x1111, 0x1111, 0, 0, 0, 0, 0});
+  CHECK(c.b == std::array<std::uint64_t, 8>{0x1111, 0x1111, 0x1111, 0, 0, 0, 0, 0});
+  CHECK(c.tail == std::array<unsigned char, 5>{});  // not in a range
+
+  counted out = counted_value(8, 9, 9);
+  REQUIRE(lock.try_read_ranges(out, counted_layout{}));
+  CHECK(out.a == c.a);
+  CHECK(out.b == c.b);
+  CHECK(out.tail == c.tail);
+}
+
+TEST_CASE("read_ranges clamps every range to the payload: a wild head costs nothing out of bounds") {
+  // The seqlock copies what is inside the payload (ASan builds would see any byte outside).
+  static_assert(seqlock<counted>::word_count == 18);
+  const counted v = counted_value(8, 0x2222, 0);
+  const seqlock<counted> lock(v);
+  const counted c = lock.read_ranges(wild_layout{});
+  CHECK(c.count == 8);
+  CHECK(c.a == v.a);
+  CHECK(c.b == v.b);
+  CHECK(c.tail == v.tail);  // the partial last word, through the clamped head and range
+}
+
+TEST_CASE("read_live is the live part: host fields and n_dies dies; dead die slots and provenance zero") {
+  for (int n : {0, 1, 2, 7, 16}) {
+    CAPTURE(n);
+    const mem_state s = patterned_state(n);
+    const seqlock<mem_state> lock(s);
+    const mem_state live = pnmem::read_live(lock);
+    CHECK(is_live_part_of(live, s));
+    CHECK(is_live_part_of(pnmem::live_part(s), s));
+    mem_state out = patterned_state(3);
+    REQUIRE(pnmem::try_read_live(lock, out));
+    CHECK(std::memcmp(&out, &live, sizeof out) == 0);
+  }
+}
+
+TEST_CASE("read_live with an out-of-range n_dies copies at most max_dies dies, and no provenance") {
+  for (int n : {-1, -1000, pnmem::max_dies + 1, 1000, std::numeric_limits<int>::max(),
+                std::numeric_limits<int>::min()}) {
+    CAPTURE(n);
+    const mem_state s = patterned_state(n);
+    const seqlock<mem_state> lock(s);
+    const mem_state live = pnmem::read_live(lock);
+    CHECK(live.n_dies == n);  // the head as published
+    CHECK(is_live_part_of(live, s));  // die_count(s) dies: 0 or max_dies
+  }
+}
+
+TEST_CASE("a store between the head copy and the range copy: the attempt is discarded, the dead slots stay zero") {
+  // The reader's first attempt takes n_dies = 16 from the head, then the writer
+  // publishes a 2-die state whose dead slots hold garbage: the range copy picks
+  // up garbage for dies 2..15. The sequence check must throw that attempt away,
+  // and the retry (n_dies = 2) must not leave the garbage in the dead slots.
+  mem_state before = live_stamped_state(1);
+  before.n_dies = 16;
+  mem_state after = live_stamped_state(2);
+  after.n_dies = 2;
+  after.per_die_free_bytes.fill(0xbad);  // garbage past die 1, as a careless writer might leave
+  after.per_die_retiring_bytes.fill(0xbad);
+  after.per_die_free_bytes[0] = after.per_die_free_bytes[1] = 2;
+  after.per_die_retiring_bytes[0] = after.per_die_retiring_bytes[1] = 2;
+
+  SUBCASE("read_live retries and returns the new state's live part") {
+    seqlock<mem_state> lock(before);
+    int calls = 0;
+    const store_midway<mem_state, pnmem::mem_state_live_layout> midway{&lock, after, &calls};
+    const mem_state got = lock.read_ranges(midway);
+    CHECK(calls == 3);  // a discarded attempt (its copy, then its clean-up), a good one
+    CHECK(got.seq == 2);
+    CHECK(got.n_dies == 2);
+    CHECK(is_live_part_of(got, after));
+    CHECK(got.per_die_free_bytes[2] == 0);
+    CHECK(got.per_die_retiring_bytes[15] == 0);
+  }
+  SUBCASE("try_read_live fails and leaves its output alone") {
+    seqlock<mem_state> lock(before);
+    int calls = 0;
+    const store_midway<mem_state, pnmem::mem_state_live_layout> midway{&lock, after, &calls};
+    mem_state out = patterned_state(4);
+    std::array<unsigned char, sizeof(mem_state)> untouched{};
+    std::memcpy(untouched.data(), &out, sizeof out);
+    CHECK_FALSE(lock.try_read_ranges(out, midway));
+    CHECK(std::memcmp(&out, untouched.data(), sizeof out) == 0);
+    CHECK(calls == 2);  // the copy, then the clean-up of the discarded attempt
+    REQUIRE(lock.try_read_ranges(out, midway));  // no store this time
+    CHECK(is_live_part_of(out, after));
+  }
+}
+
+TEST_CASE("read_live in place: dies past a smaller n_dies are cleared, a larger n_dies is filled") {
+  seqlock<mem_state> lock(live_stamped_state(1));  // 16 dies
+  // A live snapshot: zero. Zero bytes, not mem_state{}: the test compares bytes, and
+  // value-initialization need not zero padding (clang's TSan build leaves it).
+  mem_state live = std::bit_cast<mem_state>(std::array<unsigned char, sizeof(mem_state)>{});
+  for (const std::uint64_t k : {1U, 2U, 3U, 5U, 4U, 1U, 6U, 2U}) {  // 16, 0, 5, 8, 1, 16, 2 and 0 dies
+    CAPTURE(k);
+    mem_state next = live_stamped_state(k);
+    next.per_die_free_bytes.fill(0xbad);  // garbage past n_dies, as a careless writer might leave
+    for (std::size_t d = 0; d < static_cast<std::size_t>(pnmem::die_count(next)); ++d) next.per_die_free_bytes[d] = k;
+    lock.store(next);
+    pnmem::read_live(lock, live);
+    CHECK(live_consistent(live));
+    CHECK(is_live_part_of(live, next));
+    const mem_state by_value = pnmem::read_live(lock);
+    CHECK(std::memcmp(&live, &by_value, sizeof live) == 0);
+  }
+}
+
+TEST_CASE("read_ranges_into leaves the words outside the ranges alone") {
+  const seqlock<counted> lock(counted_value(2, 0x3333, 0xdead));
+  counted c = counted_value(8, 0x4444, 0x4444);
+  lock.read_ranges_into(c, counted_layout{});
+  CHECK(c.count == 2);
+  CHECK(c.a == std::array<std::uint64_t, 8>{0x3333, 0x3333, 0x4444, 0x4444, 0x4444, 0x4444, 0x4444, 0x4444});
+  CHECK(c.b == std::array<std::uint64_t, 8>{0x3333, 0x3333, 0x4444, 0x4444, 0x4444, 0x4444, 0x4444, 0x4444});
+}
+
+TEST_CASE("read_live under a writer changing n_dies: whole live parts only, dead slots zero") {
+  seqlock<mem_state> lock(live_stamped_state(0));
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> bad{0};
+  std::atomic<std::uint64_t> reads{0};
+  std::atomic<std::uint64_t> raced{0};
+  std::atomic<int> started{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&] {
+      started.fetch_add(1);
+      std::uint64_t last = 0;
+      std::uint64_t local_bad = 0;
+      std::uint64_t local_reads = 0;
+      std::uint64_t local_raced = 0;
+      mem_state kept{};  // refreshed in place every third read
+      for (std::uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        const std::uint64_t promised = lock.sequence();
+        mem_state s;
+        if (i % 3 == 0) {
+          s = pnmem::read_live(lock);
+        } else if (i % 3 == 1) {
+          pnmem::read_live(lock, kept);
+          s = kept;
+        } else if (!pnmem::try_read_live(lock, s)) {
+          ++local_raced;
+          continue;
+        }
+        ++local_reads;
+        if (!live_consistent(s) || s.seq < promised || s.seq < last) ++local_bad;
+        last = s.seq;
+      }
+      bad.fetch_add(local_bad);
+      reads.fetch_add(local_reads);
+      raced.fetch_add(local_raced);
+    });
+  }
+  while (started.load() < 2) std::this_thread::yield();
+  const std::uint64_t stores = under_tsan ? 20'000 : 300'000;
+  for (std::uint64_t k = 1; k <= stores; ++k) lock.store(live_stamped_state(k));
+  stop.store(true);
+  for (auto& t : readers) t.join();
+  MESSAGE("read_live: " << reads.load() << " reads over " << stores << " stores, " << raced.load()
+                        << " failed try_read_live");
   CHECK(lock.sequence() == stores);
   CHECK(reads.load() > 0);
   CHECK(bad.load() == 0);

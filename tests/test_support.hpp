@@ -19,6 +19,19 @@ constexpr mem_state host_state(std::uint64_t total, std::uint64_t avail, double 
   return s;
 }
 
+// A host-only snapshot as the Linux sampler makes it inside a memory cgroup whose limit is
+// `limit` (memory.max) on a box with `memtotal`: the total is min(MemTotal, limit).
+constexpr mem_state container_state(std::uint64_t memtotal, std::uint64_t limit, std::uint64_t avail) {
+  mem_state s;
+  s.host_total_bytes = limit < memtotal ? limit : memtotal;
+  s.host_avail_bytes = avail;
+  s.cgroup_max_bytes = limit;
+  s.provenance.cgroup = cgroup_mode::v2;
+  s.provenance.meminfo_total_bytes = memtotal;
+  s.provenance.cgroup_limit_bytes = limit;
+  return s;
+}
+
 // Appends a die (free, budget, used) to a snapshot.
 constexpr mem_state add_die(mem_state s, std::uint64_t free_bytes, std::uint64_t budget_bytes,
                             std::uint64_t used_bytes = 0) {

@@ -3,6 +3,7 @@
 #include "pnmem/linux/linux_sampler.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -93,6 +94,8 @@ struct linux_sampler::impl {
   explicit impl(linux_sampler_options options)
       : root_prefix(std::move(options.root)),
         clock(options.monotonic_ns ? std::move(options.monotonic_ns) : std::function<std::int64_t()>(pnmem::steady_now_ns)),
+        source(options.psi_source),
+        log(std::move(options.log)),
         buffer(read_buffer_bytes) {
     while (!root_prefix.empty() && root_prefix.back() == '/') root_prefix.pop_back();
     self_cgroup = source_file(root_prefix + "/proc/self/cgroup");
@@ -110,10 +113,14 @@ struct linux_sampler::impl {
   bool build_levels(cgroup_mode hierarchy, const procfs::cgroup_mount& mount, std::string_view cgroup_path);
   std::optional<procfs::meminfo> read_meminfo(host_sample& h);
   void read_psi(host_sample& h);
+  void take_psi(host_sample& h, const source_read& r, const std::string& path, host_source bit);
+  void note(const std::string& line);
   cgroup_reading read_cgroup(sample_provenance& p);
 
   std::string root_prefix;  // options.root without a trailing '/': "" for "/"
   std::function<std::int64_t()> clock;
+  psi_source source;
+  std::function<void(std::string_view)> log;
   std::vector<char> buffer;
   source_file self_cgroup;
   source_file meminfo;
@@ -132,6 +139,12 @@ struct linux_sampler::impl {
   pnmem::detail::mutex pressure_mu;
   std::string pressure_file PNMEM_GUARDED_BY(pressure_mu);
   std::string armed_pressure_file;  // the waiting thread's
+
+  // PSI source cgroup: the process's v2 memory.pressure (reopened when the cgroup changes), and
+  // why the last sample read the host's file instead (empty: it read the cgroup's, or none yet).
+  source_file cgroup_psi;
+  std::string fallback_reason;
+  std::string reference_path;  // the file the rate's reference was read from
 
   // The previous PSI reading, for the stall rate.
   bool have_psi_reference = false;
@@ -246,19 +259,64 @@ std::optional<procfs::meminfo> linux_sampler::impl::read_meminfo(host_sample& h)
   return m.value;
 }
 
+void linux_sampler::impl::note(const std::string& line) {
+  if (log) {
+    log(line);
+  } else {
+    std::fprintf(stderr, "pnmem: %s\n", line.c_str());
+  }
+}
+
+// The PSI file the source says, read into `h` (nothing for off).
 void linux_sampler::impl::read_psi(host_sample& h) {
+  if (source == psi_source::off) return;
+  if (source == psi_source::cgroup) {
+    // The process's own cgroup's memory.pressure, where cgroup v2 gives it one.
+    std::string why;
+    if (mode == cgroup_mode::v2 && !levels.empty()) {
+      const std::string path = levels.front().dir + "memory.pressure";
+      if (cgroup_psi.path() != path) cgroup_psi = source_file(path);
+      const source_read r = read(cgroup_psi);
+      if (r.status == source_status::ok) {
+        if (!fallback_reason.empty()) note("PSI source cgroup: reading " + path + " again");
+        fallback_reason.clear();
+        take_psi(h, r, cgroup_psi.path(), host_source::cgroup_pressure);
+        return;
+      }
+      if (r.status == source_status::failed) h.provenance.mark_failed(host_source::cgroup_pressure);
+      why = path + (r.status == source_status::failed ? " could not be read" : " does not exist (no PSI in cgroups)");
+    } else {
+      why = mode == cgroup_mode::v1 ? "the memory cgroup is v1 (no memory.pressure)"
+                                    : "the process is in no v2 memory cgroup";
+    }
+    if (why != fallback_reason) {
+      note("PSI source cgroup: " + why + "; reading /proc/pressure/memory (the whole box's stalls) instead");
+      fallback_reason = why;
+    }
+  }
+  take_psi(h, read(psi), psi.path(), host_source::psi);
+}
+
+void linux_sampler::impl::take_psi(host_sample& h, const source_read& r, const std::string& path, host_source bit) {
   sample_provenance& p = h.provenance;
-  const source_read r = read(psi);
   const std::int64_t now_ns = clock();  // right after the read: the counters' time
   const source_value<procfs::psi> v = parse_read(r, procfs::parse_psi);
-  mark(p, host_source::psi, v.status);
+  mark(p, bit, v.status);
   if (!v.ok()) {
     have_psi_reference = false;  // the next rate starts over rather than spanning the gap
     return;
   }
+  // Another file than the reference's (the cgroup source fell back, or came back): its counters
+  // are not comparable. The rate starts over, and no counter is reported for this sample, so the
+  // watcher's window starts over too.
+  const bool switched = !reference_path.empty() && reference_path != path;
+  if (switched) have_psi_reference = false;
+  reference_path = path;
   p.psi = trigger_armed ? psi_mode::trigger : psi_mode::poll;
   h.psi_some_avg10 = v.value.some.avg10_pct;
   h.psi_full_avg10 = v.value.has_full ? v.value.full.avg10_pct : 0.0;
+  h.psi_full_total_us = v.value.has_full ? v.value.full.total_us : 0;
+  h.psi_full_total_known = v.value.has_full && !switched;
   if (have_psi_reference) {
     h.psi_some_rate = stall_rate_pct(reference_some_us, v.value.some.total_us, reference_ns, now_ns);
     if (v.value.has_full && reference_has_full) {
@@ -367,7 +425,8 @@ linux_sampler::linux_sampler() : linux_sampler(linux_sampler_options{}) {}
 linux_sampler::linux_sampler(linux_sampler_options options) {
   psi_trigger_config tc;
   tc.root = options.root;
-  tc.triggers = options.psi_triggers;
+  // PSI off: nothing to wait for (wait_for is a plain interruptible wait).
+  tc.triggers = options.psi_source == psi_source::off ? std::vector<psi_trigger_spec>{} : options.psi_triggers;
   impl_ = std::make_unique<impl>(std::move(options));
   trigger_ = std::make_unique<psi_trigger>(std::move(tc));
 }

@@ -3,8 +3,9 @@
 //   build/examples/survival_run                      # 1 GiB limit, policy off then on
 //   build/examples/survival_run --limit 768M --svg /tmp/t.svg --verbose
 //
-// For each run (policy off, policy on) the supervisor creates a child memory
-// cgroup (v1 memory controller, or v2 with memory delegated) with the limit,
+// For each run (policy off, policy on) the supervisor creates a memory cgroup
+// (v1: a child of its own; v2: a sibling of its own, in a parent that delegates
+// the memory controller, or a child of the root cgroup) with the limit,
 // starts the workload (workload.hpp: a batched decoder whose bursts need more than
 // the limit) inside it, samples the cgroup's usage every 10 ms, and afterwards
 // reads the peak, the kernel's OOM-kill count and the workload's event lines.
@@ -12,9 +13,9 @@
 // outcome and reason, lost requests, OOM kills) and writes the level timeline as
 // an SVG picture.
 //
-// The workload's policy: PN_* environment variables as usual; PN_HOST_RESERVE_BYTES
-// defaults to 15 % of the limit here (--reserve), since pnmem's 1 GiB minimum
-// reserve is for whole boxes and would leave a 1 GiB cgroup nothing.
+// The workload's policy: PN_* environment variables as usual, so its reserve is pnmem's
+// container rule for the limit (policy.hpp container_host_reserve_bytes: 256 MiB of 1 GiB)
+// unless PN_HOST_RESERVE_BYTES or --reserve sets one.
 //
 // Exit: 0 when the policy-on run lost nothing and was not killed, and the
 // policy-off run was OOM-killed (each checked only when run); 1 when one of those
@@ -39,10 +40,12 @@
 #include <vector>
 
 #include <pnmem/clock_ns.hpp>
+#include <pnmem/config.hpp>
 #include <pnmem/format.hpp>
 #include <pnmem/linux/procfs.hpp>
 #include <pnmem/mem_level.hpp>
 #include <pnmem/parse.hpp>
+#include <pnmem/policy.hpp>
 
 #include "cgroup_sandbox.hpp"
 #include "events.hpp"
@@ -80,7 +83,8 @@ const char* mode_arg(mode m) {
 
 struct options {
   std::uint64_t limit = 1024 * MiB;
-  std::uint64_t reserve = 0;  // 0 = 15 % of the limit
+  std::uint64_t reserve = 0;  // --reserve (PN_HOST_RESERVE_BYTES for the workload); 0: pnmem's own
+  bool reserve_given = false;
   std::vector<mode> modes{mode::on, mode::off};  // in run order (policy on first: see wait_for_quiet_psi)
   std::string svg = "survival.svg";
   std::string keep_events;  // a directory: keep each run's raw event lines there
@@ -172,6 +176,8 @@ options parse_args(int argc, char** argv) {
       if (o.limit < 256 * MiB) usage_error(std::string("--limit ") + v + ": at least 256 MiB (the workload's own)");
     } else if (a == "--reserve") {
       o.reserve = bytes_arg("--reserve", v);
+      if (o.reserve == 0) usage_error("--reserve 0: give a reserve above 0, or leave it out for pnmem's own");
+      o.reserve_given = true;
     } else if (a == "--policy") {
       const std::string_view p = v;
       if (p == "on") o.modes = {mode::on};
@@ -192,12 +198,15 @@ options parse_args(int argc, char** argv) {
       usage_error("unknown argument " + std::string(a));
     }
   }
-  if (o.reserve == 0) o.reserve = o.limit / 100 * 15;
+  // The reserve the workload's pnmem will keep: the container rule for the limit, under the PN_*
+  // variables it inherits (shown in the table and the picture; the workload computes its own).
+  if (!o.reserve_given) o.reserve = pnmem::container_host_reserve_bytes(o.limit, pnmem::env_policy());
   if (o.reserve >= o.limit) usage_error("--reserve must be below --limit");
   return o;
 }
 
-// Where runs can get a memory cgroup: a child of this process's own cgroup.
+// Where runs can get a memory cgroup: v1, a child of this process's own cgroup; v2, a
+// sibling of it (cgroup_sandbox.hpp's v2_memory_parent).
 struct cgroup_home {
   cgroup_version version;
   pnmem::test::fs::path parent;
@@ -215,10 +224,10 @@ std::optional<cgroup_home> find_cgroup_home(std::string& why) {
     why = "cgroup v1 memory directory " + v1->string() + " is not writable";
     return std::nullopt;
   }
-  if (const auto v2 = pnmem::test::own_cgroup_dir("cgroup2", "")) {
-    const auto controllers = pnmem::test::read_file(*v2 / "cgroup.subtree_control");
-    if (controllers && controllers->find("memory") != std::string::npos) return cgroup_home{cgroup_version::v2, *v2};
-    why = "cgroup v2 at " + v2->string() + " does not delegate the memory controller to its children";
+  if (const auto v2 = pnmem::test::own_cgroup(pnmem::cgroup_mode::v2)) {
+    // v2 lets no process sit in a cgroup that enables controllers for its children: unless this
+    // process is in the root cgroup, the runs' cgroups are made next to its own, in its parent.
+    if (const auto parent = pnmem::test::v2_memory_parent(*v2, &why)) return cgroup_home{cgroup_version::v2, *parent};
     return std::nullopt;
   }
   why = "no cgroup v1 memory controller and no cgroup2 mount for this process";
@@ -313,7 +322,7 @@ run_result run_once(const cgroup_home& home, const options& o, mode what, const 
   if (pid == 0) {
     pnmem::test::prepare_child(parent);
     if (!pnmem::test::move_into_cgroup(box.dir(), ::getpid())) ::_exit(126);
-    ::setenv("PN_HOST_RESERVE_BYTES", reserve.c_str(), 0);  // an operator's own value wins
+    if (o.reserve_given) ::setenv("PN_HOST_RESERVE_BYTES", reserve.c_str(), 1);
     ::execv("/proc/self/exe", argv.data());
     ::_exit(127);
   }

@@ -177,19 +177,19 @@ int run_workload(const workload_options& o) {
   const pnmem::model_desc model{.kv = pnmem::kv_format::fp32, .gpu_resident = false, .max_window = o.max_window,
                                 .die = pnmem::no_die, .max_slots = o.slots};
   const pnmem::ladder_config ladder_cfg{o.slots, o.max_window, false};
-  pnmem::backpressure_gate gate{o.slots, 1024};
+  // Rung 4a at KV init: the format a cache allocated now must be in (the model's fp32, or its
+  // Q4 once the ladder forces it: WATCH or worse). Policy off allocates fp32 always.
+  const auto kv_format_now = [&] {
+    return pnmem::kv_allocation_for(pnmem::ladder_plan_for(watcher.read().level, ladder_cfg, policy), model.cost, 0)
+        .format;
+  };
+  // Rung 2 is the gate's own: from connect() on, its slots follow the ladder at every sample.
+  pnmem::backpressure_gate gate{{.max_slots = o.slots, .max_waiters = 1024, .model = model.cost, .policy = policy}};
   pnmem::host_ledger ledger;
   const pnmem::admit_options aopt{.policy = policy, .log = {}, .counters = nullptr};
 
   std::optional<pnmem::gate_connection> conn;
-  pnmem::watcher<pnmem::linux_sampler>::subscription_id sub{};
-  if (o.policy_on) {
-    gate.set_capacity(pnmem::ladder_plan_for(watcher.read().level, ladder_cfg, policy).max_slots);
-    sub = watcher.subscribe([&](const pnmem::level_change& c) {
-      gate.set_capacity(pnmem::ladder_plan_for(c.to, ladder_cfg, policy).max_slots);  // rung 2
-    });
-    conn.emplace(gate.connect(watcher));
-  }
+  if (o.policy_on) conn.emplace(gate.connect(watcher));
 
   std::mutex q_mu;
   std::condition_variable q_cv;
@@ -205,17 +205,22 @@ int run_workload(const workload_options& o) {
     }
   };
 
-  // Prefill and decode for real. `settle` runs once the prefill memory is allocated.
-  const auto serve = [&](int tokens, int decode, auto&& settle) {
+  // Prefill and decode for real. `settle` runs once the prefill memory is allocated. The KV
+  // cache takes the bytes its format takes (`kv_format`, fixed at allocation: decode grows it in
+  // the same format); nothing computes on the values, so the bytes are what is simulated.
+  const auto serve = [&](int tokens, int decode, pnmem::kv_format kv_format, auto&& settle) {
+    const auto kv_bytes = [&](int n) { return pnmem::kv_bytes(model.cost, kv_format, static_cast<std::uint64_t>(n)); };
     std::vector<host_block> kv;
     {
       host_block activations{pnmem::activation_peak_bytes(tokens)};
-      kv.emplace_back(pnmem::kv_bytes_per_token_fp32 * static_cast<std::uint64_t>(tokens));
+      kv.emplace_back(kv_bytes(tokens));
       settle();
       std::this_thread::sleep_for(30ms);
     }
     for (int produced = 0; produced < decode; ++produced) {
-      if (produced % kv_chunk_tokens == 0) kv.emplace_back(pnmem::kv_bytes_per_token_fp32 * kv_chunk_tokens);
+      if (produced % kv_chunk_tokens == 0) {
+        kv.emplace_back(kv_bytes(tokens + produced + kv_chunk_tokens) - kv_bytes(tokens + produced));
+      }
       std::this_thread::sleep_for(3ms);
     }
   };
@@ -231,7 +236,7 @@ int run_workload(const workload_options& o) {
         queue.pop_front();
       }
       if (!o.policy_on) {  // an engine without pnmem: start it, whole
-        serve(r.prompt, r.decode, [] {});
+        serve(r.prompt, r.decode, pnmem::kv_format::fp32, [] {});
         end(r, outcome::admitted, "no_policy", r.prompt);
         continue;
       }
@@ -251,16 +256,20 @@ int run_workload(const workload_options& o) {
           end(r, outcome::rejected, reason, 0);
           break;
         }
+        // The cache is allocated right after admission, in the format rung 4a gives it now;
+        // admission prices it in that format.
+        pnmem::model_desc m = model;
+        m.kv = kv_format_now();
         pnmem::host_ledger::admission a;
         if (o.use_ledger) {
-          a = ledger.admit(watcher, model, r.prompt, aopt);
+          a = ledger.admit(watcher, m, r.prompt, aopt);
         } else {
-          a.answer = pnmem::admit(watcher, model, r.prompt, aopt);
+          a.answer = pnmem::admit(watcher, m, r.prompt, aopt);
         }
         if (a.answer.status == pnmem::admit_status::denied) {
           held_for = std::string(pnmem::to_string(a.answer.reason));
           g.slot.release();
-          gate.notify_pressure(a.answer.level);
+          gate.notify_pressure(a.answer.level, a.answer.request);  // the hold re-checks it each sample
           if (clock_type::now() + 25ms >= deadline) {
             end(r, outcome::rejected, held_for, 0);
             break;
@@ -269,7 +278,7 @@ int run_workload(const workload_options& o) {
           continue;
         }
         const int tokens = a.answer.fit_tokens;
-        serve(tokens, r.decode, [&] {
+        serve(tokens, r.decode, m.kv, [&] {
           a.held.settle();
           watcher.poll_now();  // a fresh sample: the ledger forgets the promise, others see the memory
         });
@@ -303,7 +312,6 @@ int run_workload(const workload_options& o) {
   for (auto& w : workers) w.join();
 
   conn.reset();
-  if (o.policy_on) watcher.unsubscribe(sub);
   std::this_thread::sleep_for(150ms);  // one more sample after the last free, for the timeline
   timeline.request_stop();
   timeline.join();

@@ -3,8 +3,10 @@
 // A CPU batched decoder like examples/batched_decoder.cpp, with a fixed burst
 // schedule and really allocated host memory (mmap'd and touched, unmapped when
 // done, so a free is visible to the cgroup at once):
-//   prefill  the cost model's activation peak (transient) + fp32 KV for the prompt;
-//   decode   one token per ~3 ms, KV grown 16 tokens at a time.
+//   prefill  the cost model's activation peak (transient) + KV for the prompt: fp32, or
+//            (policy on) the format the ladder's rung 4a gives a cache allocated now
+//            (kv_allocation_for: Q4 at WATCH or worse), in which admission prices it;
+//   decode   one token per ~3 ms, KV grown 16 tokens at a time, in the cache's format.
 // Policy off: every request starts at once on a free decode slot, as an engine
 // without pnmem would. Policy on: the back-pressure gate (ladder rung 2 sets its
 // capacity), pnmem::host_ledger admission (rung 3 clamps the window), a denied

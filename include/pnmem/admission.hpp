@@ -5,21 +5,29 @@
 //
 // admit_request decides in the seed's order:
 //   1. PSI-full stall guard: full >= psi_full_reject                -> REJECT psi_stall
-//      (full = the worse of avg10 and the last interval's stall rate)
+//      (full = the confirmed stall: the worse of avg10 and the rate over the policy's window,
+//       psi_full_window_ms >= 2 s; one interval's rate alone never rejects: level.hpp)
 //   2. GPU-resident fast path (host cost is 0):
 //        host avail inside the reserve                              -> REJECT host_reserve
 //        n_prompt > max_window                                      -> CAP    window (fit = max_window)
+//        n_prompt > prefill_window (the ladder's clamp)             -> CAP    prefill_window
 //        otherwise                                                  -> ADMIT  fits
 //   3. Host path: the model's host cost(n) (KV, per-sequence state, activation peak) must fit
 //      in host avail - reserve, and in the die's free VRAM when a die is named.
 //        avail inside the reserve                                   -> REJECT host_reserve
-//        the whole prompt (or the window, if smaller) fits          -> ADMIT fits / CAP window
+//        the whole prompt (or the window, if smaller) fits          -> ADMIT fits / CAP window | prefill_window
 //        some shorter prefix fits (binary search for the largest)   -> CAP    host_budget | die_vram
 //        nothing fits                                               -> REJECT host_budget | die_vram
 //
 // The host cost is the model's (cost_model.hpp): admit_request(model, ...) takes any model_cost, the
 // overloads without one use the seed's. A CAP's fit_tokens is the largest window that fits: one more
 // token would not.
+// Two windows bound the prompt tokens admitted: max_window, the request's configured context window
+// (a longer prompt is capped at every level: reason `window`), and prefill_window, the ladder's rung-3
+// clamp at TIGHT or worse (engine/admit.hpp sets it; a prompt within max_window but longer than the
+// clamp is capped while the box is under pressure: reason `prefill_window`). Where both are exceeded
+// the reason is `window` (the request is too long whatever the level) and fit_tokens the smaller one.
+// The host reserve is the snapshot's (policy.hpp host_reserve_bytes(s, p)).
 // max_window <= 0 means no window limit. A host total of 0 means the host was
 // not sampled: byte checks on the host are skipped (fail open, as the seed's
 // engine wrapper does when no watcher runs), never read as "0 bytes free".
@@ -40,12 +48,15 @@ enum class verdict : std::uint8_t { admit, cap, reject };
 
 enum class admit_reason : std::uint8_t {
   fits,          // everything asked for fits
-  window,        // capped to the window (max_window), not by memory
+  window,        // capped to the request's configured window (max_window), not by memory
   psi_stall,     // PSI full avg10 at or above the reject threshold
   host_reserve,  // host available memory already inside the reserve
   host_budget,   // host bytes above the reserve are too few
   die_vram,      // the die's free VRAM is too small (see `die`)
   bad_request,   // negative prompt, die out of range, no die to load onto
+  // Capped to the ladder's prefill window (rung 3, TIGHT or worse: request_spec::prefill_window), not
+  // by memory: the prompt is within the configured window and fits whole once the box recovers.
+  prefill_window,
 };
 
 constexpr std::string_view to_string(verdict v) noexcept {
@@ -66,6 +77,7 @@ constexpr std::string_view to_string(admit_reason r) noexcept {
     case admit_reason::host_budget: return "host_budget";
     case admit_reason::die_vram: return "die_vram";
     case admit_reason::bad_request: return "bad_request";
+    case admit_reason::prefill_window: return "prefill_window";
   }
   return "invalid";
 }
@@ -88,6 +100,10 @@ struct request_spec {
   bool gpu_resident = false;       // model and KV live on the die(s)
   int die = no_die;                // die whose free VRAM also bounds the host path; no_die = none
   int max_window = 0;              // context window limit; <= 0 = none
+  // The ladder's prefill window (rung 3: ladder_plan::prefill_window at the snapshot's level), the
+  // most prompt tokens admitted while the box is under pressure; <= 0 = none. Not a batch or chunk
+  // size: it bounds how much of one prompt may start.
+  int prefill_window = 0;
 };
 
 namespace detail {
@@ -248,7 +264,7 @@ constexpr int largest_fitting_prompt(int n_max, kv_format kv, std::uint64_t limi
 }
 
 constexpr bool inside_host_reserve(const mem_state& s, const policy& p) noexcept {
-  return host_known(s) && s.host_avail_bytes <= host_reserve_bytes(s.host_total_bytes, p);
+  return host_known(s) && s.host_avail_bytes <= host_reserve_bytes(s, p);
 }
 
 }  // namespace detail
@@ -271,20 +287,25 @@ constexpr std::uint64_t host_cost_at_zero(const model_cost& m) noexcept {
   }
 
   // 1. A whole-box stall: starting anything now only deepens it.
-  if (psi_at_least(psi_full_pct(s), p.psi_full_reject_bp)) {
+  if (psi_at_least(psi_full_confirmed_pct(s), p.psi_full_reject_bp)) {
     return make_result(verdict::reject, 0, admit_reason::psi_stall, no_die, 0, 0);
   }
 
-  const std::uint64_t reserve = host_reserve_bytes(s.host_total_bytes, p);
-  const bool windowed = rq.max_window > 0 && rq.n_prompt > rq.max_window;
-  const int n = windowed ? rq.max_window : rq.n_prompt;
+  const std::uint64_t reserve = host_reserve_bytes(s, p);
+  // The configured window first (a prompt past it is too long at any level), then the ladder's clamp.
+  const bool over_window = rq.max_window > 0 && rq.n_prompt > rq.max_window;
+  int n = over_window ? rq.max_window : rq.n_prompt;
+  const bool over_prefill = rq.prefill_window > 0 && n > rq.prefill_window;
+  if (over_prefill) n = rq.prefill_window;
+  const bool windowed = over_window || over_prefill;
+  const admit_reason window_reason = over_window ? admit_reason::window : admit_reason::prefill_window;
 
   // 2. GPU-resident: the host pays nothing per token, so only the reserve line matters.
   if (rq.gpu_resident) {
     if (detail::inside_host_reserve(s, p)) {
       return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, 0, s.host_avail_bytes);
     }
-    return windowed ? make_result(verdict::cap, n, admit_reason::window, no_die, 0, 0)
+    return windowed ? make_result(verdict::cap, n, window_reason, no_die, 0, 0)
                     : make_result(verdict::admit, n, admit_reason::fits, no_die, 0, 0);
   }
 
@@ -308,7 +329,7 @@ constexpr std::uint64_t host_cost_at_zero(const model_cost& m) noexcept {
 
   const std::uint64_t need = host_cost_bytes(m, n, rq.kv);
   if (need <= limit) {
-    return windowed ? make_result(verdict::cap, n, admit_reason::window, no_die, need, limit)
+    return windowed ? make_result(verdict::cap, n, window_reason, no_die, need, limit)
                     : make_result(verdict::admit, n, admit_reason::fits, no_die, need, limit);
   }
   if (host_cost_at_zero(m) > limit) {
@@ -417,7 +438,7 @@ constexpr admit_result admit_host_bytes(std::uint64_t bytes, const mem_state& s,
                                         const policy& p = default_policy) noexcept {
   using detail::make_result;
   if (!detail::host_known(s)) return make_result(verdict::admit, 0, admit_reason::fits, no_die, bytes, detail::u64_max);
-  const std::uint64_t reserve = host_reserve_bytes(s.host_total_bytes, p);
+  const std::uint64_t reserve = host_reserve_bytes(s, p);
   if (s.host_avail_bytes <= reserve) {
     return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, bytes, s.host_avail_bytes);
   }

@@ -13,9 +13,15 @@
 // that throws loses the rest of that change's delivery to the caller of
 // deliver(); the next publisher delivers what is still queued.
 //
+// A subscriber asks for level changes only (the default) or for every published snapshot
+// (delivery::every_sample: each sample and set_die, in order, `from == to` when the level held):
+// what a rule that must be re-checked on fresh numbers needs (the back-pressure gate's release).
+// Publishers queue a snapshot that did not change the level only while such a subscriber exists.
+//
 // Locking: one mutex, a leaf (nothing else is taken while it is held).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -37,23 +43,37 @@ struct level_change {
   mem_state state;  // the snapshot that carried the change
 };
 
+enum class delivery : std::uint8_t {
+  level_changes,  // only snapshots whose level differs from the one before
+  every_sample,   // every published snapshot
+};
+
 class change_delivery {
  public:
   using subscriber = std::function<void(const level_change&)>;
   using subscription_id = std::uint64_t;
 
-  subscription_id subscribe(subscriber fn) PNMEM_EXCLUDES(mu_) {
+  subscription_id subscribe(subscriber fn, delivery d = delivery::level_changes) PNMEM_EXCLUDES(mu_) {
     auto shared = std::make_shared<subscriber>(std::move(fn));
     detail::lock_guard lk(mu_);
     const subscription_id id = ++last_id_;
-    subs_.push_back({id, std::move(shared)});
+    subs_.push_back({id, std::move(shared), d});
+    if (d == delivery::every_sample) every_sample_subs_.fetch_add(1, std::memory_order_relaxed);
     return id;
   }
 
   void unsubscribe(subscription_id id) PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
-    std::erase_if(subs_, [id](const subscription& s) { return s.id == id; });
+    std::erase_if(subs_, [&](const subscription& s) {
+      if (s.id != id) return false;
+      if (s.mode == delivery::every_sample) every_sample_subs_.fetch_sub(1, std::memory_order_relaxed);
+      return true;
+    });
   }
+
+  // Whether a snapshot that did not change the level must be queued: someone wants every sample.
+  // Read without the lock by publishers; a subscriber added concurrently sees the next snapshot.
+  bool wants_every_sample() const noexcept { return every_sample_subs_.load(std::memory_order_relaxed) > 0; }
 
   // Queues a change. Called by a publisher in publication order.
   void queue(level_change c) PNMEM_EXCLUDES(mu_) {
@@ -71,8 +91,11 @@ class change_delivery {
         detail::lock_guard lk(mu_);
         if (delivering_ || queue_.empty()) return;
         // Copied first: if the copy throws, nothing has changed.
+        const bool changed = queue_.front().from != queue_.front().to;
         targets.reserve(subs_.size());
-        for (const subscription& s : subs_) targets.push_back(s.fn);
+        for (const subscription& s : subs_) {
+          if (changed || s.mode == delivery::every_sample) targets.push_back(s.fn);
+        }
         delivering_ = true;
         c = std::move(queue_.front());
         queue_.pop_front();
@@ -93,6 +116,7 @@ class change_delivery {
   struct subscription {
     subscription_id id;
     std::shared_ptr<subscriber> fn;  // shared: a delivery in progress keeps it alive past unsubscribe
+    delivery mode;
   };
 
   detail::mutex mu_;
@@ -100,6 +124,7 @@ class change_delivery {
   bool delivering_ PNMEM_GUARDED_BY(mu_) = false;
   std::vector<subscription> subs_ PNMEM_GUARDED_BY(mu_);
   subscription_id last_id_ PNMEM_GUARDED_BY(mu_) = 0;
+  std::atomic<int> every_sample_subs_{0};  // changed under mu_
 };
 
 // Undoes a subscription when it goes out of scope (or on disconnect()). Move-only.

@@ -1,8 +1,10 @@
-// pnmem/config.hpp - the seed's environment variables, parsed strictly into a policy.
+// pnmem/config.hpp - the PN_* environment variables, parsed strictly into the settings they set.
 //
 // The variables, what each sets and its default are in one table below
-// (env_variables): policy_from_env() reads exactly those, and the command-line
-// tool prints its help from the same table.
+// (env_variables): settings_from_env() reads exactly those into env_settings (the
+// policy, the watcher's cadence and dwell, the sampler's PSI source),
+// policy_from_env() the same for the policy part, and the command-line tool prints
+// its help from the same table.
 //
 // A bad value (malformed, negative, overflowing, out of range, empty) is an
 // error that names the variable and the value; that setting keeps its default
@@ -12,14 +14,33 @@
 //   for (const auto& e : cfg.errors) log(e.to_string());
 //   engine.policy = cfg.value;
 //
+// The environment applies by default. The process's variables are read once, on first
+// need, and kept (process_env_settings()): every runtime entry point that is not given an
+// explicit policy or options takes them from there (watcher_options{}, admit_options{},
+// gate_options{}, host_ledger's reserve_options{}, cuda::die_feed, linux_sampler_options{},
+// prometheus_text without a policy). Their errors are reported once in the process: to
+// stderr as "pnmem: <error>", to the function given to set_env_log() before, or not at all
+// once take_env_errors() has taken them (an engine that logs them itself). The pure
+// decisions (admission.hpp, level.hpp, ladder.hpp) keep default_policy: they stay constexpr.
+//
 // Not on the decision path: reading the environment allocates. Read it once at start.
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "pnmem/detail/ascii.hpp"
+#include "pnmem/detail/mutex.hpp"
+#include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/format.hpp"
 #include "pnmem/parse.hpp"
 #include "pnmem/policy.hpp"
@@ -44,6 +65,65 @@ struct env_config {
   bool ok() const noexcept { return errors.empty(); }
 };
 
+// Where the host sampler's PSI numbers come from (PN_PSI_SOURCE).
+enum class psi_source : std::uint8_t {
+  host,    // /proc/pressure/memory: the whole box's stalls (the seed)
+  cgroup,  // the process's cgroup v2 memory.pressure: its own cgroup's stalls; where the kernel has
+           // none (cgroup v1, no PSI in the cgroup), the host's, and the sampler logs why
+  off,     // PSI is not read: the level comes from memory bytes (and dies) alone
+};
+inline constexpr int psi_source_count = 3;
+
+constexpr std::string_view to_string(psi_source s) noexcept {
+  switch (s) {
+    case psi_source::host: return "host";
+    case psi_source::cgroup: return "cgroup";
+    case psi_source::off: return "off";
+  }
+  return "invalid";
+}
+
+// "host", "cgroup" or "off" (case-insensitive, surrounding blanks ignored) into `out`; false,
+// leaving `out` as it was, for anything else.
+constexpr bool parse_psi_source(std::string_view text, psi_source& out) noexcept {
+  const std::string_view s = detail::trim(text);
+  for (int i = 0; i < psi_source_count; ++i) {
+    const auto v = static_cast<psi_source>(i);
+    if (detail::iequals(s, to_string(v))) {
+      out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Everything the PN_* variables set: the policy, the watcher's cadence and dwell
+// (watcher_options), and the host sampler's PSI source (linux_sampler_options). The
+// defaults are the seed's.
+struct env_settings {
+  pnmem::policy policy = default_policy;
+  std::chrono::milliseconds poll_interval{250};           // PN_MEMWATCH_POLL_MS: the watcher's period at OK
+  std::chrono::milliseconds pressure_poll_interval{100};  // PN_PRESSURE_POLL_MS: at WATCH or worse
+  std::chrono::milliseconds step_down_dwell{0};           // PN_STEP_DOWN_DWELL_MS: 0 = step down at once
+  pnmem::psi_source psi_source = pnmem::psi_source::host;  // PN_PSI_SOURCE
+
+  friend constexpr bool operator==(const env_settings&, const env_settings&) = default;
+};
+
+inline constexpr env_settings default_env_settings{};
+
+// The bounds the millisecond variables are held to.
+inline constexpr std::uint32_t min_psi_full_window_ms = 2000;  // the kernel's shortest unprivileged PSI window
+inline constexpr std::uint32_t max_psi_full_window_ms = 60000;
+inline constexpr std::uint32_t max_poll_interval_ms = 60000;
+inline constexpr std::uint32_t max_step_down_dwell_ms = 3600000;
+
+struct env_settings_config {
+  env_settings value;
+  std::vector<config_error> errors;
+  bool ok() const noexcept { return errors.empty(); }
+};
+
 namespace detail {
 
 inline std::string host_reserve_description(const policy& p) {
@@ -51,48 +131,97 @@ inline std::string host_reserve_description(const policy& p) {
   return "max(" + format_bytes(p.host_reserve_min_bytes) + ", " + format_percent_bp(p.host_reserve_bp) +
          " of MemTotal)";
 }
+inline std::string show_host_reserve(const env_settings& s) { return host_reserve_description(s.policy); }
 
 // Each variable's two halves: set its field from the text (returning what is
 // wrong, empty when it applied, and leaving the policy untouched on error), and
 // describe the field as it stands (the "keeping ..." of an error, the "default
 // ..." of the CLI's help).
 
-inline std::string set_host_reserve(policy& p, const char* text) {
+inline std::string set_host_reserve(env_settings& s, const char* text) {
   const auto r = parse_bytes(text);
   if (!r) return std::string(to_string(r.error));
-  p.host_reserve_min_bytes = r.value;  // exactly this many bytes: no share of MemTotal
-  p.host_reserve_bp = 0;
+  s.policy.host_reserve_min_bytes = r.value;  // exactly this many bytes: no share of MemTotal
+  s.policy.host_reserve_bp = 0;
   return {};
 }
 
-inline std::string set_psi_full_reject(policy& p, const char* text) {
+inline std::string set_psi_full_reject(env_settings& s, const char* text) {
   const auto r = parse_percent_bp(text);
   if (!r) return std::string(to_string(r.error));
   if (r.value == 0) return "must be above 0 (0 % would reject every request)";
-  p.psi_full_reject_bp = r.value;
+  s.policy.psi_full_reject_bp = r.value;
   return {};
 }
-inline std::string show_psi_full_reject(const policy& p) { return format_percent_bp(p.psi_full_reject_bp); }
+inline std::string show_psi_full_reject(const env_settings& s) {
+  return format_percent_bp(s.policy.psi_full_reject_bp);
+}
+
+inline std::string set_psi_some_tight(env_settings& s, const char* text) {
+  const auto r = parse_percent_bp(text);
+  if (!r) return std::string(to_string(r.error));
+  if (r.value == 0) return "must be above 0 (0 % would hold every box at TIGHT)";
+  s.policy.psi_some_tight_bp = r.value;
+  return {};
+}
+inline std::string show_psi_some_tight(const env_settings& s) { return format_percent_bp(s.policy.psi_some_tight_bp); }
 
 template <std::uint64_t policy::*Field>
-std::string set_bytes(policy& p, const char* text) {
+std::string set_bytes(env_settings& s, const char* text) {
   const auto r = parse_bytes(text);
   if (!r) return std::string(to_string(r.error));
-  p.*Field = r.value;
+  s.policy.*Field = r.value;
   return {};
 }
 template <std::uint64_t policy::*Field>
-std::string show_bytes(const policy& p) {
-  return format_bytes(p.*Field);
+std::string show_bytes(const env_settings& s) {
+  return format_bytes(s.policy.*Field);
 }
 
-inline std::string set_ladder_disabled(policy& p, const char* text) {
+inline std::string set_ladder_disabled(env_settings& s, const char* text) {
   const auto r = parse_switch(text);
   if (!r) return std::string(to_string(r.error));
-  p.ladder_disabled = r.value;
+  s.policy.ladder_disabled = r.value;
   return {};
 }
-inline std::string show_ladder_disabled(const policy& p) { return p.ladder_disabled ? "on" : "off"; }
+inline std::string show_ladder_disabled(const env_settings& s) { return s.policy.ladder_disabled ? "on" : "off"; }
+
+inline std::string set_psi_source(env_settings& s, const char* text) {
+  if (!parse_psi_source(text, s.psi_source)) return "not a PSI source (use host, cgroup or off)";
+  return {};
+}
+inline std::string show_psi_source(const env_settings& s) { return std::string(to_string(s.psi_source)); }
+
+inline std::string ms_text(std::uint64_t ms) { return std::to_string(ms) + " ms"; }
+
+// A whole number of milliseconds in [lo, hi]; `why_lo` says why not below lo.
+inline std::string parse_ms_in(const char* text, std::uint32_t lo, std::uint32_t hi, const char* why_lo,
+                               std::uint32_t& out) {
+  const auto r = parse_milliseconds(text);
+  if (!r) return std::string(to_string(r.error));
+  if (r.value < lo) return "below " + std::to_string(lo) + " (" + why_lo + ")";
+  if (r.value > hi) return "above " + std::to_string(hi) + " (out of range)";
+  out = r.value;
+  return {};
+}
+
+inline std::string set_psi_full_window(env_settings& s, const char* text) {
+  return parse_ms_in(text, min_psi_full_window_ms, max_psi_full_window_ms,
+                     "the kernel's shortest unprivileged PSI window", s.policy.psi_full_window_ms);
+}
+inline std::string show_psi_full_window(const env_settings& s) { return ms_text(s.policy.psi_full_window_ms); }
+
+template <std::chrono::milliseconds env_settings::*Field, std::uint32_t Min, std::uint32_t Max>
+std::string set_ms(env_settings& s, const char* text) {
+  std::uint32_t v = 0;
+  std::string problem = parse_ms_in(text, Min, Max, Min == 1 ? "0 would poll without pause" : "", v);
+  if (problem.empty()) s.*Field = std::chrono::milliseconds{v};
+  return problem;
+}
+template <std::chrono::milliseconds env_settings::*Field>
+std::string show_ms(const env_settings& s) {
+  return ms_text(static_cast<std::uint64_t>((s.*Field).count()));
+}
 
 }  // namespace detail
 
@@ -100,16 +229,17 @@ inline std::string show_ladder_disabled(const policy& p) { return p.ladder_disab
 struct env_variable {
   const char* name;          // "PN_PSI_FULL_REJECT"
   std::string_view meaning;  // what it sets, one phrase starting with a capital
-  // Sets the field from `text`; returns what is wrong (empty when it applied).
-  std::string (*apply)(policy& p, const char* text);
-  // The field as it stands in `p`: "15.00 %", "max(1.00 GiB, 15.00 % of MemTotal)".
-  std::string (*setting)(const policy& p);
+  // Sets the field from `text`; returns what is wrong (empty when it applied, and
+  // leaves the settings untouched when not).
+  std::string (*apply)(env_settings& s, const char* text);
+  // The field as it stands in `s`: "15.00 %", "max(1.00 GiB, 15.00 % of MemTotal)", "250 ms".
+  std::string (*setting)(const env_settings& s);
 };
 
 // Every variable pnmem reads, in the order it reads them (and reports their errors).
 inline constexpr env_variable env_variables[] = {
     {"PN_HOST_RESERVE_BYTES", "Host reserve, exactly this many bytes", detail::set_host_reserve,
-     detail::host_reserve_description},
+     detail::show_host_reserve},
     {"PN_PSI_FULL_REJECT", "PSI full avg10 percent that is CRITICAL and rejects requests, above 0",
      detail::set_psi_full_reject, detail::show_psi_full_reject},
     {"PN_DIE_RESERVE_BYTES", "VRAM held back from each die's budget", detail::set_bytes<&policy::die_reserve_bytes>,
@@ -118,13 +248,28 @@ inline constexpr env_variable env_variables[] = {
      detail::show_ladder_disabled},
     {"PN_LOAD_SPIKE_BYTES", "Host burst of a weight upload", detail::set_bytes<&policy::load_spike_bytes>,
      detail::show_bytes<&policy::load_spike_bytes>},
+    {"PN_PSI_SOURCE", "Where PSI is read: host (/proc/pressure/memory), cgroup (the cgroup's memory.pressure) or off",
+     detail::set_psi_source, detail::show_psi_source},
+    {"PN_PSI_SOME_TIGHT", "PSI some percent that is at least TIGHT, above 0", detail::set_psi_some_tight,
+     detail::show_psi_some_tight},
+    {"PN_PSI_FULL_WINDOW_MS", "Window in ms a fresh full stall must hold over to be CRITICAL, 2000 to 60000",
+     detail::set_psi_full_window, detail::show_psi_full_window},
+    {"PN_STEP_DOWN_DWELL_MS", "Step a level down only after the lower one held this many ms, 0 to 3600000",
+     detail::set_ms<&env_settings::step_down_dwell, 0, max_step_down_dwell_ms>,
+     detail::show_ms<&env_settings::step_down_dwell>},
+    {"PN_MEMWATCH_POLL_MS", "Watcher poll interval in ms at OK, 1 to 60000",
+     detail::set_ms<&env_settings::poll_interval, 1, max_poll_interval_ms>,
+     detail::show_ms<&env_settings::poll_interval>},
+    {"PN_PRESSURE_POLL_MS", "Watcher poll interval in ms at WATCH or worse, 1 to 60000",
+     detail::set_ms<&env_settings::pressure_poll_interval, 1, max_poll_interval_ms>,
+     detail::show_ms<&env_settings::pressure_poll_interval>},
 };
 
 // `lookup(name)` returns the variable's value or nullptr when unset; tests pass a
 // map, programs use the overload below. Settings start from `base`.
 template <class Lookup>
-env_config policy_from_env(Lookup&& lookup, const policy& base = default_policy) {
-  env_config out{base, {}};
+env_settings_config settings_from_env(Lookup&& lookup, const env_settings& base = default_env_settings) {
+  env_settings_config out{base, {}};
   for (const env_variable& v : env_variables) {
     const char* text = lookup(v.name);
     if (text == nullptr) continue;
@@ -135,8 +280,137 @@ env_config policy_from_env(Lookup&& lookup, const policy& base = default_policy)
 }
 
 // The process environment.
+inline env_settings_config settings_from_env(const env_settings& base = default_env_settings) {
+  return settings_from_env([](const char* name) -> const char* { return std::getenv(name); }, base);
+}
+
+// The policy part: every variable is read (and a bad one reported), the policy's apply.
+template <class Lookup>
+env_config policy_from_env(Lookup&& lookup, const policy& base = default_policy) {
+  env_settings start = default_env_settings;
+  start.policy = base;
+  env_settings_config all = settings_from_env(std::forward<Lookup>(lookup), start);
+  return env_config{all.value.policy, std::move(all.errors)};
+}
+
+// The process environment.
 inline env_config policy_from_env(const policy& base = default_policy) {
   return policy_from_env([](const char* name) -> const char* { return std::getenv(name); }, base);
 }
+
+// --- The process's settings: read once, applied by default ---------------------------------
+
+using env_log_fn = std::function<void(std::string_view line)>;
+
+namespace detail {
+
+// The one read of the process's environment. Never destroyed (an entry point may still read it
+// while the process exits); a reset for tests keeps the settings it replaces, so a reference
+// handed out stays valid.
+class env_cache {
+ public:
+  static env_cache& get() {
+    static env_cache* c = new env_cache;  // never deleted: reachable, not a leak
+    return *c;
+  }
+
+  const env_settings_config& read() PNMEM_EXCLUDES(mu_) {
+    if (const env_settings_config* c = current_.load(std::memory_order_acquire)) return *c;
+    lock_guard lk(mu_);
+    if (const env_settings_config* c = current_.load(std::memory_order_relaxed)) return *c;
+    auto c = std::make_unique<env_settings_config>(settings_from_env());
+    const env_settings_config* raw = c.get();
+    kept_.push_back(std::move(c));
+    unreported_.store(!raw->errors.empty(), std::memory_order_relaxed);
+    current_.store(raw, std::memory_order_release);
+    return *raw;
+  }
+
+  // The errors of the read, the first time they are asked for; afterwards none.
+  std::vector<config_error> take() PNMEM_EXCLUDES(mu_) {
+    const env_settings_config& c = read();
+    if (!unreported_.load(std::memory_order_acquire)) return {};
+    lock_guard lk(mu_);
+    if (!unreported_.exchange(false, std::memory_order_acq_rel)) return {};
+    return c.errors;
+  }
+
+  void set_log(env_log_fn fn) PNMEM_EXCLUDES(mu_) {
+    lock_guard lk(mu_);
+    log_ = std::make_shared<const env_log_fn>(std::move(fn));
+  }
+
+  // Takes the errors and writes each, "pnmem: <error>", to the log (stderr when none is set).
+  void report() PNMEM_EXCLUDES(mu_) {
+    if (!unreported_.load(std::memory_order_acquire) && current_.load(std::memory_order_acquire) != nullptr) return;
+    const std::vector<config_error> errors = take();
+    if (errors.empty()) return;
+    std::shared_ptr<const env_log_fn> log;
+    {
+      lock_guard lk(mu_);
+      log = log_;
+    }
+    for (const config_error& e : errors) {
+      const std::string line = "pnmem: " + e.to_string();
+      if (log && *log) {
+        (*log)(line);
+      } else {
+        std::fprintf(stderr, "%s\n", line.c_str());
+      }
+    }
+  }
+
+  // Tests: the next read() reads the environment again, and its errors are reported again.
+  void reset_for_testing() PNMEM_EXCLUDES(mu_) {
+    lock_guard lk(mu_);
+    current_.store(nullptr, std::memory_order_release);
+    unreported_.store(false, std::memory_order_relaxed);
+    log_.reset();
+  }
+
+ private:
+  env_cache() = default;
+
+  mutex mu_;
+  std::atomic<const env_settings_config*> current_{nullptr};
+  std::atomic<bool> unreported_{false};
+  std::vector<std::unique_ptr<const env_settings_config>> kept_ PNMEM_GUARDED_BY(mu_);
+  std::shared_ptr<const env_log_fn> log_ PNMEM_GUARDED_BY(mu_);
+};
+
+}  // namespace detail
+
+// The process's PN_* settings and their errors: the environment is read by the first call
+// (thread-safe), and every later call returns the same object. Reports nothing.
+inline const env_settings_config& process_env_config() { return detail::env_cache::get().read(); }
+
+// The process's settings, as the runtime entry points take them by default; the first use
+// reports their errors (report_env_errors).
+inline const env_settings& process_env_settings() {
+  const env_settings_config& c = process_env_config();
+  detail::env_cache::get().report();
+  return c.value;
+}
+
+// The policy part: the default of every runtime entry point that takes a policy.
+inline const policy& env_policy() { return process_env_settings().policy; }
+
+// The errors of the process's settings not yet reported, taken: the first call gets them (and
+// nothing reports them after), every later one none. For an engine that logs them itself: call
+// it before the first watcher, admission or gate.
+inline std::vector<config_error> take_env_errors() { return detail::env_cache::get().take(); }
+
+// Reports the errors not yet reported (take_env_errors), one line each, "pnmem: <error>", to the
+// function set_env_log() gave, else to stderr. Every default use of the settings does this.
+inline void report_env_errors() { detail::env_cache::get().report(); }
+
+// Where report_env_errors() writes from now on; empty: stderr.
+inline void set_env_log(env_log_fn fn) { detail::env_cache::get().set_log(std::move(fn)); }
+
+namespace detail {
+// Tests only: forget the settings read (references to them stay valid), the errors' report and
+// the log, so the next use reads the environment again.
+inline void reset_process_env_for_testing() { env_cache::get().reset_for_testing(); }
+}  // namespace detail
 
 }  // namespace pnmem

@@ -27,6 +27,11 @@ struct host_sample {
   double psi_full_avg10 = 0.0;
   double psi_some_rate = 0.0;              // percent of the interval since the previous sample
   double psi_full_rate = 0.0;
+  // The kernel's cumulative full-stall counter (total=, microseconds) at this sample, for the
+  // watcher's sustained rate over policy::psi_full_window_ms; psi_full_total_known false when
+  // the sampler has none (no PSI, or a sampler that only reports averages).
+  std::uint64_t psi_full_total_us = 0;
+  bool psi_full_total_known = false;
   std::uint64_t cgroup_current_bytes = 0;  // usage of the limiting cgroup (0 = none)
   std::uint64_t cgroup_high_bytes = 0;     // effective memory.high over the ancestors (0 = unset)
   std::uint64_t cgroup_max_bytes = 0;      // effective memory.max / limit_in_bytes over the ancestors (0 = unset)

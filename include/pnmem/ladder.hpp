@@ -13,8 +13,15 @@
 // max_slots >= 1; a configured window of 0 means "no clamp" and stays 0, and a
 // clamped window never rounds down to 0 (which would read as "no clamp");
 // with ladder_disabled the values are those of the OK plan at every level.
+//
+// Rung 4a at KV-cache init: kv_allocation_for(plan, model, tokens) says which format a
+// cache allocated now must be in (the model's compact format while the plan forces it,
+// else its normal one: cost_model.hpp's normal_kv / compact_kv) and its bytes.
 #pragma once
 
+#include <cstdint>
+
+#include "pnmem/cost_model.hpp"
 #include "pnmem/mem_level.hpp"
 #include "pnmem/mem_state.hpp"
 #include "pnmem/policy.hpp"
@@ -104,6 +111,31 @@ constexpr ladder_plan ladder_plan_for(mem_level level, const ladder_config& cfg,
 constexpr ladder_plan ladder_plan_from_state(const mem_state& s, const ladder_config& cfg,
                                              const policy& p = default_policy) noexcept {
   return ladder_plan_for(s.level, cfg, p);
+}
+
+// A KV cache about to be allocated: the format it must be in, and its bytes.
+struct kv_allocation {
+  kv_format format = kv_format::fp32;
+  std::uint64_t bytes = 0;  // KV bytes of `tokens` tokens of one sequence in `format`
+
+  friend constexpr bool operator==(const kv_allocation&, const kv_allocation&) = default;
+};
+
+// Rung 4a at KV-cache init (the seed asks the ladder when it allocates a cache): a cache allocated
+// now is in the model's compact format while the plan forces it (force_kv_q4: WATCH or worse, or a
+// config already in it), else in the model's normal format; its bytes for `tokens` tokens of one
+// sequence are kv_bytes in that format (sliding layers stop at their window; per-sequence state is
+// not KV: add state_bytes_per_seq). The format is the cache's for life: a live cache is never
+// converted, so it grows by kv_bytes(model, format, n) in the format it was allocated in.
+constexpr kv_allocation kv_allocation_for(const ladder_plan& plan, const model_cost& model,
+                                          std::uint64_t tokens) noexcept {
+  const kv_format f = plan.force_kv_q4 ? model.compact_kv : model.normal_kv;
+  return {f, kv_bytes(model, f, tokens)};
+}
+
+// The seed's model: fp32 (40960 B per token) at OK, its Q4 (5898 B per token) once rung 4a engages.
+constexpr kv_allocation kv_allocation_for(const ladder_plan& plan, std::uint64_t tokens) noexcept {
+  return kv_allocation_for(plan, seed_model_cost, tokens);
 }
 
 }  // namespace pnmem

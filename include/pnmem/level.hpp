@@ -11,9 +11,14 @@
 //          some >= 10 %                >= TIGHT      level = worst of host, PSI, dies
 //          some > 0                    >= WATCH
 //
-// where slack = avail - reserve. PSI is read as the worse of avg10 and the stall
-// rate of the last sample interval (avg10 lags by seconds; the rate
-// sees a stall within one poll, and the avg10 decay the seed relies on stays).
+// where slack = avail - reserve, and reserve = max(1 GiB, 15 % of the total), the 1 GiB minimum
+// scaled down to a quarter of the total where the total is a container's limit (policy.hpp
+// host_reserve_bytes(s, p)). PSI "some", and "full > 0", are read as the worse of avg10 and the
+// stall rate of the last sample interval (avg10 lags by seconds; the rate sees a stall within one
+// poll, and the avg10 decay the seed relies on stays). CRITICAL needs the full stall confirmed: avg10,
+// or the rate over the policy's window (psi_full_window_ms, >= 2 s: psi_window.hpp), at or over the
+// threshold. One short interval of stall, however deep, is at most TIGHT (the seed's "a transient
+// stall only reaches TIGHT").
 // The OS's own verdict (macOS memorystatus) joins the worst-of. A host total of 0 means the host was not sampled
 // (like a die with budget 0): its byte bands are skipped rather than read as
 // "0 bytes available", so a missing sample never produces a false CRITICAL.
@@ -28,25 +33,47 @@
 
 namespace pnmem {
 
-constexpr mem_level host_level(std::uint64_t host_total_bytes, std::uint64_t host_avail_bytes,
-                               const policy& p = default_policy) noexcept {
+namespace detail {
+// The seed's host bands around a reserve; a total of 0 (not sampled) is skipped.
+constexpr mem_level host_bands(std::uint64_t host_total_bytes, std::uint64_t host_avail_bytes,
+                               std::uint64_t reserve) noexcept {
   if (host_total_bytes == 0) return mem_level::ok;
-  const std::uint64_t reserve = host_reserve_bytes(host_total_bytes, p);
   if (host_avail_bytes <= reserve) return mem_level::critical;
   const std::uint64_t slack = host_avail_bytes - reserve;
   if (slack < reserve / 4) return mem_level::tight;
   if (slack < reserve) return mem_level::watch;
   return mem_level::ok;
 }
+}  // namespace detail
 
+// A whole box's host level: the reserve of its MemTotal (the seed's rule).
+constexpr mem_level host_level(std::uint64_t host_total_bytes, std::uint64_t host_avail_bytes,
+                               const policy& p = default_policy) noexcept {
+  return detail::host_bands(host_total_bytes, host_avail_bytes, host_reserve_bytes(host_total_bytes, p));
+}
+
+// A snapshot's host level: its own reserve (policy.hpp host_reserve_bytes(s, p): scaled down where the
+// total is a small container's limit). What the level and admission use.
+constexpr mem_level host_level(const mem_state& s, const policy& p = default_policy) noexcept {
+  return detail::host_bands(s.host_total_bytes, s.host_avail_bytes, host_reserve_bytes(s, p));
+}
+
+// full_now_pct: any full stall seen now (TIGHT when above 0); full_confirmed_pct: a stall that held
+// (CRITICAL at or over the threshold). The seed's form passes avg10 for both.
+constexpr mem_level psi_level(double some_pct, double full_now_pct, double full_confirmed_pct,
+                              const policy& p = default_policy) noexcept {
+  if (psi_at_least(full_confirmed_pct, p.psi_full_reject_bp)) return mem_level::critical;
+  // Any full stall at all, even a decaying blip after a model load, is TIGHT.
+  if (full_now_pct > 0.0 || full_confirmed_pct > 0.0) return mem_level::tight;
+  if (psi_at_least(some_pct, p.psi_some_tight_bp)) return mem_level::tight;
+  if (some_pct > 0.0) return mem_level::watch;
+  return mem_level::ok;
+}
+
+// The seed's pn_psi_level: avg10 both confirms and shows the stall.
 constexpr mem_level psi_level(double some_avg10_pct, double full_avg10_pct,
                               const policy& p = default_policy) noexcept {
-  if (psi_at_least(full_avg10_pct, p.psi_full_reject_bp)) return mem_level::critical;
-  // Any full stall at all, even a decaying blip after a model load, is TIGHT.
-  if (full_avg10_pct > 0.0) return mem_level::tight;
-  if (psi_at_least(some_avg10_pct, p.psi_some_tight_bp)) return mem_level::tight;
-  if (some_avg10_pct > 0.0) return mem_level::watch;
-  return mem_level::ok;
+  return psi_level(some_avg10_pct, full_avg10_pct, full_avg10_pct, p);
 }
 
 constexpr mem_level die_level(std::uint64_t free_bytes, std::uint64_t budget_bytes,
@@ -77,8 +104,14 @@ constexpr double worse_pct(double a, double b) noexcept {
 constexpr double psi_some_pct(const mem_state& s) noexcept {
   return detail::worse_pct(s.host_psi_some_avg10, s.host_psi_some_rate);
 }
+// Full stall seen now: avg10, the last interval, or the window (TIGHT when above 0).
 constexpr double psi_full_pct(const mem_state& s) noexcept {
-  return detail::worse_pct(s.host_psi_full_avg10, s.host_psi_full_rate);
+  return detail::worse_pct(detail::worse_pct(s.host_psi_full_avg10, s.host_psi_full_rate), s.host_psi_full_sustained);
+}
+// Full stall that held: avg10, or the rate over the policy's window. What is CRITICAL and what rejects
+// (admission.hpp's psi_stall) at or over psi_full_reject_bp; one interval's rate is not in it.
+constexpr double psi_full_confirmed_pct(const mem_state& s) noexcept {
+  return detail::worse_pct(s.host_psi_full_avg10, s.host_psi_full_sustained);
 }
 
 // Every input of the level and the part each played: what `pnmem level` prints
@@ -100,12 +133,12 @@ namespace detail {
 // (explain_level); without, the walk stops at the first CRITICAL (derive_level,
 // on every publish: the recording branches fold away after inlining).
 constexpr mem_level level_of(const mem_state& s, const policy& p, level_report* r) noexcept {
-  const mem_level host = host_level(s.host_total_bytes, s.host_avail_bytes, p);
-  const mem_level psi = psi_level(psi_some_pct(s), psi_full_pct(s), p);
+  const mem_level host = host_level(s, p);
+  const mem_level psi = psi_level(psi_some_pct(s), psi_full_pct(s), psi_full_confirmed_pct(s), p);
   mem_level l = worst_of(worst_of(host, psi), s.host_os_level);
   const int n = die_count(s);
   if (r != nullptr) {
-    r->host_reserve_bytes = host_reserve_bytes(s.host_total_bytes, p);
+    r->host_reserve_bytes = host_reserve_bytes(s, p);
     r->host_level = host;
     r->psi_level = psi;
     r->os_level = s.host_os_level;

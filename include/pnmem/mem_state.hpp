@@ -39,6 +39,10 @@ struct mem_state {
   // Beyond the seed. Zero values reproduce the seed's behaviour exactly.
   double host_psi_some_rate = 0.0;         // % of the last sample interval stalled ("some"), from total= deltas
   double host_psi_full_rate = 0.0;         // same for "full"
+  // % of the last policy::psi_full_window_ms (or a little more) stalled ("full"), from the
+  // watcher's history of total= readings; 0 until that much history exists. What confirms a
+  // fresh stall as CRITICAL: one short interval's rate alone is at most TIGHT (level.hpp).
+  double host_psi_full_sustained = 0.0;
   mem_level host_os_level = mem_level::ok; // the OS's own pressure verdict (macOS memorystatus); ok elsewhere
   mem_level raw_level = mem_level::ok;     // derived level before hysteresis
   // Bytes a die's owner has released but not yet freed (waiting on a retire list

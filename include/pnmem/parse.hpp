@@ -12,6 +12,7 @@
 //   - no sign: "-1" is reported as negative; values past 2^64-1 as out of range.
 // Percent:     "15"  "15.5"  "0.25%" -> basis points (1/100 %), at most 2 decimals, 0..100.
 // Switch:      1/0, true/false, yes/no, on/off (case-insensitive).
+// Milliseconds: "250" -> 250: a whole number, no unit (the variable's name says ms), 0..2^32-1.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,7 @@ enum class parse_errc : std::uint8_t {
   too_many_decimals,  // more decimals than the quantity can hold
   out_of_range,       // too large for the type, or a percent above 100
   not_a_switch,       // not one of the on/off words
+  not_whole,          // a fraction where a whole number belongs
 };
 
 constexpr std::string_view to_string(parse_errc e) noexcept {
@@ -48,6 +50,7 @@ constexpr std::string_view to_string(parse_errc e) noexcept {
     case parse_errc::too_many_decimals: return "too many decimals";
     case parse_errc::out_of_range: return "out of range";
     case parse_errc::not_a_switch: return "not a switch (use 1/0, true/false, yes/no, on/off)";
+    case parse_errc::not_whole: return "not a whole number";
   }
   return "invalid";
 }
@@ -199,6 +202,21 @@ constexpr parsed<bool> parse_switch(std::string_view text) noexcept {
     if (detail::iequals(s, w)) return R{false, parse_errc::ok};
   }
   return R{false, parse_errc::not_a_switch};
+}
+
+// A whole number of milliseconds: "250" -> 250. No unit, sign or fraction.
+constexpr parsed<std::uint32_t> parse_milliseconds(std::string_view text) noexcept {
+  using R = parsed<std::uint32_t>;
+  const std::string_view s = detail::trim(text);
+  if (s.empty()) return R{0, parse_errc::empty};
+  if (s.front() == '-') return R{0, parse_errc::negative};
+  if (!detail::is_digit(s.front())) return R{0, parse_errc::not_a_number};
+  const detail::decimal d = detail::scan_decimal(s, 18);
+  if (d.error != parse_errc::ok) return R{0, d.error};
+  if (d.length != s.size()) return R{0, parse_errc::not_a_number};
+  if (d.frac_digits > 0) return R{0, parse_errc::not_whole};
+  if (d.whole > 0xFFFFFFFFU) return R{0, parse_errc::out_of_range};
+  return R{static_cast<std::uint32_t>(d.whole), parse_errc::ok};
 }
 
 }  // namespace pnmem

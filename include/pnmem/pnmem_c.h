@@ -101,16 +101,18 @@ typedef struct pnmem_state {
 /* --- The watcher -------------------------------------------------------------------
  *
  * Created once, by the first pnmem_watcher_start, pnmem_watcher_start_with or
- * pnmem_set_die, with the policy from the PN_* variables (read then; a bad value is
- * logged through the sink and its default kept), and never destroyed while the
- * process runs: stopping it stops its thread, and the last snapshot stays readable.
+ * pnmem_set_die, with the settings from the PN_* variables (the policy, and the PSI
+ * source PN_PSI_SOURCE; read once, by the first pnmem call; a bad value is logged
+ * through the sink and its default kept), and never destroyed while the process runs:
+ * stopping it stops its thread, and the last snapshot stays readable.
  *
  * The options are those it was created with. Defaults (pnmem_watcher_options_init,
  * and what pnmem_watcher_start uses), as the C++ watcher's (pnmem::watcher_options):
- *   poll_interval_ms           250  sampling period at OK (the seed's PN_MEMWATCH_POLL_MS)
- *   pressure_poll_interval_ms  100  sampling period at WATCH or worse
- *   step_down_dwell_ms           0  a lower level is published at once (the seed); no
- *                                   PN_* variable sets it. An engine whose box sits near
+ * the PN_* variable's value where it is set, else the seed's:
+ *   poll_interval_ms           250  sampling period at OK (PN_MEMWATCH_POLL_MS)
+ *   pressure_poll_interval_ms  100  sampling period at WATCH or worse (PN_PRESSURE_POLL_MS)
+ *   step_down_dwell_ms           0  a lower level is published at once (the seed;
+ *                                   PN_STEP_DOWN_DWELL_MS). An engine whose box sits near
  *                                   a band's edge sees the level flap (e.g. OK <-> WATCH
  *                                   on every request's allocation): a dwell of a few
  *                                   seconds keeps a level until the lower one has held
@@ -254,7 +256,10 @@ typedef enum pnmem_admit_status {
 typedef struct pnmem_admit_answer {
   pnmem_admit_status status;
   int fit_tokens;     /* tokens that may start (0 for pnmem_reserve_bytes) */
-  const char* reason; /* "fits", "window", "psi_stall", "host_reserve", "host_budget", "die_vram", "bad_request" */
+  const char* reason; /* "fits", "window", "psi_stall", "host_reserve", "host_budget", "die_vram", "bad_request",
+                       * "prefill_window": "window" caps a prompt longer than the model's configured
+                       * max_window (at any level), "prefill_window" one within it but longer than the
+                       * ladder's clamped prefill window at TIGHT or worse (it fits once the box recovers) */
   pnmem_level level;  /* the snapshot's level */
   int die;            /* the die checked, -1 for none */
   int window;         /* the window used, after the ladder's clamp */
@@ -278,6 +283,67 @@ PNMEM_C_API int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_
  * len is 0. -1 if a is NULL, or buf is NULL with len > 0. Fields outside their range
  * print as "invalid" (a reason not from pnmem as "?"). Locks nothing. */
 PNMEM_C_API int pnmem_explain(const pnmem_admit_answer* a, char* buf, size_t len);
+
+/* --- Model loads: before weights go onto a die, before an upload starts ----------------
+ *
+ * The seed's pn_admit_model_load, pn_admit_model_load_die and pn_admit_load_spike on the
+ * live snapshot (the dies fed with pnmem_set_die), with the environment's policy (die
+ * reserve, die scratch and load spike: pnmem_policy_get), answered as pnmem_admit answers
+ * (pnmem_explain prints them):
+ *   PNMEM_ADMITTED   "fits": need_bytes <= limit_bytes;
+ *   PNMEM_DENIED     "die_vram": need_bytes > limit_bytes (the die's free VRAM, less the
+ *                    die reserve for a whole model); "bad_request": no die to load onto
+ *                    (none fed, or one in range that was not fed); for the load spike,
+ *                    "host_reserve" (available memory already inside the host reserve) or
+ *                    "host_budget" (the burst does not fit whole above it);
+ *   PNMEM_FAIL_OPEN  no watcher runs: nothing is known, nothing is refused (as pnmem_admit).
+ * fit_tokens, window and pending_bytes are 0; level is the snapshot's; die is the die
+ * checked (-1: none).
+ *
+ *   pnmem_model_load l;
+ *   pnmem_model_load_init(&l);                        // struct_size, die -1: the roomiest die
+ *   l.weights_bytes = weights;
+ *   l.kv_bytes = kv_at_max_context;                   // pnmem_kv_allocation_for x sequences
+ *   pnmem_admit_answer a;
+ *   pnmem_admit_model_load(&l, &a);
+ *   if (a.status == PNMEM_DENIED) { ... pnmem_explain(&a, line, sizeof line) ... }
+ *   pnmem_admit_load_spike(&a);                       // the host staging burst, before the upload
+ *
+ * A model load is refused (-1 and a line naming the field) when struct_size is 0 or smaller
+ * than the first version's, or die is outside [-1, PNMEM_MAX_DIES); a larger struct_size
+ * (a newer header) is read up to the fields this library knows. */
+typedef struct pnmem_model_load {
+  uint32_t struct_size;   /* sizeof(pnmem_model_load) as the caller compiled it: pnmem_model_load_init sets it */
+  uint64_t weights_bytes; /* the weights (pnmem_admit_model_load_die: this die's slice of them) */
+  uint64_t kv_bytes;      /* the KV cache at its maximum context, every sequence (or this die's slice) */
+  int die;                /* the die; -1 (default): pnmem_admit_model_load picks the measured die with
+                           * the most free VRAM, pnmem_admit_model_load_die answers "bad_request" */
+} pnmem_model_load;
+
+/* Fills *load with the defaults (0 bytes, die -1) and struct_size = `struct_size`. 0 on
+ * success; -1 for a NULL load or a struct_size smaller than the first version's (nothing is
+ * written). Call it through pnmem_model_load_init, which passes the caller's sizeof.
+ * Locks nothing. */
+PNMEM_C_API int pnmem_model_load_init_sized(pnmem_model_load* load, size_t struct_size);
+static inline int pnmem_model_load_init(pnmem_model_load* load) {
+  return pnmem_model_load_init_sized(load, sizeof *load);
+}
+
+/* A whole model onto one die: weights + KV + the die scratch (pnmem_policy's die_scratch_bytes,
+ * 1.5 GiB) must fit in the die's free VRAM less the die reserve (PN_DIE_RESERVE_BYTES). 0 on success; -1 if
+ * load or out is NULL, the load is refused, or on failure (*out is then not written).
+ * Locks nothing. */
+PNMEM_C_API int pnmem_admit_model_load(const pnmem_model_load* load, pnmem_admit_answer* out);
+/* One die's slice of a model split over several dies: the slice (weights + KV) + the die
+ * scratch must fit in load->die's free VRAM (no die reserve: the seed's rule). Returns as
+ * pnmem_admit_model_load. Locks nothing. */
+PNMEM_C_API int pnmem_admit_model_load_die(const pnmem_model_load* load, pnmem_admit_answer* out);
+/* The host dequant/staging burst of a weight upload (PN_LOAD_SPIKE_BYTES, 2.4 GiB by
+ * default) must fit whole in host memory above the reserve before the upload starts:
+ * need_bytes is the burst, limit_bytes the bytes above the reserve (the available bytes
+ * on "host_reserve"). 0 on success; -1 if out is NULL or on failure (*out is then not
+ * written). Locks nothing. */
+PNMEM_C_API int pnmem_admit_load_spike(pnmem_admit_answer* out);
 
 /* --- Reservations: memory admitted is not free until a sample has seen it ---------------
  *
@@ -333,21 +399,23 @@ PNMEM_C_API uint64_t pnmem_pending_bytes(void);
 /* --- The policy in force, and the host budget it implies --------------------------- */
 
 /* pnmem::policy (policy.hpp), as the PN_* environment set it, and the host reserve it
- * implies for the latest snapshot's MemTotal. Percentages are in basis points
- * (1500 = 15.00 %). */
+ * implies for the latest snapshot. Percentages are in basis points (1500 = 15.00 %). */
 typedef struct pnmem_policy {
-  uint64_t host_reserve_min_bytes; /* reserve = max(min, host_reserve_bp of MemTotal) */
+  uint64_t host_reserve_min_bytes; /* reserve = max(min, host_reserve_bp of MemTotal); in a container
+                                    * whose limit is the total, min is at most a quarter of it */
   uint32_t host_reserve_bp;        /* PN_HOST_RESERVE_BYTES=X: min X, bp 0 */
   uint32_t psi_full_reject_bp;     /* PSI full at or above: CRITICAL, requests rejected */
   uint32_t psi_some_tight_bp;      /* PSI some at or above: at least TIGHT */
+  uint32_t psi_full_window_ms;     /* a fresh full stall must hold this long to be CRITICAL (>= 2000) */
   uint32_t die_tight_divisor;      /* die free below budget / this: TIGHT */
   uint32_t die_watch_divisor;      /* die free below budget / this: WATCH */
   uint64_t die_reserve_bytes;      /* die budget = VRAM at boot - this */
   uint64_t die_scratch_bytes;      /* GPU-path scratch a model load needs beside weights and KV */
   uint64_t load_spike_bytes;       /* host burst of a weight upload */
   bool ladder_disabled;            /* PN_LADDER_DISABLE */
-  uint64_t host_total_bytes;       /* the latest snapshot's MemTotal; 0: not sampled */
-  uint64_t host_reserve_bytes;     /* the reserve for that MemTotal (the minimum when 0) */
+  uint64_t host_total_bytes;       /* the latest snapshot's MemTotal (or its container's limit); 0: not sampled */
+  uint64_t host_reserve_bytes;     /* the reserve for that snapshot (the minimum when 0), as every
+                                    * answer uses it: 256 MiB in a 1 GiB container (README, Configuration) */
 } pnmem_policy;
 
 /* 0 on success; -1 if out is NULL or on failure (*out not written). The first call
@@ -429,8 +497,32 @@ typedef struct pnmem_ladder_plan {
  * Locks nothing once the policy is read (see pnmem_policy_get). */
 PNMEM_C_API pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefill_window, bool kv_q4);
 
+/* --- Rung 4a at KV-cache init: the format and bytes of a cache allocated now ------------ */
+
+typedef struct pnmem_kv_allocation {
+  pnmem_kv_format format; /* the format the cache must be in, for its whole life */
+  uint64_t bytes;         /* its KV bytes for the tokens asked */
+} pnmem_kv_allocation;
+
+/* Which format a KV cache allocated now must be in, and its bytes for `tokens` tokens of one
+ * sequence (pnmem::kv_allocation_for, ladder.hpp): model->compact_kv while plan->force_kv_q4
+ * (rung 4a: WATCH or worse, or kv_q4 configured), else model->normal_kv; the bytes from the
+ * model's cost fields in that format (sliding layers stop at sliding_window;
+ * state_bytes_per_seq is not KV and not included). A live cache is never converted: it keeps
+ * the format it was allocated in. Only plan->force_kv_q4 is read (any non-zero byte is true).
+ * 0 on success; -1 if plan, model or out is NULL, or the model is refused (as for
+ * pnmem_admit: a line names the field); *out is then not written. Locks nothing.
+ *
+ *   pnmem_ladder_plan p = pnmem_plan_ladder(state.level, slots, window, false);
+ *   pnmem_kv_allocation kv;
+ *   if (pnmem_kv_allocation_for(&p, &m, max_ctx, &kv) == 0) cache = kv_alloc(kv.format, kv.bytes);
+ */
+PNMEM_C_API int pnmem_kv_allocation_for(const pnmem_ladder_plan* plan, const pnmem_model* model, uint64_t tokens,
+                                        pnmem_kv_allocation* out);
+
 /* Where pnmem's log lines go (e.g. the ladder's clamp line, a bad PN_* value, a refused
- * struct, a failure inside pnmem); NULL silences them. Set it before the watcher starts
+ * struct, a failure inside pnmem, PN_PSI_SOURCE=cgroup falling back to the host's PSI: that
+ * one from the watcher's thread); NULL silences them. Set it before the watcher starts
  * (or before pnmem_set_die / pnmem_plan_ladder / pnmem_policy_get first read the
  * environment): lines logged before a sink is set are dropped, startup errors included.
  * The sink may be called from several threads at once. A sink that is C++ and throws
@@ -451,8 +543,12 @@ typedef enum pnmem_gate_status {
 } pnmem_gate_status;
 
 /* A gate with `max_slots` slots (below 1: 1) and at most `max_waiters` waiting
- * acquirers (below 0: 0), following the process watcher's level changes (start
- * the watcher first). NULL on failure. */
+ * acquirers (below 0: 0), following the process watcher's samples (start the
+ * watcher first): rung 2 applied at once (the slots for the watcher's level),
+ * reduce-only while degraded, back to max_slots at OK. A hold pushed by a denial
+ * ends when a re-check passes (pnmem_gate_create_for) or the level falls below
+ * TIGHT; CRITICAL fails waiters only while the watcher still reads CRITICAL.
+ * NULL on failure. */
 PNMEM_C_API pnmem_gate* pnmem_gate_create(int max_slots, int max_waiters);
 /* NULL is ignored. */
 PNMEM_C_API void pnmem_gate_destroy(pnmem_gate* gate);
@@ -467,6 +563,25 @@ PNMEM_C_API void pnmem_gate_release(pnmem_gate* gate);
 PNMEM_C_API void pnmem_gate_notify_pressure(pnmem_gate* gate, pnmem_level level);
 /* The ladder's rung 2: the slot ceiling now (below 1: 1). NULL is ignored. */
 PNMEM_C_API void pnmem_gate_set_capacity(pnmem_gate* gate, int max_slots);
+
+/* A gate for `model`'s requests: model->max_slots slots (the ceiling rung 2 works under) and at most
+ * `max_waiters` waiting acquirers (below 0: 0), following the process watcher's samples (start the watcher
+ * first). A hold's release re-checks admission of a request of this model (its cost, KV format,
+ * gpu_resident, window and die) on every sample: pnmem_gate_acquire_tokens and pnmem_gate_notify_denied
+ * say how many tokens. pnmem_gate_create's gate is this with the defaults of pnmem_model_init (the seed's
+ * model). NULL when model is NULL or refused (a line names the field), or on failure. */
+PNMEM_C_API pnmem_gate* pnmem_gate_create_for(const pnmem_model* model, int max_waiters);
+/* pnmem_gate_acquire for a request of n_tokens tokens of the gate's model: while it waits at the head
+ * of the queue, a hold (a denial's TIGHT or worse) ends on the first sample on which that request would
+ * be admitted or capped, without waiting for the level to fall. PNMEM_GATE_ERROR for a NULL gate or a
+ * negative n_tokens (a line says so). */
+PNMEM_C_API pnmem_gate_status pnmem_gate_acquire_tokens(pnmem_gate* gate, int n_tokens, int64_t timeout_ms);
+/* A denied admission of n_tokens tokens of the gate's model (answer from pnmem_admit; an answer that is
+ * not PNMEM_DENIED, a NULL gate or answer, or a negative n_tokens is ignored): pushes answer->level as
+ * pnmem_gate_notify_pressure does, and remembers the request: with no waiter saying what it will run,
+ * the hold ends on the first sample on which this one would be admitted or capped (on answer->die). With
+ * pnmem_gate_notify_pressure alone, a hold ends when the watcher's level falls below TIGHT. */
+PNMEM_C_API void pnmem_gate_notify_denied(pnmem_gate* gate, const pnmem_admit_answer* answer, int n_tokens);
 
 /* Lower-case name of a level ("ok", ...), a static string; "invalid" for a value
  * outside [PNMEM_LEVEL_OK, PNMEM_LEVEL_CRITICAL]. Locks nothing. */

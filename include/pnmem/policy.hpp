@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "pnmem/detail/saturating.hpp"
+#include "pnmem/mem_state.hpp"
 #include "pnmem/units.hpp"
 
 namespace pnmem {
@@ -28,7 +29,8 @@ inline constexpr basis_points bp_per_percent = 100;
 inline constexpr basis_points bp_whole = 100 * bp_per_percent;
 
 struct policy {
-  // Host reserve = max(host_reserve_min_bytes, host_reserve_bp of MemTotal).
+  // Host reserve = max(host_reserve_min_bytes, host_reserve_bp of MemTotal); in a container whose
+  // limit is the total, the minimum is at most a quarter of the limit (host_reserve_bytes below).
   // PN_HOST_RESERVE_BYTES=X sets min = X and bp = 0: the reserve is exactly X.
   std::uint64_t host_reserve_min_bytes = 1 * GiB;
   basis_points host_reserve_bp = 1500;
@@ -37,6 +39,13 @@ struct policy {
   // (PN_PSI_FULL_REJECT). some avg10 >= psi_some_tight_bp is at least TIGHT.
   basis_points psi_full_reject_bp = 1500;
   basis_points psi_some_tight_bp = 1000;
+
+  // The window a fresh full-stall rate must hold over before it is CRITICAL (or rejects),
+  // in ms; at least 2000 (the kernel trigger's unprivileged window). A stall over a shorter
+  // span is at most TIGHT. 3 s: a burst needs 450 ms of whole-box stall (15 % of the window)
+  // to confirm, so a model load's few hundred ms blip does not shed work; over exactly 2 s a
+  // 300 ms burst would already read 15 %. avg10 at or over the threshold confirms on its own.
+  std::uint32_t psi_full_window_ms = 3000;
 
   // Die budget = total VRAM at boot - die reserve (PN_DIE_RESERVE_BYTES).
   // Free below budget/die_tight_divisor is TIGHT, below budget/die_watch_divisor WATCH.
@@ -60,11 +69,55 @@ struct policy {
 
 inline constexpr policy default_policy{};
 
-// The seed's reserve rule, computed without overflow for any MemTotal.
+// The seed's reserve rule for a whole box (the total is MemTotal), computed without overflow for any
+// total: max(host_reserve_min_bytes, host_reserve_bp of the total); with host_reserve_bp 0
+// (PN_HOST_RESERVE_BYTES) exactly host_reserve_min_bytes.
 constexpr std::uint64_t host_reserve_bytes(std::uint64_t host_total_bytes,
                                            const policy& p = default_policy) noexcept {
   const std::uint64_t share = detail::mul_div(host_total_bytes, p.host_reserve_bp, bp_whole);
   return share > p.host_reserve_min_bytes ? share : p.host_reserve_min_bytes;
+}
+
+// In a container the minimum is at most this share of the limit.
+inline constexpr std::uint64_t container_reserve_min_divisor = 4;
+
+// The reserve when the total is a container's memory limit: the minimum scales down with the limit,
+//   max(min(host_reserve_min_bytes, limit / 4), host_reserve_bp of the limit),
+// so a small container keeps a usable band (the seed's 1 GiB minimum would be the whole of a 1 GiB
+// limit: CRITICAL for ever). A 1 GiB limit keeps 256 MiB; from 4 GiB up this is the whole-box rule.
+// An exact reserve (host_reserve_bp 0: PN_HOST_RESERVE_BYTES) stays exact.
+constexpr std::uint64_t container_host_reserve_bytes(std::uint64_t limit_bytes,
+                                                     const policy& p = default_policy) noexcept {
+  if (p.host_reserve_bp == 0) return host_reserve_bytes(limit_bytes, p);
+  policy scaled = p;
+  const std::uint64_t cap = limit_bytes / container_reserve_min_divisor;
+  if (cap < scaled.host_reserve_min_bytes) scaled.host_reserve_min_bytes = cap;
+  return host_reserve_bytes(limit_bytes, scaled);
+}
+
+// The container's memory limit a snapshot carries: the tighter of cgroup_max_bytes and
+// cgroup_high_bytes (0 = unset), what the Linux sampler bounds the total by; 0 when none is set.
+constexpr std::uint64_t host_limit_bytes(const mem_state& s) noexcept {
+  const std::uint64_t m = s.cgroup_max_bytes;
+  const std::uint64_t h = s.cgroup_high_bytes;
+  if (m == 0) return h;
+  return h != 0 && h < m ? h : m;
+}
+
+// True when the snapshot's host total is that limit: the sampler's min(MemTotal, limit) took the limit
+// (linux_sampler.hpp). Read from the snapshot's live fields (not the provenance, which a live read
+// leaves out: live_state.hpp), so every reader of the same snapshot agrees.
+constexpr bool host_total_is_limit(const mem_state& s) noexcept {
+  const std::uint64_t limit = host_limit_bytes(s);
+  return limit != 0 && s.host_total_bytes == limit;
+}
+
+// The host reserve of a snapshot: the container rule when its total is a container's limit, else the
+// seed's whole-box rule. What every decision on a snapshot uses (levels, admission, the ledger, the
+// metrics, the CLI, the C ABI), so their answers agree.
+constexpr std::uint64_t host_reserve_bytes(const mem_state& s, const policy& p = default_policy) noexcept {
+  return host_total_is_limit(s) ? container_host_reserve_bytes(s.host_total_bytes, p)
+                                : host_reserve_bytes(s.host_total_bytes, p);
 }
 
 // A PSI average (percent, as the kernel prints it) against a threshold in basis

@@ -31,26 +31,50 @@
 // below: Relacy's atomics, fence and yield in place of std::atomic,
 // std::atomic_thread_fence and cpu_relax), whose relaxed loads may return any
 // value the standard allows, and fails if either fence is removed or relaxed.
+// It checks read_ranges too (a payload whose head says how many slots are
+// live), and fails if the ranges come from a head outside the validated
+// attempt, or a retry keeps words a failed attempt copied.
 //
 // Cost: a read is one 8-byte atomic load and one store per word plus two seq
 // loads; no atomic read-modify-write, no shared write. A plain memcpy moves 16-64
 // bytes per instruction and relaxed atomic loads cannot be widened, so reading a
 // large T costs about 3x copying it (benchmarks/bench_seqlock.cpp: 928-byte
 // mem_state, ~48 ns vs ~15 ns, within 10 % of a non-atomic word-by-word copy).
+// read_ranges pays that per word it copies, plus zeroing the rest of T
+// (BENCHMARKS.md, "Issue 14: the live read").
+//
+// Reading part of T (read_ranges): when only some words of T matter and a field
+// of T says which (mem_state: the first n_dies of each die array), a layout
+// names them and a reader copies only those, under the same protocol, in one
+// attempt: the layout's head words first, then the ranges the layout computes
+// from that head, then the acquire fence and the second seq load. The head the
+// ranges come from is validated with them: if a store overlapped, the head may
+// be torn and the ranges wrong, and the attempt is thrown away like any torn
+// copy. Every range is clamped to the payload, so a torn head can cost a retry
+// but never a copy out of bounds. Words outside the head and the ranges read
+// as zero, whatever the writer stored there (pnmem/live_state.hpp is the
+// layout for mem_state). read_ranges_into does the same over a T the caller
+// keeps, leaving the other words as they were: zero-filling a large T by value
+// can cost more than the copy (g++ fills 936 bytes with `rep stosq`).
 //
 // Usage:
 //   pnmem::seqlock<pnmem::mem_state> snapshot{initial};
 //   snapshot.store(next);                    // one writer at a time
 //   pnmem::mem_state now = snapshot.read();  // any thread, any number
+//   pnmem::mem_state live = snapshot.read_ranges(pnmem::mem_state_live_layout{});  // the live part only
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 // ThreadSanitizer does not model standalone fences: it would report the fence
 // protocol above as a race. Under TSan every word is stored with release and
@@ -127,6 +151,32 @@ struct seqlock_test_access;
 
 }  // namespace detail
 
+// Words [first, first + count) of a seqlock's payload (word i holds bytes
+// [8i, 8i + 8) of T).
+struct seqlock_word_range {
+  std::size_t first = 0;
+  std::size_t count = 0;
+};
+
+// Which words of T a partial read copies (seqlock::read_ranges):
+//   L::head_words     the first words of T, always copied, and copied first;
+//   l.ranges(head)    the other words to copy, as a fixed-size array of
+//                     seqlock_word_range, computed from a T whose head words hold
+//                     this attempt's copy: a function of the head fields alone
+//                     (the seqlock calls it again to find what a discarded
+//                     attempt copied). The head may be torn, so ranges() must
+//                     accept any head bits; the seqlock clamps what it returns
+//                     to the payload, and discards the attempt.
+// A layout is called between the two seq loads: it must be cheap, and must not
+// touch the seqlock.
+template <class L, class T>
+concept seqlock_layout = requires(const L& layout, const T& head) {
+  { L::head_words } -> std::convertible_to<std::size_t>;
+  { layout.ranges(head).size() } -> std::convertible_to<std::size_t>;
+  { *layout.ranges(head).begin() } -> std::same_as<seqlock_word_range&>;
+  std::tuple_size<decltype(layout.ranges(head))>::value;
+};
+
 // One writer at a time, any number of readers. store() does not serialise
 // writers: callers that may write from several threads must hold a mutex around
 // store() (the watcher does: its poll thread and set_die callers share one).
@@ -183,6 +233,39 @@ class seqlock {
     return true;
   }
 
+  // A consistent copy of the head words and the ranges `layout` names from
+  // that same head, every other word of T zero (see "Reading part of T"
+  // above). Spins as read() does.
+  template <class Layout>
+    requires seqlock_layout<Layout, T>
+  T read_ranges(const Layout& layout) const noexcept {
+    T out = zeroed();
+    read_ranges_into(out, layout);
+    return out;
+  }
+
+  // read_ranges over an existing T: the head and the ranges it names are a
+  // consistent copy; every other word of `out` keeps its value, or is zero (an
+  // attempt that was thrown away clears the ranges its head named). For a caller that keeps one
+  // T and knows which of its words the new copy leaves stale (live_state.hpp:
+  // the dies past a smaller n_dies), it saves zero-filling the whole of T.
+  template <class Layout>
+    requires seqlock_layout<Layout, T>
+  void read_ranges_into(T& out, const Layout& layout) const noexcept {
+    while (!try_copy_ranges(out, layout)) Model::spin_pause();
+  }
+
+  // One attempt of read_ranges(): false, leaving `out` untouched, if a store
+  // was in progress or overlapped the copy.
+  template <class Layout>
+    requires seqlock_layout<Layout, T>
+  bool try_read_ranges(T& out, const Layout& layout) const noexcept {
+    T staged = zeroed();
+    if (!try_copy_ranges(staged, layout)) return false;
+    out = staged;
+    return true;
+  }
+
   // Number of completed stores. Acquire: a read() after sequence() returned n
   // sees store n or a later one.
   std::uint64_t sequence() const noexcept { return seq_.load(std::memory_order_acquire) / 2; }
@@ -224,20 +307,94 @@ class seqlock {
   // reader whose first (acquire) load sees it.
   void end_write(std::uint64_t s) noexcept { seq_.store(s + 2, std::memory_order_release); }
 
-  // Copies the payload into dst[0, sizeof(T)); true if no store was in
-  // progress or overlapped the copy. On false dst holds garbage.
-  bool try_copy(unsigned char* dst) const noexcept {
+  // The reader's protocol, the one place it is written: `copy` loads words
+  // (load_word, load_words, load_head only) between the two seq loads. True if no store was in
+  // progress or overlapped the copy; false if one was, and then `copy` either
+  // did not run or copied garbage.
+  template <class Copy>
+  bool attempt(Copy&& copy) const noexcept {
     const std::uint64_t s0 = seq_.load(std::memory_order_acquire);
     if ((s0 & 1U) != 0) return false;
-    for (std::size_t i = 0; i + 1 < word_count; ++i) {
-      const std::uint64_t w = words_[i].load(detail::seqlock_word_load);
-      std::memcpy(dst + i * sizeof(std::uint64_t), &w, sizeof(std::uint64_t));
-    }
-    const std::uint64_t last = words_[word_count - 1].load(detail::seqlock_word_load);
-    std::memcpy(dst + (word_count - 1) * sizeof(std::uint64_t), &last, tail_bytes);
+    copy();
     // Orders the word loads before the second seq load (see the header comment).
     detail::seqlock_acquire_fence<Model>();
     return seq_.load(std::memory_order_relaxed) == s0;
+  }
+
+  // Payload words [first, end) into the same bytes of dst (a T's bytes); the
+  // last word brings only the bytes of T it holds. Callers keep end <= word_count.
+  void load_words(unsigned char* dst, std::size_t first, std::size_t end) const noexcept {
+    if constexpr (tail_bytes == sizeof(std::uint64_t)) {
+      for (std::size_t i = first; i < end; ++i) load_word(dst, i);
+    } else {
+      const std::size_t whole_end = end < word_count ? end : word_count - 1;
+      for (std::size_t i = first; i < whole_end; ++i) load_word(dst, i);
+      if (end == word_count && first < word_count) {
+        const std::uint64_t last = words_[word_count - 1].load(detail::seqlock_word_load);
+        std::memcpy(dst + (word_count - 1) * sizeof(std::uint64_t), &last, tail_bytes);
+      }
+    }
+  }
+
+  void load_word(unsigned char* dst, std::size_t i) const noexcept {
+    const std::uint64_t w = words_[i].load(detail::seqlock_word_load);
+    std::memcpy(dst + i * sizeof(std::uint64_t), &w, sizeof(std::uint64_t));
+  }
+
+  // Words [0, N): unrolled when N is small (a layout's head): g++ keeps a loop
+  // of atomic loads a loop, whose overhead was a quarter of a 2-die live read.
+  template <std::size_t N>
+  void load_head(unsigned char* dst) const noexcept {
+    if constexpr (N > 16 || (N == word_count && tail_bytes != sizeof(std::uint64_t))) {
+      load_words(dst, 0, N);
+    } else {
+      [&]<std::size_t... I>(std::index_sequence<I...>) { (load_word(dst, I), ...); }(std::make_index_sequence<N>{});
+    }
+  }
+
+  // Copies the payload into dst[0, sizeof(T)). On false dst holds garbage.
+  bool try_copy(unsigned char* dst) const noexcept {
+    return attempt([&] { load_words(dst, 0, word_count); });
+  }
+
+  // A layout's range, inside the payload whatever a torn head made of it.
+  static constexpr seqlock_word_range clamp(seqlock_word_range r) noexcept {
+    const std::size_t first = std::min(r.first, word_count);
+    return {first, std::min(r.count, word_count - first)};
+  }
+
+  // read_ranges' attempt: the head, then the ranges the layout computes from
+  // that copy of the head, into `out`; other words of `out` are left as they
+  // are. On false the words in the ranges of the head `out` is left with are
+  // zero (those the attempt copied, or, if it stopped at an odd seq, those of
+  // the head `out` held): a retry never leaves a discarded attempt's words
+  // behind. ranges() is a function of the head, so recomputing it finds them.
+  template <class Layout>
+  bool try_copy_ranges(T& out, const Layout& layout) const noexcept {
+    constexpr std::size_t head = std::min<std::size_t>(Layout::head_words, word_count);
+    unsigned char* dst = as_bytes(out);
+    const bool ok = attempt([&] {
+      load_head<head>(dst);
+      for_each_range(layout.ranges(out), [&](seqlock_word_range r) { load_words(dst, r.first, r.first + r.count); });
+    });
+    if (!ok) {
+      for_each_range(layout.ranges(out), [&](seqlock_word_range r) {
+        const std::size_t begin = std::min(r.first * sizeof(std::uint64_t), sizeof(T));
+        const std::size_t end = std::min((r.first + r.count) * sizeof(std::uint64_t), sizeof(T));
+        std::memset(dst + begin, 0, end - begin);
+      });
+    }
+    return ok;
+  }
+
+  // f(r) for each of a layout's ranges, clamped to the payload (whatever a torn
+  // head made of it), unrolled over the layout's fixed number of ranges so its
+  // constant offsets fold into the copy loops.
+  template <class Ranges, class F>
+  static void for_each_range(const Ranges& ranges, F&& f) noexcept {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (f(clamp(ranges[I])), ...);
+    }(std::make_index_sequence<std::tuple_size_v<Ranges>>{});
   }
 
   // seq_ gets a cache line of its own: readers waiting out a store spin on it,

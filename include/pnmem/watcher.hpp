@@ -17,15 +17,18 @@
 // is change_delivery.hpp. This header is the loop and its lifecycle.
 //
 // Poll cadence: `poll_interval` (250 ms, the seed's PN_MEMWATCH_POLL_MS) at OK,
-// `pressure_poll_interval` at WATCH or worse. A sampler that can wait for events
-// (Linux PSI triggers, see host_sample.hpp) is waited through, and an event
+// `pressure_poll_interval` (100 ms, PN_PRESSURE_POLL_MS) at WATCH or worse; watcher_options{}
+// takes both, the dwell and the policy from the PN_* variables (config.hpp). A sampler
+// that can wait for events (Linux PSI triggers, see host_sample.hpp) is waited through, and an event
 // takes a fresh sample at once: a wake-up must never act on stale numbers.
 //
 // Locks, in the one order they may be taken (a thread holding one takes only
 // those below it; clang's -Wthread-safety-beta checks the order in CI):
 //
 //   lifecycle_mu_  start() and stop(); start() takes the first sample under it
-//   sample_mu_     one sampler call at a time (the poll thread, poll_now callers)
+//   sample_mu_     one sampler call at a time (the poll thread, poll_now callers),
+//                  the PSI window and the die sources' calls
+//   sources_mu_    the list of die sources: a leaf, copied under sample_mu_
 //   write_mu_      the writers' working copy and the hysteresis (poll, set_die);
 //                  published_ is stored only under it (readers take no lock)
 //   changes_       change_delivery's own mutex: a leaf, taken to queue a change
@@ -33,37 +36,64 @@
 //   wait_mu_       the poll thread's sleep (stop() takes it under lifecycle_mu_)
 //
 // No lock is held while a subscriber runs, except lifecycle_mu_ during the first
-// sample of start() (so a subscriber must not call start() or stop()).
+// sample of start() (so a subscriber must not call start() or stop()). A die source
+// runs under sample_mu_ (so it must not call poll_now()).
+//
+// PSI: the sampler's total= counter is kept over policy::psi_full_window_ms
+// (psi_window.hpp) to give the snapshot's host_psi_full_sustained, what confirms
+// a stall as CRITICAL (level.hpp).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <system_error>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "pnmem/change_delivery.hpp"
 #include "pnmem/clock_ns.hpp"
+#include "pnmem/config.hpp"
 #include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/host_sample.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/level_hysteresis.hpp"
+#include "pnmem/live_state.hpp"
 #include "pnmem/mem_level.hpp"
 #include "pnmem/mem_state.hpp"
 #include "pnmem/policy.hpp"
+#include "pnmem/psi_window.hpp"
 #include "pnmem/seqlock.hpp"
 
 namespace pnmem {
 
+// The options a watcher runs with. A field the engine does not set comes from the process's
+// PN_* variables (config.hpp process_env_settings(): read once, their errors reported once), whose
+// defaults are the seed's: watcher_options{} is the environment's options, and
+// watcher_options{.policy = p} the environment's cadence with the engine's policy. Reading the
+// environment is not a constant expression: a constant (a test's, a static_assert's) names all four
+// fields, or copies seed_watcher_options, which never reads it.
 struct watcher_options {
-  std::chrono::milliseconds poll_interval{250};           // at OK
-  std::chrono::milliseconds pressure_poll_interval{100};  // at WATCH or worse
-  std::chrono::milliseconds step_down_dwell{0};           // 0 = step down at once (the seed)
-  pnmem::policy policy = default_policy;
+  std::chrono::milliseconds poll_interval = process_env_settings().poll_interval;  // at OK (PN_MEMWATCH_POLL_MS)
+  // At WATCH or worse (PN_PRESSURE_POLL_MS).
+  std::chrono::milliseconds pressure_poll_interval = process_env_settings().pressure_poll_interval;
+  // 0 = step down at once (the seed; PN_STEP_DOWN_DWELL_MS).
+  std::chrono::milliseconds step_down_dwell = process_env_settings().step_down_dwell;
+  pnmem::policy policy = env_policy();
 };
+
+// The options from a given set of settings (settings_from_env's, for instance).
+constexpr watcher_options to_watcher_options(const env_settings& s) noexcept {
+  return watcher_options{s.poll_interval, s.pressure_poll_interval, s.step_down_dwell, s.policy};
+}
+
+// The seed's options, whatever the environment says: 250 ms, 100 ms, no dwell, the seed's policy.
+inline constexpr watcher_options seed_watcher_options = to_watcher_options(default_env_settings);
 
 enum class set_die_status : std::uint8_t {
   ok,
@@ -131,9 +161,14 @@ class watcher {
       detail::lock_guard sample_lock(sample_mu_);
       const std::int64_t read_ns = now_ns();  // before the read: later allocations are not in it
       const host_sample h = sampler_.sample();
+      const double sustained = psi_full_.update(read_ns, h.psi_full_total_us, h.psi_full_total_known,
+                                                std::int64_t{options_.policy.psi_full_window_ms} * 1000000);
+      const std::vector<die_update> dies = poll_die_sources();
       commit([&](mem_state& s) {
         assign_host(s, h);
+        s.host_psi_full_sustained = sustained;
         s.host_read_ns = read_ns;
+        for (const die_update& d : dies) apply_die(s, d);
       });
     }
     // Subscribers are called with sample_mu_ released: one that blocks must not
@@ -143,6 +178,11 @@ class watcher {
   }
 
   mem_state read() const noexcept { return published_.read(); }
+  // read()'s live part only (live_state.hpp): the dead die slots and the provenance read as zero;
+  // what a decision needs. The second refreshes `live` in place, copying only the live words (the
+  // fast one); `live` must be a live snapshot already (from read_live, or mem_state{}).
+  mem_state read_live() const noexcept { return pnmem::read_live(published_); }
+  void read_live(mem_state& live) const noexcept { pnmem::read_live(published_, live); }
   bool try_read(mem_state& out) const noexcept { return published_.try_read(out); }
 
   // The seed's pn_memwatch_set_die: merge one die's numbers, re-derive, publish.
@@ -152,21 +192,39 @@ class watcher {
                                        std::uint64_t used_bytes, std::uint64_t retiring_bytes = 0)
       PNMEM_EXCLUDES(write_mu_) {
     if (die < 0 || die >= max_dies) return set_die_status::die_out_of_range;
-    publish([&](mem_state& s) {
-      const auto i = static_cast<std::size_t>(die);
-      s.per_die_free_bytes[i] = free_bytes;
-      s.per_die_budget_bytes[i] = budget_bytes;
-      s.per_die_used_bytes[i] = used_bytes;
-      s.per_die_retiring_bytes[i] = retiring_bytes;
-      if (s.n_dies < die + 1) s.n_dies = die + 1;
-    });
+    publish([&](mem_state& s) { apply_die(s, {die, free_bytes, budget_bytes, used_bytes, retiring_bytes}); });
     return set_die_status::ok;
   }
 
-  // Calls `fn` for every published level change, on the thread that published it,
-  // with no lock of the watcher held (so it may call read(), set_die() or poll_now()).
-  // Changes are delivered one at a time, in publication order.
-  subscription_id subscribe(subscriber fn) { return changes_.subscribe(std::move(fn)); }
+  // Calls `fn` for every published level change (or, with delivery::every_sample, every
+  // published snapshot), on the thread that published it, with no lock of the watcher held
+  // (so it may call read(), set_die() or poll_now()). Delivered one at a time, in publication
+  // order.
+  subscription_id subscribe(subscriber fn, delivery d = delivery::level_changes) {
+    return changes_.subscribe(std::move(fn), d);
+  }
+
+  // A die source: called on every sample (the poll thread's, and poll_now()'s), after the host
+  // is read and before the snapshot is published, with a sink taking set_die's arguments; the
+  // dies it reports land in the same snapshot as the host numbers (one publish, one level).
+  // What the CUDA die feed registers (pnmem/cuda/die_feed.hpp feed_every_sample), so dies are
+  // polled on each watcher tick without an engine thread. Called under the sampling lock, one
+  // sample at a time; it must not call poll_now(). A die id outside [0, max_dies) is ignored.
+  using die_sink = std::function<void(int die, std::uint64_t free_bytes, std::uint64_t budget_bytes,
+                                      std::uint64_t used_bytes, std::uint64_t retiring_bytes)>;
+  using die_source = std::function<void(const die_sink&)>;
+
+  subscription_id add_die_source(die_source fn) PNMEM_EXCLUDES(sources_mu_) {
+    auto shared = std::make_shared<die_source>(std::move(fn));
+    detail::lock_guard lk(sources_mu_);
+    sources_.push_back({++last_source_id_, std::move(shared)});
+    return last_source_id_;
+  }
+  // After this returns the source is not called again, except by a sample already running.
+  void remove_die_source(subscription_id id) PNMEM_EXCLUDES(sources_mu_) {
+    detail::lock_guard lk(sources_mu_);
+    std::erase_if(sources_, [id](const source_entry& e) { return e.id == id; });
+  }
 
   // After this returns the subscriber is not called again, except for a call
   // already running on another thread.
@@ -177,6 +235,40 @@ class watcher {
 
  private:
   std::int64_t now_ns() const { return to_ns(clock_.now()); }
+
+  struct die_update {
+    int die;
+    std::uint64_t free_bytes, budget_bytes, used_bytes, retiring_bytes;
+  };
+  struct source_entry {
+    subscription_id id;
+    std::shared_ptr<die_source> fn;
+  };
+
+  static void apply_die(mem_state& s, const die_update& d) noexcept {
+    const auto i = static_cast<std::size_t>(d.die);
+    s.per_die_free_bytes[i] = d.free_bytes;
+    s.per_die_budget_bytes[i] = d.budget_bytes;
+    s.per_die_used_bytes[i] = d.used_bytes;
+    s.per_die_retiring_bytes[i] = d.retiring_bytes;
+    if (s.n_dies < d.die + 1) s.n_dies = d.die + 1;
+  }
+
+  // The die sources' numbers for this sample (called under sample_mu_: one sample's sources at a time).
+  std::vector<die_update> poll_die_sources() PNMEM_REQUIRES(sample_mu_) PNMEM_EXCLUDES(sources_mu_) {
+    std::vector<die_update> out;
+    std::vector<std::shared_ptr<die_source>> now;
+    {
+      detail::lock_guard lk(sources_mu_);
+      if (sources_.empty()) return out;
+      for (const source_entry& e : sources_) now.push_back(e.fn);
+    }
+    const die_sink sink = [&out](int die, std::uint64_t f, std::uint64_t b, std::uint64_t u, std::uint64_t r) {
+      if (die >= 0 && die < max_dies) out.push_back({die, f, b, u, r});
+    };
+    for (const auto& fn : now) (*fn)(sink);
+    return out;
+  }
 
   // The one write path: change the working state, derive, publish, queue a level
   // change (commit), then call the subscribers (changes_.deliver()).
@@ -196,7 +288,9 @@ class watcher {
     working_.level = hysteresis_.update(working_.raw_level, working_.sample_time_ns);
     ++working_.seq;
     published_.store(working_);
-    if (working_.level != before) changes_.queue(level_change{before, working_.level, working_});
+    if (working_.level != before || changes_.wants_every_sample()) {
+      changes_.queue(level_change{before, working_.level, working_});
+    }
   }
 
   std::chrono::nanoseconds current_interval() const {
@@ -231,6 +325,11 @@ class watcher {
   std::atomic<bool> running_{false};
 
   detail::mutex sample_mu_ PNMEM_ACQUIRED_AFTER(lifecycle_mu_);
+  psi_window psi_full_ PNMEM_GUARDED_BY(sample_mu_);  // the full-stall rate over the policy's window
+
+  detail::mutex sources_mu_ PNMEM_ACQUIRED_AFTER(sample_mu_);  // a leaf
+  std::vector<source_entry> sources_ PNMEM_GUARDED_BY(sources_mu_);
+  subscription_id last_source_id_ PNMEM_GUARDED_BY(sources_mu_) = 0;
 
   detail::mutex write_mu_ PNMEM_ACQUIRED_AFTER(sample_mu_);
   mem_state working_ PNMEM_GUARDED_BY(write_mu_){};

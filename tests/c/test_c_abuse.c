@@ -75,6 +75,122 @@ static void refused(const pnmem_model* model, const char* field) {
   CHECK(logged(field));
 }
 
+/* pnmem_admit_model_load and pnmem_admit_model_load_die refuse `load`: -1, nothing written,
+ * and a line naming `field`. */
+static void refused_load(const pnmem_model_load* load, const char* field) {
+  const pnmem_admit_answer pattern = untouched_answer();
+  pnmem_admit_answer a = pattern;
+  CHECK(pnmem_admit_model_load(load, &a) == -1);
+  CHECK(same_answer(&a, &pattern));
+  CHECK(logged(field));
+  CHECK(pnmem_admit_model_load_die(load, &a) == -1);
+  CHECK(same_answer(&a, &pattern));
+  CHECK(logged(field));
+}
+
+/* The model-load checks and rung 4a's KV allocation with bad arguments. `running`: the watcher
+ * runs (no die is ever fed here). */
+static void bad_load_arguments(int running) {
+  const pnmem_admit_answer pattern = untouched_answer();
+  pnmem_admit_answer a = pattern;
+
+  /* pnmem_model_load_init: NULL, or a size below the first version's (nothing written). */
+  CHECK(pnmem_model_load_init(NULL) == -1);
+  CHECK(pnmem_model_load_init_sized(NULL, sizeof(pnmem_model_load)) == -1);
+  pnmem_model_load l;
+  memset(&l, 0x33, sizeof l);
+  const pnmem_model_load garbage = l;
+  CHECK(pnmem_model_load_init_sized(&l, 0) == -1);
+  CHECK(pnmem_model_load_init_sized(&l, sizeof l - 1) == -1);
+  CHECK(pnmem_model_load_init_sized(&l, SIZE_MAX) == -1);
+  CHECK(memcmp(&l, &garbage, sizeof l) == 0);
+
+  /* NULL pointers: -1, nothing written. */
+  CHECK(pnmem_model_load_init(&l) == 0);
+  CHECK(pnmem_admit_model_load(NULL, &a) == -1);
+  CHECK(pnmem_admit_model_load(&l, NULL) == -1);
+  CHECK(pnmem_admit_model_load(NULL, NULL) == -1);
+  CHECK(pnmem_admit_model_load_die(NULL, &a) == -1);
+  CHECK(pnmem_admit_model_load_die(&l, NULL) == -1);
+  CHECK(pnmem_admit_model_load_die(NULL, NULL) == -1);
+  CHECK(pnmem_admit_load_spike(NULL) == -1);
+  CHECK(same_answer(&a, &pattern));
+
+  /* Loads refused field by field. */
+  l.struct_size = 0;
+  refused_load(&l, "load->struct_size is 0: initialise it with pnmem_model_load_init");
+  l.struct_size = 8;
+  refused_load(&l, "load->struct_size is 8, smaller than the first version's");
+  for (size_t i = 0; i < N_OF(bad_model_dies); ++i) {
+    CHECK(pnmem_model_load_init(&l) == 0);
+    l.die = bad_model_dies[i];
+    refused_load(&l, "load->die is");
+  }
+
+  /* A newer caller's larger struct: initialised whole (its tail zeroed) and accepted. */
+  struct {
+    pnmem_model_load l;
+    unsigned char newer_fields[24];
+  } big;
+  memset(&big, 0x77, sizeof big);
+  CHECK(pnmem_model_load_init_sized(&big.l, sizeof big) == 0);
+  CHECK(big.l.struct_size == sizeof big && big.l.die == -1 && big.l.weights_bytes == 0);
+  CHECK(big.newer_fields[0] == 0 && big.newer_fields[23] == 0);
+  a = pattern;
+  CHECK(pnmem_admit_model_load(&big.l, &a) == 0);
+  CHECK(!same_answer(&a, &pattern));
+
+  /* Values the checks define: answered, not errors. No die is fed, so there is nothing to
+   * load onto (bad_request), whatever the bytes; without a watcher everything fails open. */
+  const uint64_t sizes[] = {0, 1, UINT64_MAX};
+  const int dies[] = {-1, 0, PNMEM_MAX_DIES - 1};
+  for (size_t i = 0; i < N_OF(sizes); ++i) {
+    for (size_t d = 0; d < N_OF(dies); ++d) {
+      CHECK(pnmem_model_load_init(&l) == 0);
+      l.weights_bytes = sizes[i];
+      l.kv_bytes = sizes[N_OF(sizes) - 1 - i];
+      l.die = dies[d];
+      CHECK(pnmem_admit_model_load(&l, &a) == 0);
+      CHECK(a.status == (running ? PNMEM_DENIED : PNMEM_FAIL_OPEN));
+      CHECK(a.reason != NULL && strcmp(a.reason, running ? "bad_request" : "fits") == 0);
+      CHECK(a.die == dies[d]);
+      CHECK(pnmem_admit_model_load_die(&l, &a) == 0);
+      CHECK(a.status == (running ? PNMEM_DENIED : PNMEM_FAIL_OPEN));
+      CHECK(a.die == dies[d]);
+    }
+  }
+  CHECK(pnmem_admit_load_spike(&a) == 0);
+  CHECK(running ? (a.status == PNMEM_ADMITTED || a.status == PNMEM_DENIED) : a.status == PNMEM_FAIL_OPEN);
+
+  /* pnmem_kv_allocation_for: NULL pointers and refused models write nothing. */
+  pnmem_model m = valid_model();
+  pnmem_ladder_plan plan = pnmem_plan_ladder(PNMEM_LEVEL_OK, 8, 0, false);
+  pnmem_kv_allocation kv;
+  memset(&kv, 0xA5, sizeof kv);
+  const pnmem_kv_allocation kv_pattern = kv;
+  CHECK(pnmem_kv_allocation_for(NULL, &m, 1, &kv) == -1);
+  CHECK(pnmem_kv_allocation_for(&plan, NULL, 1, &kv) == -1);
+  CHECK(pnmem_kv_allocation_for(&plan, &m, 1, NULL) == -1);
+  CHECK(pnmem_kv_allocation_for(NULL, NULL, 0, NULL) == -1);
+  m.struct_size = 0;
+  CHECK(pnmem_kv_allocation_for(&plan, &m, 1, &kv) == -1);
+  CHECK(logged("pnmem: pnmem_kv_allocation_for: model->struct_size is 0"));
+  m = valid_model();
+  m.compact_kv = (pnmem_kv_format)PNMEM_KV_FORMATS;
+  CHECK(pnmem_kv_allocation_for(&plan, &m, 1, &kv) == -1);
+  CHECK(logged("model->compact_kv is 7"));
+  CHECK(memcmp(&kv, &kv_pattern, sizeof kv) == 0);
+  /* A plan's flag holding any byte but 0 reads as set (a C struct may hold anything there);
+   * a length past what 64 bits hold saturates. */
+  m = valid_model();
+  memset(&plan, 0x5A, sizeof plan);
+  CHECK(pnmem_kv_allocation_for(&plan, &m, 1000, &kv) == 0);
+  CHECK(kv.format == PNMEM_KV_Q4 && kv.bytes == 5898000);
+  memset(&plan, 0, sizeof plan);
+  CHECK(pnmem_kv_allocation_for(&plan, &m, UINT64_MAX, &kv) == 0);
+  CHECK(kv.format == PNMEM_KV_FP32 && kv.bytes == UINT64_MAX);
+}
+
 /* A valid description (the Llama-3-8B shape's f16 KV: 131072 B/token). */
 static const char good_json[] =
     "{\"format\": \"pnmem-model\", \"version\": 1, \"kv_bytes_per_token\": 131072, "
@@ -341,6 +457,10 @@ static void bad_arguments(const char* when) {
   pnmem_gate_notify_pressure(NULL, (pnmem_level)INT_MAX);
   pnmem_gate_set_capacity(NULL, 4);
   pnmem_gate_set_capacity(NULL, INT_MIN);
+  CHECK(pnmem_gate_create_for(NULL, 4) == NULL);
+  CHECK(pnmem_gate_acquire_tokens(NULL, 1, 0) == PNMEM_GATE_ERROR);
+  CHECK(pnmem_gate_acquire_tokens(NULL, INT_MIN, INT64_MIN) == PNMEM_GATE_ERROR);
+  pnmem_gate_notify_denied(NULL, NULL, 1);
   pnmem_gate_destroy(NULL);
   pnmem_set_log_sink(NULL, NULL);
   pnmem_set_log_sink(NULL, &model); /* a user pointer with no sink: silent */
@@ -426,6 +546,7 @@ int main(void) {
 
   bad_arguments("before the watcher exists");
   bad_new_arguments(0);
+  bad_load_arguments(0);
   /* None of the above made a watcher (a bad die id creates nothing). */
   CHECK(!pnmem_watcher_running());
   pnmem_state s;
@@ -442,6 +563,7 @@ int main(void) {
     CHECK(pnmem_watcher_running());
     bad_arguments("with the watcher running");
     bad_new_arguments(1);
+    bad_load_arguments(1);
     CHECK(pnmem_read(&s) == 0);
     CHECK(s.n_dies == 0); /* no bad die id reached the watcher */
 

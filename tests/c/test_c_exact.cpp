@@ -20,7 +20,9 @@
 #include <string_view>
 
 #include "pnmem/config.hpp"
+#include "pnmem/admission.hpp"
 #include "pnmem/engine/admit.hpp"
+#include "pnmem/ladder.hpp"
 #include "pnmem/model_files/model_json.hpp"
 #include "pnmem/pnmem_c.h"
 
@@ -168,6 +170,58 @@ int compare_all(const char* name, const pnmem_model& cm, const pnmem::model_desc
   return compared_count;
 }
 
+// pnmem_admit_model_load, pnmem_admit_model_load_die and pnmem_admit_load_spike against
+// admission.hpp's admit_model_load, admit_model_load_die and admit_load_spike on one snapshot
+// (retaken while the snapshot moves). Returns the C answers of the whole-model check.
+bool same_load_answer(const char* what, const pnmem_admit_answer& c, const pnmem::admit_result& x,
+                      const pnmem_state& snap) {
+  const int status = x.verdict == pnmem::verdict::admit ? PNMEM_ADMITTED
+                     : x.verdict == pnmem::verdict::cap ? PNMEM_CAPPED
+                                                         : PNMEM_DENIED;
+  const bool same = static_cast<int>(c.status) == status && c.fit_tokens == 0 && c.reason != nullptr &&
+                    pnmem::to_string(x.reason) == c.reason && c.level == snap.level && c.die == x.die &&
+                    c.window == 0 && c.need_bytes == x.need_bytes && c.limit_bytes == x.limit_bytes &&
+                    c.pending_bytes == 0;
+  if (!same) {
+    std::fprintf(stderr, "%s: C %d %s need %" PRIu64 " limit %" PRIu64 " die %d; C++ %d %s need %" PRIu64
+                         " limit %" PRIu64 " die %d\n",
+                 what, static_cast<int>(c.status), c.reason != nullptr ? c.reason : "(null)", c.need_bytes,
+                 c.limit_bytes, c.die, status, std::string(pnmem::to_string(x.reason)).c_str(), x.need_bytes,
+                 x.limit_bytes, x.die);
+  }
+  return same;
+}
+
+struct load_answers {
+  pnmem_admit_answer whole{};
+  pnmem_admit_answer slice{};
+};
+
+load_answers compare_load(std::uint64_t weights, std::uint64_t kv, int die, const pnmem::policy& p) {
+  pnmem_model_load l;
+  CHECK(pnmem_model_load_init(&l) == 0);
+  l.weights_bytes = weights;
+  l.kv_bytes = kv;
+  l.die = die;
+  load_answers out;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    pnmem_state before{};
+    pnmem_state after{};
+    CHECK(pnmem_read(&before) == 0);
+    CHECK(pnmem_admit_model_load(&l, &out.whole) == 0);
+    CHECK(pnmem_admit_model_load_die(&l, &out.slice) == 0);
+    CHECK(pnmem_read(&after) == 0);
+    if (before.seq != after.seq) continue;
+    const pnmem::mem_state s = from_c(before);
+    CHECK(same_load_answer("model load", out.whole, pnmem::admit_model_load({weights, kv}, s, die, p), before));
+    CHECK(same_load_answer("model load die", out.slice, pnmem::admit_model_load_die(weights, kv, s, die, p), before));
+    return out;
+  }
+  std::fprintf(stderr, "the snapshot moved on 100 attempts in a row\n");
+  ++failures;
+  return out;
+}
+
 pnmem_model c_model(pnmem_kv_format kv, int gpu_resident, int max_window, int die) {
   pnmem_model m;
   CHECK(pnmem_model_init(&m) == 0);
@@ -208,12 +262,17 @@ int main() {
   CHECK(setenv("PN_HOST_RESERVE_BYTES", "1", 1) == 0);
   CHECK(setenv("PN_PSI_FULL_REJECT", "100", 1) == 0);
   CHECK(unsetenv("PN_LADDER_DISABLE") == 0);
+  // The watcher's options come from the environment too (pnmem_watcher_options_init's defaults).
+  CHECK(setenv("PN_PRESSURE_POLL_MS", "90", 1) == 0);
+  CHECK(setenv("PN_STEP_DOWN_DWELL_MS", "0", 1) == 0);
   const pnmem::env_config env = pnmem::policy_from_env();
   CHECK(env.ok());
   const pnmem::policy& p = env.value;
 
   pnmem_watcher_options o;
   CHECK(pnmem_watcher_options_init(&o) == 0);
+  CHECK(o.pressure_poll_interval_ms == 90);  // PN_PRESSURE_POLL_MS, not the seed's 100
+  CHECK(o.poll_interval_ms == 250);          // unset: the seed's
   o.poll_interval_ms = 3600 * 1000;
   o.pressure_poll_interval_ms = 3600 * 1000;
   if (pnmem_watcher_start_with(&o) != 0) {
@@ -232,11 +291,12 @@ int main() {
   CHECK(cp.host_reserve_bp == p.host_reserve_bp && cp.host_reserve_bp == 0);
   CHECK(cp.psi_full_reject_bp == p.psi_full_reject_bp && cp.psi_full_reject_bp == 10000);
   CHECK(cp.psi_some_tight_bp == p.psi_some_tight_bp);
+  CHECK(cp.psi_full_window_ms == p.psi_full_window_ms);
   CHECK(cp.die_tight_divisor == p.die_tight_divisor && cp.die_watch_divisor == p.die_watch_divisor);
   CHECK(cp.die_reserve_bytes == p.die_reserve_bytes && cp.die_scratch_bytes == p.die_scratch_bytes);
   CHECK(cp.load_spike_bytes == p.load_spike_bytes && cp.ladder_disabled == p.ladder_disabled);
   CHECK(cp.host_total_bytes == snap.host_total_bytes && cp.host_total_bytes > 0);
-  CHECK(cp.host_reserve_bytes == pnmem::host_reserve_bytes(snap.host_total_bytes, p));
+  CHECK(cp.host_reserve_bytes == pnmem::host_reserve_bytes(from_c(snap), p));
   CHECK(cp.host_reserve_bytes == 1);
 
   // --- The seed's model: pnmem_model_init's defaults give the C++ default model_desc's answers.
@@ -351,6 +411,104 @@ int main() {
     if (std::strcmp(line, want_line) != 0) std::fprintf(stderr, "  got  \"%s\"\n  want \"%s\"\n", line, want_line);
   }
 
+  // --- Model loads: the C answers are admission.hpp's on the same snapshot; by hand where die 0
+  // (1 GiB free of 16) and die 1 (1024 GiB free) decide. Whole model: weights + KV + the 1.5 GiB
+  // die scratch within free - the 1 GiB die reserve (1023 GiB on die 1, 0 on die 0); a slice:
+  // within free (1024 GiB, 1 GiB), equality fitting. Die -1 picks die 1, the roomiest.
+  CHECK(p.die_reserve_bytes == gib && p.die_scratch_bytes == 3 * gib / 2);
+  {
+    struct load_case {
+      std::uint64_t weights;
+      std::uint64_t kv;
+      int die;
+      pnmem_admit_status whole;
+      const char* whole_reason;
+      pnmem_admit_status slice;
+      const char* slice_reason;
+    };
+    const load_case load_cases[] = {
+        {16 * gib, 2 * gib, -1, PNMEM_ADMITTED, "fits", PNMEM_DENIED, "bad_request"},
+        {16 * gib, 2 * gib, 1, PNMEM_ADMITTED, "fits", PNMEM_ADMITTED, "fits"},
+        {16 * gib, 2 * gib, 0, PNMEM_DENIED, "die_vram", PNMEM_DENIED, "die_vram"},
+        {0, 0, 0, PNMEM_DENIED, "die_vram", PNMEM_DENIED, "die_vram"},            // the scratch alone: 1.5 > 1 GiB
+        {0, 0, 2, PNMEM_DENIED, "bad_request", PNMEM_DENIED, "bad_request"},      // die 2 was never fed
+        {1000 * gib, 43 * gib / 2, 1, PNMEM_ADMITTED, "fits", PNMEM_ADMITTED, "fits"},  // need 1023 GiB: whole at its limit
+        {1000 * gib, 43 * gib / 2 + 1, 1, PNMEM_DENIED, "die_vram", PNMEM_ADMITTED, "fits"},
+        {1000 * gib, 45 * gib / 2, 1, PNMEM_DENIED, "die_vram", PNMEM_ADMITTED, "fits"},  // need 1024 GiB: the slice's limit
+        {1000 * gib, 45 * gib / 2 + 1, 1, PNMEM_DENIED, "die_vram", PNMEM_DENIED, "die_vram"},
+        {UINT64_MAX, UINT64_MAX, -1, PNMEM_DENIED, "die_vram", PNMEM_DENIED, "bad_request"},  // saturates, never wraps
+    };
+    for (const load_case& lc : load_cases) {
+      const load_answers a = compare_load(lc.weights, lc.kv, lc.die, p);
+      CHECK(a.whole.status == lc.whole);
+      CHECK(a.whole.reason != nullptr && std::strcmp(a.whole.reason, lc.whole_reason) == 0);
+      CHECK(a.slice.status == lc.slice);
+      CHECK(a.slice.reason != nullptr && std::strcmp(a.slice.reason, lc.slice_reason) == 0);
+    }
+    const load_answers roomiest = compare_load(16 * gib, 2 * gib, -1, p);
+    CHECK(roomiest.whole.die == 1);
+    CHECK(roomiest.whole.need_bytes == 39 * gib / 2 && roomiest.whole.limit_bytes == 1023 * gib);
+    char line[256];
+    CHECK(pnmem_explain(&roomiest.whole, line, sizeof line) > 0);
+    char want_line[256];
+    std::snprintf(want_line, sizeof want_line,
+                  "admitted (fits): need 19.50 GiB (20937965568 B), limit 1023.00 GiB (1098437885952 B), fit 0 "
+                  "tokens, level %s, die 1",
+                  pnmem_level_name(roomiest.whole.level));
+    CHECK(std::strcmp(line, want_line) == 0);
+    if (std::strcmp(line, want_line) != 0) std::fprintf(stderr, "  got  \"%s\"\n  want \"%s\"\n", line, want_line);
+  }
+
+  // --- The load spike: admit_load_spike on the same snapshot (the whole 2.4 GiB burst or nothing).
+  {
+    bool checked = false;
+    for (int attempt = 0; attempt < 100 && !checked; ++attempt) {
+      pnmem_state before{};
+      pnmem_state after{};
+      pnmem_admit_answer c{};
+      CHECK(pnmem_read(&before) == 0);
+      CHECK(pnmem_admit_load_spike(&c) == 0);
+      CHECK(pnmem_read(&after) == 0);
+      if (before.seq != after.seq) continue;
+      checked = true;
+      const pnmem::admit_result x = pnmem::admit_load_spike(from_c(before), p);
+      CHECK(same_load_answer("load spike", c, x, before));
+      CHECK(c.need_bytes == p.load_spike_bytes && c.status != PNMEM_CAPPED);
+    }
+    CHECK(checked);
+  }
+
+  // --- Rung 4a at KV init: pnmem_kv_allocation_for is kv_allocation_for, for the seed's model and
+  // the models read from JSON, at every level's plan.
+  {
+    const pnmem_level c_levels[] = {PNMEM_LEVEL_OK, PNMEM_LEVEL_WATCH, PNMEM_LEVEL_TIGHT, PNMEM_LEVEL_CRITICAL};
+    const std::string_view jsons[] = {llama_json, sliding_json, prealloc_json};
+    int kv_compared = 0;
+    for (const pnmem_level lv : c_levels) {
+      const pnmem_ladder_plan cp_plan = pnmem_plan_ladder(lv, 8, 16384, false);
+      const pnmem::ladder_plan plan = pnmem::ladder_plan_for(static_cast<pnmem::mem_level>(lv), {8, 16384, false}, p);
+      for (const std::uint64_t tokens : {0ULL, 1ULL, 4095ULL, 4096ULL, 4097ULL, 100000ULL}) {
+        pnmem_model seed_c;
+        CHECK(pnmem_model_init(&seed_c) == 0);
+        pnmem_kv_allocation got{};
+        CHECK(pnmem_kv_allocation_for(&cp_plan, &seed_c, tokens, &got) == 0);
+        pnmem::kv_allocation want = pnmem::kv_allocation_for(plan, tokens);
+        CHECK(static_cast<int>(got.format) == static_cast<int>(want.format));
+        CHECK(got.bytes == want.bytes);
+        ++kv_compared;
+        for (const std::string_view json : jsons) {
+          const pnmem_model m = from_json(json, PNMEM_KV_F16, 0, 0, -1);
+          CHECK(pnmem_kv_allocation_for(&cp_plan, &m, tokens, &got) == 0);
+          want = pnmem::kv_allocation_for(plan, cost_of(json), tokens);
+          CHECK(static_cast<int>(got.format) == static_cast<int>(want.format));
+          CHECK(got.bytes == want.bytes);
+          ++kv_compared;
+        }
+      }
+    }
+    std::printf("compared %d KV allocations with the C++ library's\n", kv_compared);
+  }
+
   // --- The host budget and a byte reservation's CAP: the reserve formula and admit_host_bytes.
   bool budget_checked = false;
   for (int attempt = 0; attempt < 100 && !budget_checked; ++attempt) {
@@ -366,7 +524,7 @@ int main() {
     if (before.seq != after.seq) continue;
     budget_checked = true;
     const pnmem::mem_state s = from_c(before);
-    const std::uint64_t reserve = pnmem::host_reserve_bytes(s.host_total_bytes, p);
+    const std::uint64_t reserve = pnmem::host_reserve_bytes(s, p);
     CHECK(b.total_bytes == s.host_total_bytes && b.avail_bytes == s.host_avail_bytes);
     CHECK(b.reserve_bytes == reserve);
     CHECK(b.headroom_bytes == (s.host_avail_bytes > reserve ? s.host_avail_bytes - reserve : 0));

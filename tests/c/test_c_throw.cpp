@@ -1,6 +1,7 @@
 // The C ABI when its C++ side throws: a log sink written in C++ that throws
 // (std::runtime_error, std::bad_alloc, std::system_error, an int, and on every
-// call) from inside pnmem_plan_ladder, pnmem_admit and pnmem_admit_reserved. Each
+// call) from inside pnmem_plan_ladder, pnmem_admit and pnmem_admit_reserved (and, on
+// the line naming a refused argument, the model-load checks and pnmem_kv_allocation_for). Each
 // call returns its documented error value, writes no answer, reserves nothing,
 // logs "pnmem: <function>: <what>" when the sink takes a second line, and the
 // process goes on; the next call without a throw works as before. Then a level
@@ -186,6 +187,51 @@ int main() {
     CHECK(pnmem_pending_bytes() == a.need_bytes);
     pnmem_reservation_cancel(r);
     CHECK(pnmem_pending_bytes() == 0);
+  }
+
+  // The model-load checks and pnmem_kv_allocation_for log a line only when they refuse an
+  // argument: a sink that throws on it makes the call return -1 with nothing written, and the
+  // boundary's report is the sink's second line. Without a throw the same calls answer.
+  {
+    pnmem_model_load bad;
+    CHECK(pnmem_model_load_init(&bad) == 0);
+    bad.die = -2;
+    const pnmem_admit_answer pattern = untouched_answer();
+    for (const bool slice : {false, true}) {
+      sink_data.next = throws::runtime_error;
+      sink_data.calls = 0;
+      sink_data.last.clear();
+      pnmem_admit_answer a = pattern;
+      CHECK((slice ? pnmem_admit_model_load_die(&bad, &a) : pnmem_admit_model_load(&bad, &a)) == -1);
+      CHECK(same_answer(a, pattern));
+      CHECK(sink_data.calls == 2);
+      CHECK(sink_data.last ==
+            std::string("pnmem: ") + (slice ? "pnmem_admit_model_load_die" : "pnmem_admit_model_load") + ": the sink failed");
+    }
+    pnmem_model m = make_model(PNMEM_KV_FP32, 0);
+    m.struct_size = 0;
+    const pnmem_ladder_plan plan = pnmem_plan_ladder(PNMEM_LEVEL_WATCH, 8, 0, false);
+    pnmem_kv_allocation kv;
+    std::memset(&kv, 0xA5, sizeof kv);
+    const pnmem_kv_allocation kv_pattern = kv;
+    sink_data.next = throws::bad_alloc;
+    sink_data.calls = 0;
+    sink_data.last.clear();
+    CHECK(pnmem_kv_allocation_for(&plan, &m, 1, &kv) == -1);
+    CHECK(std::memcmp(&kv, &kv_pattern, sizeof kv) == 0);
+    CHECK(sink_data.calls == 2);
+    CHECK(sink_data.last == "pnmem: pnmem_kv_allocation_for: out of memory");
+
+    sink_data.next = throws::nothing;
+    sink_data.calls = 0;
+    bad.die = -1;
+    pnmem_admit_answer a = pattern;
+    CHECK(pnmem_admit_model_load(&bad, &a) == 0);
+    CHECK(!same_answer(a, pattern));
+    m = make_model(PNMEM_KV_FP32, 0);
+    CHECK(pnmem_kv_allocation_for(&plan, &m, 1, &kv) == 0);
+    CHECK(kv.format == PNMEM_KV_Q4 && kv.bytes == 5898);
+    CHECK(sink_data.calls == 0);
   }
 
   // A subscriber that throws: the watcher's delivering thread catches it, logs it, and

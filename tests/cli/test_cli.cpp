@@ -327,6 +327,20 @@ TEST_CASE("admit: host path, fits / cap / reject agree with admit_request") {
     c.rq.max_window = 4096;
     check_fields(check_admit(c), {{"verdict", "cap"}, {"reason", "window"}, {"fit_tokens", 4096}});
   }
+  SUBCASE("the ladder's prefill window: within the configured window, capped prefill_window") {
+    auto c = make_admit(64 * GiB, 60 * GiB, 5000);
+    c.args.insert(c.args.end(), {"--max-window", "8192", "--prefill-window", "4096"});
+    c.rq.max_window = 8192;
+    c.rq.prefill_window = 4096;
+    const json j = check_admit(c);
+    check_fields(j, {{"verdict", "cap"}, {"reason", "prefill_window"}, {"fit_tokens", 4096}, {"prefill_window", 4096}});
+    // Past the configured window too: window.
+    auto longer = make_admit(64 * GiB, 60 * GiB, 9000);
+    longer.args.insert(longer.args.end(), {"--max-window", "8192", "--prefill-window", "4096"});
+    longer.rq.max_window = 8192;
+    longer.rq.prefill_window = 4096;
+    check_fields(check_admit(longer), {{"verdict", "cap"}, {"reason", "window"}, {"fit_tokens", 4096}});
+  }
   SUBCASE("inside the host reserve") {
     check_fields(check_admit(make_admit(k80_total, k80_reserve, 100)),
                  {{"verdict", "reject"}, {"reason", "host_reserve"}, {"level", "critical"}});

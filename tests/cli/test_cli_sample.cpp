@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,9 @@ std::string env_or_fail(const char* name) {
 
 std::string fixture(const std::string& name) { return env_or_fail("PNMEM_LINUX_FIXTURES") + "/" + name; }
 
-pnmem::test::process_result pnmem_run(const std::vector<std::string>& args) {
-  return pnmem::test::run_process(env_or_fail("PNMEM_EXE"), args);
+pnmem::test::process_result pnmem_run(const std::vector<std::string>& args,
+                                      const std::map<std::string, std::string>& env = {}) {
+  return pnmem::test::run_process(env_or_fail("PNMEM_EXE"), args, env);
 }
 
 void check_state_matches_sampler(const json& j, const std::string& root) {
@@ -48,7 +50,7 @@ void check_state_matches_sampler(const json& j, const std::string& root) {
   pnmem::mem_state s;
   pnmem::assign_host(s, h);
   CHECK(j.at("level") == std::string(pnmem::to_string(pnmem::derive_level(s))));
-  CHECK(j.at("host_reserve_bytes") == pnmem::host_reserve_bytes(h.total_bytes));
+  CHECK(j.at("host_reserve_bytes") == pnmem::host_reserve_bytes(s));  // a container's where the limit is the total
   const json& p = j.at("provenance");
   CHECK(p.at("cgroup_mode") == std::string(pnmem::to_string(h.provenance.cgroup)));
   CHECK(p.at("psi_mode") == std::string(pnmem::to_string(h.provenance.psi)));
@@ -95,10 +97,12 @@ TEST_CASE("pnmem sample on a garbage tree says what failed and is not critical")
 }
 
 TEST_CASE("pnmem watch --json --count N: N sample lines, level changes as they happen, then exit 0") {
-  const auto r = pnmem_run({"--json", "watch", "--root", fixture("v2_nested"), "--interval", "5", "--count", "3"});
+  const auto r = pnmem_run(
+      {"--json", "watch", "--root", fixture("v2_nested"), "--interval", "5", "--count", "3", "--host-reserve", "1GiB"});
   REQUIRE(r.exit_code == 0);
   auto lines = pnmem::test::lines_of(r.out);
-  // v2_nested is CRITICAL: the first sample is a change from the initial OK.
+  // v2_nested (1 GiB available of its 3 GiB limit) is CRITICAL under a 1 GiB reserve (its own, 768 MiB, makes
+  // it WATCH): the first sample is a change from the initial OK.
   REQUIRE(lines.size() == 4);
   const json change = json::parse(lines[0], nullptr, false);
   REQUIRE(change.is_object());
@@ -112,7 +116,8 @@ TEST_CASE("pnmem watch --json --count N: N sample lines, level changes as they h
     const json j = json::parse(line, nullptr, false);
     REQUIRE(j.is_object());
     CHECK(j.at("event") == "sample");
-    check_state_matches_sampler(j.at("state"), fixture("v2_nested"));
+    CHECK(j.at("state").at("host_reserve_bytes") == pnmem::GiB);
+    CHECK(j.at("state").at("level") == "critical");
     const auto seq = j.at("state").at("seq").get<std::uint64_t>();
     CHECK(seq > last_seq);
     last_seq = seq;
@@ -189,8 +194,9 @@ TEST_CASE("pnmem --json metrics: the exposition inside an object") {
 }
 
 TEST_CASE("pnmem probe: exit status follows the level against --max-level") {
-  // v2_nested is CRITICAL, v2_unlimited is OK.
-  auto r = pnmem_run({"probe", "--root", fixture("v2_nested")});
+  // v2_nested is CRITICAL under a 1 GiB reserve (WATCH under its own 768 MiB), v2_unlimited is OK.
+  const std::string one_gib = "1GiB";
+  auto r = pnmem_run({"probe", "--root", fixture("v2_nested"), "--host-reserve", one_gib});
   CHECK(r.exit_code == 1);
   CHECK(r.err.empty());
   REQUIRE(pnmem::test::lines_of(r.out).size() == 1);
@@ -202,12 +208,18 @@ TEST_CASE("pnmem probe: exit status follows the level against --max-level") {
   REQUIRE(pnmem::test::lines_of(r.out).size() == 1);
   CHECK(r.out.find("ready: level ok <= tight") == 0);
 
-  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested"), "--max-level", "critical"}).exit_code == 0);
-  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested"), "--max-level", "CRITICAL"}).exit_code == 0);
+  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested"), "--host-reserve", one_gib, "--max-level", "critical"})
+            .exit_code == 0);
+  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested"), "--host-reserve", one_gib, "--max-level", "CRITICAL"})
+            .exit_code == 0);
   CHECK(pnmem_run({"probe", "--root", fixture("v2_unlimited"), "--max-level", "ok"}).exit_code == 0);
-  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested"), "--max-level", "watch"}).exit_code == 1);
+  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested"), "--host-reserve", one_gib, "--max-level", "watch"})
+            .exit_code == 1);
+  // Under its own reserve (the container rule: 768 MiB of a 3 GiB limit) it is WATCH: ready at tight.
+  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested")}).exit_code == 0);
+  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested"), "--max-level", "ok"}).exit_code == 1);
 
-  r = pnmem_run({"--json", "probe", "--root", fixture("v2_nested")});
+  r = pnmem_run({"--json", "probe", "--root", fixture("v2_nested"), "--host-reserve", one_gib});
   CHECK(r.exit_code == 1);
   const json j = json::parse(r.out, nullptr, false);
   REQUIRE(j.is_object());
@@ -287,4 +299,54 @@ TEST_CASE("pnmem watch --help: the defaults are the watcher's own") {
   CHECK(r.out.find("Poll interval at WATCH or worse, ms (default " + std::to_string(o.pressure_poll_interval.count()) +
                    ")") != std::string::npos);
   CHECK(r.out.find("instead of " + pnmem::linux_sampler_options{}.root + " ") != std::string::npos);
+}
+
+TEST_CASE("pnmem sample in a 2 GiB container keeps the container's reserve, 512 MiB, as the library's levels do") {
+  const auto r = pnmem_run({"--json", "sample", "--root", fixture("v1_limit")});
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out, nullptr, false);
+  REQUIRE(j.is_object());
+  REQUIRE(j.at("host_total_bytes") == 2 * pnmem::GiB);
+  REQUIRE(j.at("cgroup_max_bytes") == 2 * pnmem::GiB);
+  CHECK(j.at("host_reserve_bytes") == 512 * pnmem::MiB);  // the seed's rule: 1 GiB
+  CHECK(j.at("level") == "tight");  // PSI full > 0; with the seed's 1 GiB reserve and 1 GiB available: CRITICAL
+  // The bytes alone (PSI off): 1 GiB available is 2 x the reserve: OK.
+  const auto bytes = pnmem_run({"--json", "sample", "--root", fixture("v1_limit")}, {{"PN_PSI_SOURCE", "off"}});
+  REQUIRE(bytes.exit_code == 0);
+  CHECK(json::parse(bytes.out).at("level") == "ok");
+  const auto m = pnmem_run({"metrics", "--root", fixture("v1_limit")});
+  REQUIRE(m.exit_code == 0);
+  CHECK(pnmem::test::check_exposition(m.out).value("pnmem_host_reserve_bytes") ==
+        static_cast<double>(512 * pnmem::MiB));
+}
+
+TEST_CASE("the tool honours PN_PSI_SOURCE, the poll intervals and the dwell") {
+  // The v2 fixture's host PSI has a "some" stall; off ignores it.
+  const std::string root = fixture("v2_nested");
+  const auto host = pnmem_run({"--json", "sample", "--root", root});
+  REQUIRE(host.exit_code == 0);
+  REQUIRE(json::parse(host.out).at("host_psi_some_avg10").get<double>() > 0.0);
+  const auto off = pnmem_run({"--json", "sample", "--root", root}, {{"PN_PSI_SOURCE", "off"}});
+  REQUIRE(off.exit_code == 0);
+  CHECK(off.err.empty());
+  const json j = json::parse(off.out);
+  CHECK(j.at("host_psi_some_avg10") == 0.0);
+  CHECK(j.at("provenance").at("psi_mode") == "none");
+  // cgroup: the container has no memory.pressure in the fixture: the host's, and one line says why.
+  const auto cg = pnmem_run({"--json", "sample", "--root", root}, {{"PN_PSI_SOURCE", "cgroup"}});
+  REQUIRE(cg.exit_code == 0);
+  CHECK(json::parse(cg.out).at("host_psi_some_avg10") == json::parse(host.out).at("host_psi_some_avg10"));
+  CHECK(cg.err.find("pnmem: PSI source cgroup: ") == 0);
+  // A bad value: the tool's own warning, once, and the default.
+  const auto bad = pnmem_run({"--json", "sample", "--root", root}, {{"PN_PSI_SOURCE", "both"}});
+  REQUIRE(bad.exit_code == 0);
+  CHECK(bad.err == "pnmem: warning: PN_PSI_SOURCE=\"both\": not a PSI source (use host, cgroup or off); keeping host\n");
+
+  // watch: its defaults are the environment's.
+  const auto help = pnmem_run({"watch", "--help"},
+                              {{"PN_MEMWATCH_POLL_MS", "700"}, {"PN_PRESSURE_POLL_MS", "70"}, {"PN_STEP_DOWN_DWELL_MS", "7000"}});
+  REQUIRE(help.exit_code == 0);
+  CHECK(help.out.find("Poll interval at OK, ms (default 700)") != std::string::npos);
+  CHECK(help.out.find("Poll interval at WATCH or worse, ms (default 70)") != std::string::npos);
+  CHECK(help.out.find("this long, ms (default 7000)") != std::string::npos);
 }

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <thread>
@@ -99,6 +100,17 @@ TEST_CASE("PN_DIE_RESERVE_BYTES reaches the budget through the policy") {
   REQUIRE(cfg.ok());
   fake_backend dev{{.devices = 1, .total_bytes_per_device = 1 * GiB}};
   CHECK(die_feed{dev, cfg.value}.budget_bytes(0) == 768 * MiB);
+}
+
+TEST_CASE("without a policy the feed takes the process's PN_DIE_RESERVE_BYTES (applied by default)") {
+  ::setenv("PN_DIE_RESERVE_BYTES", "256MiB", 1);
+  pnmem::detail::reset_process_env_for_testing();
+  fake_backend dev{{.devices = 1, .total_bytes_per_device = 1 * GiB}};
+  CHECK(die_feed{dev}.budget_bytes(0) == 768 * MiB);
+  CHECK(die_feed{dev, default_policy}.budget_bytes(0) == 0);  // an explicit policy is the engine's
+  ::unsetenv("PN_DIE_RESERVE_BYTES");
+  pnmem::detail::reset_process_env_for_testing();
+  CHECK(die_feed{dev}.budget_bytes(0) == 0);  // the seed's 1 GiB reserve
 }
 
 TEST_CASE("poll pushes free as the device reports it, moving with allocations") {
@@ -306,6 +318,33 @@ TEST_CASE("watcher_sink feeds watcher::set_die, retiring included") {
   CHECK(s.per_die_free_bytes[1] == 16 * GiB);
   CHECK(s.per_die_used_bytes[1] == 5 * MiB);
   CHECK(s.per_die_retiring_bytes[1] == 3 * MiB);
+}
+
+TEST_CASE("feed_every_sample: each watcher sample polls the dies into the same snapshot, until disconnected") {
+  fake_backend dev{{.devices = 2, .total_bytes_per_device = 16 * GiB}};
+  watcher<quiet_host> w{quiet_host{}};
+  die_feed feed{dev};
+  {
+    scoped_subscription conn = feed_every_sample(feed, w);
+    const std::uint64_t seq0 = w.read().seq;
+    w.poll_now();
+    mem_state s = w.read();
+    CHECK(s.seq == seq0 + 1);  // host and dies in one publish
+    CHECK(s.n_dies == 2);
+    CHECK(s.host_avail_bytes == 60 * GiB);
+    CHECK(s.per_die_free_bytes[0] == 16 * GiB);
+    CHECK(s.per_die_budget_bytes[0] == 15 * GiB);
+    // Another process takes 15.5 GiB of die 0: the next tick shows it, with no engine call in between.
+    dev.set_used_by_others(0, 31 * GiB / 2);
+    w.poll_now();
+    s = w.read();
+    CHECK(s.per_die_free_bytes[0] == GiB / 2);
+    CHECK(s.level == mem_level::tight);  // free < budget/16 on die 0
+  }
+  // Disconnected: the watcher no longer polls the feed.
+  dev.set_used_by_others(0, 0);
+  w.poll_now();
+  CHECK(w.read().per_die_free_bytes[0] == GiB / 2);
 }
 
 }  // namespace

@@ -14,11 +14,14 @@
 #include <string_view>
 #include <vector>
 
+#include "pnmem/admission.hpp"
+#include "pnmem/fake_clock.hpp"
 #include "pnmem/host_sample.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/linux/procfs.hpp"
 #include "pnmem/units.hpp"
+#include "pnmem/watcher.hpp"
 #include "fixture_sampler.hpp"
 #include "fixture_tree.hpp"
 #include "real_cgroup.hpp"
@@ -647,4 +650,246 @@ TEST_CASE("the real machine: sane and self-consistent numbers") {
   CHECK(again.provenance.cgroup == p.cgroup);
   CHECK(again.provenance.limit_cgroup_path() == p.limit_cgroup_path());
   CHECK(again.total_bytes == h.total_bytes);
+}
+
+// Issue 14, item 1: the real sampler's total= readings, through a watcher on a fake clock polling every
+// 100 ms (its rate at WATCH or worse). One interval's stall rate shows a stall at once (TIGHT); CRITICAL
+// and psi_stall rejections need it to hold over the policy's window (3 s by default, at least 2 s).
+namespace {
+
+struct psi_run {
+  temp_tree tree{"v2_unlimited"};
+  fs::path psi_file = tree / "proc/pressure/memory";
+  pnmem::fake_clock clock;
+  std::uint64_t full_us = 0;
+  std::uint64_t some_us = 0;
+  pnmem::watcher<linux_sampler, pnmem::fake_clock> w;
+
+  psi_run() : w(make_sampler(), pnmem::watcher_options{}, clock) {
+    write_text(psi_file, psi_text(some_us, full_us));
+    w.poll_now();
+  }
+
+  linux_sampler make_sampler() {
+    linux_sampler_options o;
+    o.root = tree.root.string();
+    o.psi_triggers.clear();
+    o.monotonic_ns = [c = clock] { return c.now().time_since_epoch().count(); };
+    return linux_sampler(std::move(o));
+  }
+
+  // 100 ms pass with `stalled_ms` of them fully stalled (the kernel counts "full" inside "some").
+  pnmem::mem_state step(std::uint64_t stalled_ms) {
+    clock.advance(std::chrono::milliseconds(100));
+    full_us += stalled_ms * 1000;
+    some_us += stalled_ms * 1000;
+    write_text(psi_file, psi_text(some_us, full_us));
+    w.poll_now();
+    return w.read();
+  }
+};
+
+pnmem::admit_reason live_reason(const pnmem::mem_state& s) {
+  return pnmem::admit_request({.n_prompt = 100, .gpu_resident = true}, s).reason;
+}
+
+}  // namespace
+
+TEST_CASE("a 300 ms burst of 100 % full stall is TIGHT at most and rejects nothing") {
+  psi_run r;
+  for (int i = 0; i < 50; ++i) CHECK(r.step(0).level == pnmem::mem_level::ok);  // 5 s of quiet history
+  bool tight_seen = false;
+  for (int i = 0; i < 3; ++i) {
+    const pnmem::mem_state s = r.step(100);
+    CAPTURE(i);
+    CHECK(s.host_psi_full_rate == doctest::Approx(100.0));  // the fast signal sees it ...
+    CHECK(s.level <= pnmem::mem_level::tight);               // ... and raises TIGHT at once, no more
+    tight_seen = tight_seen || s.level == pnmem::mem_level::tight;
+    CHECK(live_reason(s) != pnmem::admit_reason::psi_stall);
+  }
+  CHECK(tight_seen);
+  for (int i = 0; i < 40; ++i) {  // and while the window still holds the burst
+    const pnmem::mem_state s = r.step(0);
+    CAPTURE(i);
+    CHECK(s.level <= pnmem::mem_level::tight);
+    CHECK(s.host_psi_full_sustained < 15.0);
+    CHECK(live_reason(s) != pnmem::admit_reason::psi_stall);
+  }
+}
+
+TEST_CASE("3 s of 30 % full stall is CRITICAL, and rejects with psi_stall, by one poll after the 2 s mark") {
+  psi_run r;
+  for (int i = 0; i < 50; ++i) r.step(0);
+  int critical_at = -1;  // polls since the stall began
+  for (int i = 1; i <= 30; ++i) {
+    const pnmem::mem_state s = r.step(30);
+    if (s.level == pnmem::mem_level::critical && critical_at < 0) {
+      critical_at = i;
+      CHECK(live_reason(s) == pnmem::admit_reason::psi_stall);
+    }
+    if (critical_at < 0) CHECK(live_reason(s) != pnmem::admit_reason::psi_stall);
+  }
+  REQUIRE(critical_at > 0);
+  CHECK(critical_at <= 21);  // 2 s = 20 polls, plus one
+  CHECK(r.w.read().level == pnmem::mem_level::critical);
+}
+
+TEST_CASE("the sustained rate is unknown (0) until the history covers the window, and a PSI gap restarts it") {
+  psi_run r;
+  // From the first sample, all stall: the window has not been covered yet for 3 s.
+  for (int i = 1; i < 30; ++i) {
+    const pnmem::mem_state s = r.step(100);
+    CAPTURE(i);
+    CHECK(s.host_psi_full_sustained == 0.0);
+    CHECK(s.level == pnmem::mem_level::tight);
+  }
+  CHECK(r.step(100).host_psi_full_sustained == doctest::Approx(100.0));  // 3 s of history: confirmed
+  CHECK(r.w.read().level == pnmem::mem_level::critical);
+  fs::remove(r.psi_file);  // PSI unreadable for a sample: no counter, the history starts over
+  r.clock.advance(std::chrono::milliseconds(100));
+  r.w.poll_now();
+  CHECK(r.w.read().host_psi_full_sustained == 0.0);
+  CHECK(r.step(100).host_psi_full_sustained == 0.0);
+}
+
+// --- The PSI source (PN_PSI_SOURCE) --------------------------------------------------------------
+
+namespace {
+
+// A v2 container (fixture v2_nested) whose host PSI shows another tenant's 30 % full stall.
+struct psi_source_tree {
+  temp_tree tree{"v2_nested"};
+  fs::path host_psi = tree / "proc/pressure/memory";
+  fs::path cgroup_psi = tree / "sys/fs/cgroup/kubepods.slice/pod1.slice/ctr.scope/memory.pressure";
+  monotonic_clock clock;
+  std::vector<std::string> notes;
+
+  psi_source_tree() {
+    write_text(host_psi,
+               "some avg10=40.00 avg60=10.00 avg300=2.00 total=90000000\n"
+               "full avg10=30.00 avg60=8.00 avg300=1.00 total=50000000\n");
+    write_text(cgroup_psi,
+               "some avg10=1.00 avg60=0.50 avg300=0.10 total=1000\n"
+               "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n");
+  }
+  linux_sampler sampler(pnmem::psi_source source) {
+    linux_sampler_options o;
+    o.root = tree.root.string();
+    o.psi_source = source;
+    o.monotonic_ns = [this] { return clock.now_ns; };
+    o.log = [this](std::string_view line) { notes.emplace_back(line); };
+    return linux_sampler(std::move(o));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("PSI source host: the whole box's stalls (the seed's)") {
+  psi_source_tree t;
+  linux_sampler s = t.sampler(pnmem::psi_source::host);
+  const host_sample h = s.sample();
+  CHECK(h.psi_full_avg10 == doctest::Approx(30.0));
+  CHECK(h.provenance.read(host_source::psi));
+  CHECK_FALSE(h.provenance.read(host_source::cgroup_pressure));
+  CHECK(level_of(h) == pnmem::mem_level::critical);  // another tenant's stall
+  CHECK(t.notes.empty());
+}
+
+TEST_CASE("PSI source cgroup: the container's own memory.pressure, and the host's (said once) where it has none") {
+  psi_source_tree t;
+  linux_sampler s = t.sampler(pnmem::psi_source::cgroup);
+  host_sample h = s.sample();
+  CHECK(h.psi_some_avg10 == doctest::Approx(1.0));
+  CHECK(h.psi_full_avg10 == 0.0);
+  CHECK(h.provenance.read(host_source::cgroup_pressure));
+  CHECK_FALSE(h.provenance.read(host_source::psi));
+  CHECK(h.provenance.psi == psi_mode::poll);
+  CHECK(level_of(h) == pnmem::mem_level::watch);  // its own "some" only; the host's 30 % full stall is not its
+  CHECK(t.notes.empty());
+
+  // The rate and the counter are the cgroup's.
+  t.clock.now_ns += 1'000'000'000;
+  write_text(t.cgroup_psi, psi_text(201'000, 100'000));
+  h = s.sample();
+  CHECK(h.psi_some_rate == doctest::Approx(20.0));
+  CHECK(h.psi_full_rate == doctest::Approx(10.0));
+  CHECK(h.psi_full_total_known);
+  CHECK(h.psi_full_total_us == 100'000);
+
+  // The file goes (a kernel without PSI in cgroups): the host's, one line saying why, and the rate
+  // and the counter start over (no rate spans two files).
+  fs::remove(t.cgroup_psi);
+  t.clock.now_ns += 1'000'000'000;
+  h = s.sample();
+  CHECK(h.psi_full_avg10 == doctest::Approx(30.0));
+  CHECK(h.provenance.read(host_source::psi));
+  CHECK_FALSE(h.provenance.read(host_source::cgroup_pressure));
+  CHECK(h.psi_some_rate == 0.0);
+  CHECK_FALSE(h.psi_full_total_known);
+  REQUIRE(t.notes.size() == 1);
+  CHECK(t.notes[0].find("PSI source cgroup: ") == 0);
+  CHECK(t.notes[0].find("ctr.scope/memory.pressure does not exist") != std::string::npos);
+  CHECK(t.notes[0].find("reading /proc/pressure/memory") != std::string::npos);
+  t.clock.now_ns += 1'000'000'000;
+  write_text(t.host_psi, psi_text(90'500'000, 50'000'000));
+  h = s.sample();  // still the host's: no second line, the rate runs again
+  CHECK(t.notes.size() == 1);
+  CHECK(h.psi_some_rate > 0.0);
+  CHECK(h.psi_full_total_known);
+
+  // It comes back: the cgroup's again, said once.
+  write_text(t.cgroup_psi, psi_text(300'000, 100'000));
+  t.clock.now_ns += 1'000'000'000;
+  h = s.sample();
+  CHECK(h.provenance.read(host_source::cgroup_pressure));
+  CHECK_FALSE(h.psi_full_total_known);
+  REQUIRE(t.notes.size() == 2);
+  CHECK(t.notes[1].find("reading ") != std::string::npos);
+  CHECK(t.notes[1].find("again") != std::string::npos);
+}
+
+TEST_CASE("PSI source cgroup under cgroup v1: the host's, with one line saying why") {
+  temp_tree tree("v1_limit");
+  std::vector<std::string> notes;
+  linux_sampler_options o;
+  o.root = tree.root.string();
+  o.psi_source = pnmem::psi_source::cgroup;
+  o.log = [&notes](std::string_view line) { notes.emplace_back(line); };
+  linux_sampler s{std::move(o)};
+  const host_sample h = s.sample();
+  CHECK(h.provenance.read(host_source::psi));
+  (void)s.sample();
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0] ==
+        "PSI source cgroup: the memory cgroup is v1 (no memory.pressure); reading /proc/pressure/memory (the whole "
+        "box's stalls) instead");
+}
+
+TEST_CASE("PSI source off: no PSI is read, no trigger armed; the level goes by bytes alone") {
+  psi_source_tree t;
+  linux_sampler s = t.sampler(pnmem::psi_source::off);
+  const host_sample h = s.sample();
+  CHECK(h.psi_some_avg10 == 0.0);
+  CHECK(h.psi_full_avg10 == 0.0);
+  CHECK_FALSE(h.psi_full_total_known);
+  CHECK_FALSE(h.provenance.read(host_source::psi));
+  CHECK_FALSE(h.provenance.read(host_source::cgroup_pressure));
+  CHECK(h.provenance.psi == psi_mode::none);
+  CHECK(s.trigger().armed().empty());
+  pnmem::mem_state st;
+  pnmem::assign_host(st, h);
+  CHECK(pnmem::derive_level(st) == pnmem::host_level(st));  // the host's 30 % full stall is not read
+  CHECK(s.wait_for(std::chrono::milliseconds(1)) == pnmem::wake::timeout);
+}
+
+TEST_CASE("linux_sampler_options{} takes PN_PSI_SOURCE from the environment") {
+  ::setenv("PN_PSI_SOURCE", "cgroup", 1);
+  pnmem::detail::reset_process_env_for_testing();
+  CHECK(linux_sampler_options{}.psi_source == pnmem::psi_source::cgroup);
+  ::setenv("PN_PSI_SOURCE", "off", 1);
+  pnmem::detail::reset_process_env_for_testing();
+  CHECK(linux_sampler_options{}.psi_source == pnmem::psi_source::off);
+  ::unsetenv("PN_PSI_SOURCE");
+  pnmem::detail::reset_process_env_for_testing();
+  CHECK(linux_sampler_options{}.psi_source == pnmem::psi_source::host);
 }

@@ -35,6 +35,7 @@ class admit_command final : public one_shot_command {
   bool gpu_resident_ = false;
   std::optional<std::string> die_;
   std::optional<std::string> max_window_;
+  std::optional<std::string> prefill_window_;
   policy_options policy_;
   model_options model_;
 };
@@ -55,6 +56,11 @@ void admit_command::add_options(CLI::App& app) {
                   "Context window limit in tokens; 0 = none (default " +
                       std::to_string(pnmem::request_spec{}.max_window) + ")")
       ->type_name("W");
+  add_text_option(app, "--prefill-window", prefill_window_,
+                  "The ladder's prefill window in force (rung 3, `pnmem plan`'s prefill_window at TIGHT or worse): "
+                  "the most prompt tokens admitted now; 0 = none (default " +
+                      std::to_string(pnmem::request_spec{}.prefill_window) + ")")
+      ->type_name("W");
   policy_.add_to(app, level_flags);
   model_.add_to(app);
 }
@@ -72,6 +78,7 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
     rq.die = 0;
   }
   if (max_window_) rq.max_window = parse_int_arg("--max-window", *max_window_, 0);
+  if (prefill_window_) rq.prefill_window = parse_int_arg("--prefill-window", *prefill_window_, 0);
   const pnmem::policy p = policy_.apply(env_policy);
 
   const pnmem::mem_level level = pnmem::derive_level(state, p);
@@ -87,14 +94,21 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   j["kv"] = std::string(pnmem::to_string(rq.kv));
   j["gpu_resident"] = rq.gpu_resident;
   j["max_window"] = rq.max_window;
-  j["host_reserve_bytes"] = pnmem::host_reserve_bytes(state.host_total_bytes, p);
+  if (prefill_window_) j["prefill_window"] = rq.prefill_window;
+  j["host_reserve_bytes"] = pnmem::host_reserve_bytes(state, p);
   // Only when a model was given: the seed's answers stay as they were, to the byte.
   if (model) j["model"] = model_brief_json(*model, rq.kv);
 
   std::ostringstream t;
   t << verdict_line("verdict", r) << '\n';
   t << "fit_tokens: " << r.fit_tokens << " of " << rq.n_prompt << " prompt tokens";
-  if (rq.max_window > 0) t << " (window " << rq.max_window << ")";
+  if (rq.max_window > 0 && rq.prefill_window > 0) {
+    t << " (window " << rq.max_window << ", prefill window " << rq.prefill_window << ")";
+  } else if (rq.max_window > 0) {
+    t << " (window " << rq.max_window << ")";
+  } else if (rq.prefill_window > 0) {
+    t << " (prefill window " << rq.prefill_window << ")";
+  }
   t << '\n';
   t << "level: " << pnmem::to_string(level) << '\n';
   if (model) t << model_brief_text(*model, rq.kv) << '\n';

@@ -7,8 +7,9 @@
 // sampler (pnmem/platform_sampler.hpp).
 //
 // Exit status: 0 answered (whatever the verdict), 2 bad argument (one line on
-// stderr, nothing on stdout), 1 anything else. PN_* variables set the policy;
-// a bad one is a warning line on stderr and its default stays.
+// stderr, nothing on stdout), 1 anything else. PN_* variables set the policy,
+// the watcher's cadence and the PSI source; a bad one is a warning line on stderr and its
+// default stays.
 
 // GCC 12 reports a -Wnull-dereference false positive inside libstdc++'s
 // std::string when it inlines CLI11's CLI::detail::split into this file. The
@@ -111,6 +112,11 @@ std::string help_footer() {
 }
 
 int run(int argc, char** argv) {
+  // The PN_* variables, as every library default reads them (once, config.hpp), their errors
+  // taken before anything could report them: the tool prints them itself, as warnings, once it
+  // has an answer (none with --help, none beside a bad argument).
+  const pnmem::env_settings_config env{pnmem::process_env_config().value, pnmem::take_env_errors()};
+
   CLI::App app{"pnmem: memory-pressure what-if questions (level, ladder plan, request and model-load admission), "
                "for the seed's model or yours (pnmem model)",
                "pnmem"};
@@ -152,7 +158,7 @@ int run(int argc, char** argv) {
   }
 
   try {
-    return chosen->run(pnmem::policy_from_env(), json);
+    return chosen->run(env, json);
   } catch (const pnmem_cli::usage_error& e) {
     pnmem_cli::print_error(e.what());
     return pnmem_cli::exit_usage;

@@ -126,7 +126,7 @@ class model_command final : public subcommand {
                    "Print a model description (pnmem's model JSON) from a config.json, a GGUF file, a "
                    "description or a shape") {}
 
-  int run(const pnmem::env_config& env, bool json) const override;
+  int run(const pnmem::env_settings_config& env, bool json) const override;
 
  private:
   void add_options(CLI::App& app) override;
@@ -187,7 +187,7 @@ mf::model_description model_command::describe() const {
   return d;
 }
 
-int model_command::run(const pnmem::env_config& env, bool /*json*/) const {
+int model_command::run(const pnmem::env_settings_config& env, bool /*json*/) const {
   // Everything that can go wrong does so before anything is printed.
   const mf::model_description d = describe();
   const std::string text = mf::write_model_json(d, 2) + '\n';

@@ -63,20 +63,21 @@ void policy_options::add_to(CLI::App& app, unsigned which) {
     } else {
       add_text_option(app, f.flag, value,
                       std::string(v.meaning) + " (overrides " + v.name + "; default " +
-                          v.setting(pnmem::default_policy) + ")")
+                          v.setting(pnmem::default_env_settings) + ")")
           ->type_name(f.type_name);
     }
   }
 }
 
 pnmem::policy policy_options::apply(pnmem::policy base) const {
-  pnmem::policy p = base;
+  pnmem::env_settings s = pnmem::default_env_settings;  // the variables set env_settings; these, its policy
+  s.policy = base;
   for (std::size_t i = 0; i < policy_flag_count; ++i) {
     if (!values_[i]) continue;
-    const std::string problem = flag_specs[i].variable->apply(p, values_[i]->c_str());
+    const std::string problem = flag_specs[i].variable->apply(s, values_[i]->c_str());
     if (!problem.empty()) throw usage_error(describe_bad_value(flag_specs[i].flag, *values_[i], problem));
   }
-  return p;
+  return s.policy;
 }
 
 }  // namespace pnmem_cli

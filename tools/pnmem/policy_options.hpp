@@ -1,6 +1,6 @@
 // tools/pnmem/policy_options.hpp - the policy flags that override the environment.
 //
-// The policy starts from pnmem::policy_from_env() (PN_* variables); a flag given
+// The policy starts from the PN_* variables (config.hpp, read once); a flag given
 // on the command line wins over its variable, and means exactly what the
 // variable means (config.hpp's table parses both and gives the help its text):
 //

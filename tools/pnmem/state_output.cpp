@@ -47,6 +47,8 @@ std::string level_name(pnmem::mem_level l) { return std::string(pnmem::to_string
 nlohmann::ordered_json state_json(const pnmem::mem_state& s, const pnmem::policy& p) {
   nlohmann::ordered_json j;
   pnmem::for_each_host_number([&](std::string_view name, auto field) { j[std::string(name)] = field(s); });
+  // The full-stall rate over the policy's window (watcher history; 0 in a one-shot sample).
+  j["host_psi_full_sustained"] = s.host_psi_full_sustained;
   const int n = pnmem::die_count(s);
   j["n_dies"] = n;
   auto die_array = [&](const auto& arr) {
@@ -63,7 +65,7 @@ nlohmann::ordered_json state_json(const pnmem::mem_state& s, const pnmem::policy
   j["host_os_level"] = level_name(s.host_os_level);
   j["seq"] = s.seq;
   j["sample_time_ns"] = s.sample_time_ns;
-  j["host_reserve_bytes"] = pnmem::host_reserve_bytes(s.host_total_bytes, p);
+  j["host_reserve_bytes"] = pnmem::host_reserve_bytes(s, p);  // the snapshot's: a container's limit scales it
 
   const pnmem::sample_provenance& pv = s.provenance;
   nlohmann::ordered_json prov;
@@ -102,7 +104,7 @@ std::string state_text(const pnmem::mem_state& s, const pnmem::policy& p) {
   }
   t << "psi: " << pnmem::to_string(r.psi_level) << " (some avg10 " << s.host_psi_some_avg10 << " % rate "
     << s.host_psi_some_rate << " %, full avg10 " << s.host_psi_full_avg10 << " % rate " << s.host_psi_full_rate
-    << " %; " << pnmem::to_string(pv.psi) << ")\n";
+    << " % over " << p.psi_full_window_ms << " ms " << s.host_psi_full_sustained << " %; " << pnmem::to_string(pv.psi) << ")\n";
   t << "cgroup: " << pnmem::to_string(pv.cgroup);
   if (pv.cgroup_limit_bytes != 0) {
     t << ", limit " << pnmem::format_bytes(pv.cgroup_limit_bytes) << " at " << pv.limit_cgroup_path()

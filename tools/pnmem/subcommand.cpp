@@ -17,9 +17,9 @@ void subcommand::add_to(CLI::App& parent) {
 
 bool subcommand::selected() const { return app_ != nullptr && app_->parsed(); }
 
-int one_shot_command::run(const pnmem::env_config& env, bool json) const {
+int one_shot_command::run(const pnmem::env_settings_config& env, bool json) const {
   // Answer first: a bad argument is the one line on stderr, with no warning beside it.
-  const command_output out = answer(env.value);
+  const command_output out = answer(env.value.policy);
   print_warnings(env.errors);
   if (json) {
     std::cout << out.json.dump(out.json_one_line ? -1 : 2) << '\n';
@@ -30,7 +30,7 @@ int one_shot_command::run(const pnmem::env_config& env, bool json) const {
   return std::cout ? out.exit_status : exit_failure;
 }
 
-int streaming_command::run(const pnmem::env_config& env, bool json) const {
+int streaming_command::run(const pnmem::env_settings_config& env, bool json) const {
   // Warnings first: the stream prints until it is stopped.
   print_warnings(env.errors);
   return stream(env.value, json);

@@ -43,9 +43,10 @@ class subcommand {
   bool selected() const;
 
   // Validates the option text (throwing usage_error before anything is printed),
-  // answers, prints and returns the exit status. `env` is the policy from the PN_*
-  // variables with their errors (printed as warnings); the flags override it.
-  virtual int run(const pnmem::env_config& env, bool json) const = 0;
+  // answers, prints and returns the exit status. `env` is the settings from the PN_*
+  // variables (the policy, the watcher's cadence, the PSI source) with their errors
+  // (printed as warnings); the flags override them.
+  virtual int run(const pnmem::env_settings_config& env, bool json) const = 0;
 
  protected:
   // Registers the subcommand's own options on `app` (the subcommand's App).
@@ -68,7 +69,7 @@ struct command_output {
 class one_shot_command : public subcommand {
  public:
   using subcommand::subcommand;
-  int run(const pnmem::env_config& env, bool json) const final;
+  int run(const pnmem::env_settings_config& env, bool json) const final;
 
  protected:
   // Throws usage_error on a bad option value.
@@ -78,12 +79,12 @@ class one_shot_command : public subcommand {
 class streaming_command : public subcommand {
  public:
   using subcommand::subcommand;
-  int run(const pnmem::env_config& env, bool json) const final;
+  int run(const pnmem::env_settings_config& env, bool json) const final;
 
  protected:
   // Runs until stopped (a signal, a count), printing as it goes; the exit status.
   // Throws usage_error on a bad option value before it prints anything.
-  virtual int stream(const pnmem::policy& env_policy, bool json) const = 0;
+  virtual int stream(const pnmem::env_settings& env, bool json) const = 0;
 };
 
 }  // namespace pnmem_cli

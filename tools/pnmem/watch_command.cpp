@@ -50,9 +50,10 @@ class watch_command final : public streaming_command {
 
  private:
   void add_options(CLI::App& app) override;
-  int stream(const pnmem::policy& env_policy, bool json) const override;
+  int stream(const pnmem::env_settings& env, bool json) const override;
 
-  // The option text, defaulting to the watcher's own defaults.
+  // The option text, defaulting to the watcher's own defaults (PN_MEMWATCH_POLL_MS,
+  // PN_PRESSURE_POLL_MS, PN_STEP_DOWN_DWELL_MS where set).
   box_options box_;
   std::string interval_ = ms_text(pnmem::watcher_options{}.poll_interval);
   std::string pressure_interval_ = ms_text(pnmem::watcher_options{}.pressure_poll_interval);
@@ -75,13 +76,13 @@ void watch_command::add_options(CLI::App& app) {
   policy_.add_to(app, level_flags);
 }
 
-int watch_command::stream(const pnmem::policy& env_policy, bool json) const {
-  pnmem::watcher_options o;
+int watch_command::stream(const pnmem::env_settings& env, bool json) const {
+  pnmem::watcher_options o = pnmem::to_watcher_options(env);
   o.poll_interval = std::chrono::milliseconds(parse_int_arg("--interval", interval_, 1));
   o.pressure_poll_interval = std::chrono::milliseconds(parse_int_arg("--pressure-interval", pressure_interval_, 1));
   o.step_down_dwell = std::chrono::milliseconds(parse_int_arg("--dwell", dwell_, 0));
   const int count = parse_int_arg("--count", count_, 0);
-  o.policy = policy_.apply(env_policy);
+  o.policy = policy_.apply(env.policy);
   pnmem::platform_sampler sampler = box_.make_sampler(true);
 
   // SIGINT/SIGTERM stop the loop below. Blocked while the watcher's thread starts

@@ -9,7 +9,9 @@
 //      so through the log sink:
 //        [ladder] TIGHT -> prefill window clamped 16384 -> 8192 (rung 3)
 //   4. admit_request, mapped to admitted / capped / denied.
-// The answer carries the reason, the level, the die and the window used.
+// The answer carries the reason, the level, the die and the window used. A cap to the configured
+// window says `window`; a cap to rung 3's clamp, of a prompt within the configured window,
+// says `prefill_window` (the prompt tokens admitted now; it fits whole once the box recovers).
 //
 //   pnmem::model_desc m{.kv = pnmem::kv_format::q4, .gpu_resident = true, .max_window = 16384,
 //                       .cost = my_model_cost};   // cost_model.hpp; default: the seed's model
@@ -24,9 +26,11 @@
 #include <string_view>
 
 #include "pnmem/admission.hpp"
+#include "pnmem/config.hpp"
 #include "pnmem/engine/counters.hpp"
 #include "pnmem/ladder.hpp"
 #include "pnmem/level.hpp"
+#include "pnmem/live_state.hpp"
 #include "pnmem/mem_state.hpp"
 #include "pnmem/policy.hpp"
 
@@ -63,10 +67,11 @@ struct admit_answer {
   int window = 0;                      // the window admission used (after the ladder's clamp)
   bool window_clamped = false;         // rung 3 reduced the configured window
   admit_result detail{};               // admit_request's full result (need/limit bytes)
+  request_spec request{};              // the request admission judged (for the gate: notify_pressure(level, request))
 };
 
 struct admit_options {
-  pnmem::policy policy = default_policy;
+  pnmem::policy policy = env_policy();  // default: the PN_* variables' (config.hpp), read once
   std::function<void(std::string_view)> log{};  // one line per event worth logging; empty = silent
   engine_counters* counters = nullptr;         // counted into when set
 };
@@ -110,7 +115,11 @@ inline admit_answer admit_snapshot(const mem_state& s, const model_desc& m, int 
   rq.kv = m.kv;
   rq.gpu_resident = m.gpu_resident;
   rq.die = a.die;
-  rq.max_window = a.window;
+  rq.max_window = m.max_window;
+  // Rung 3's clamp as its own bound: a prompt it cuts is capped `prefill_window`, one past the
+  // configured window `window` (admission.hpp).
+  rq.prefill_window = a.window_clamped ? a.window : 0;
+  a.request = rq;
   a.detail = admit_request(m.cost, rq, s, o.policy);
   a.fit_tokens = a.detail.fit_tokens;
   a.reason = a.detail.reason;
@@ -123,7 +132,9 @@ inline admit_answer admit_snapshot(const mem_state& s, const model_desc& m, int 
   return a;
 }
 
-// The seed's pn_admit over a live watcher (anything with running() and read()).
+// The seed's pn_admit over a live watcher (anything with running() and read()). It decides
+// on the snapshot's live part, which holds every number the decision reads, when the
+// watcher offers it (pnmem::watcher does: live_state.hpp, with_live_snapshot).
 template <class Watcher>
 admit_answer admit(const Watcher& w, const model_desc& m, int n_tokens, const admit_options& o = {}) {
   if (!w.running()) {
@@ -134,7 +145,7 @@ admit_answer admit(const Watcher& w, const model_desc& m, int n_tokens, const ad
     if (o.counters != nullptr) engine_counters::bump(o.counters->fail_open);
     return a;
   }
-  return admit_snapshot(w.read(), m, n_tokens, o);
+  return with_live_snapshot(w, [&](const mem_state& s) { return admit_snapshot(s, m, n_tokens, o); });
 }
 
 }  // namespace pnmem

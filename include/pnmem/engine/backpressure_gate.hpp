@@ -2,22 +2,28 @@
 //
 // The seed's D3 (bs_notify_pressure / bs_slot_acquire) as a class:
 //
-//   pnmem::backpressure_gate gate{/*max_slots=*/8, /*max_waiters=*/64, &counters};
-//   auto conn = gate.connect(watcher);            // clears on the watcher's level changes
+//   pnmem::backpressure_gate gate{{.max_slots = 8, .counters = &counters, .model = my_model}};
+//   auto conn = gate.connect(watcher);            // every sample: release rule + rung 2
 //   ...
-//   auto a = pnmem::admit(watcher, model, n_prompt_tokens);  // engine/admit.hpp
-//   if (a.status == pnmem::admit_status::denied) gate.notify_pressure(a.level);
-//   auto r = gate.acquire(std::chrono::steady_clock::now() + 2s, stop_token);
+//   pnmem::request_spec rq{.n_prompt = n};        // what this request will run
+//   auto a = pnmem::admit(watcher, model, n);     // engine/admit.hpp
+//   if (a.status == pnmem::admit_status::denied) gate.notify_pressure(a.level, rq);
+//   auto r = gate.acquire(std::chrono::steady_clock::now() + 2s, rq, stop_token);
 //   if (!r) return r.status == pnmem::gate_status::overloaded ? http_503("overloaded, retry") : ...;
 //   decode(...);                                  // r.slot returns the slot when it goes out of scope
-//   gate.set_capacity(pnmem::ladder_plan_for(level, cfg).max_slots);  // rung 2
 //
-// Rules:
-// - The pushed level only rises through notify_pressure (a denied admission).
-//   The watcher lowers it: a change to below TIGHT clears it to OK; a change
-//   to CRITICAL raises it to CRITICAL; a change from CRITICAL to TIGHT lowers
-//   a pushed CRITICAL to TIGHT (hold, stop shedding: the box said it is no
-//   longer critical).
+// Rules (the seed's D3, with a release rule that cannot hold a queue for ever):
+// - Only a denied admission holds: notify_pressure raises the pushed level (never
+//   lowers it). The watcher's level alone never pushes, so a box resting at TIGHT
+//   with nothing denied holds nothing, and a CRITICAL no denial confirmed sheds nothing.
+// - A hold (pushed TIGHT or worse) ends on the first watcher sample on which a fresh
+//   admission of the request at the head of the queue (acquire with a request_spec),
+//   else of the last denied one (notify_pressure with it), would be admitted or capped;
+//   with neither known, on the first sample below TIGHT (the seed's rule). Checked on
+//   every sample (connect() subscribes to each one), so the hold ends within one poll
+//   interval of the box recovering, even if the level never changes.
+// - A pushed CRITICAL falls to TIGHT on the first sample below CRITICAL (stop
+//   shedding, keep holding until the rule above releases).
 // - acquire waits while the pushed level is TIGHT or worse, or no slot is free.
 //   Waiters are served first come, first served; a new acquirer never overtakes one.
 // - While the pushed level is CRITICAL every new acquirer fails at once with
@@ -26,8 +32,11 @@
 // - At most `max_waiters` acquirers wait; one more gets `queue_full` at once.
 // - A deadline gives `timed_out`; a stop request on the token gives `cancelled`.
 //   A slot granted concurrently with either wins: the result is `acquired`.
-// - set_capacity (the ladder's rung 2): lowering below the slots in use revokes
-//   nothing; it only holds new acquirers until enough slots are released.
+// - Rung 2 (gate_options::follow_ladder, on by default): the slot count is the ladder's
+//   max_slots for the watcher's level, from connect() on: lowered while degraded and
+//   never raised until OK restores the operator's max_slots. set_capacity() changes
+//   that ceiling (without the ladder: the slot count itself). Lowering below the slots
+//   in use revokes nothing; it only holds new acquirers until enough are released.
 //
 // Slots: acquire returns {status, slot}; the gate_slot is an RAII handle that
 // returns the slot on destruction (or release()). For engines that cannot hold
@@ -48,6 +57,7 @@
 #include <stop_token>
 #include <utility>
 
+#include "pnmem/admission.hpp"
 #include "pnmem/change_delivery.hpp"
 #include "pnmem/engine/counters.hpp"
 #include "pnmem/engine/detail/backpressure_gate_impl.hpp"
@@ -103,41 +113,62 @@ using gate_connection = scoped_subscription;
 
 class backpressure_gate {
  public:
+  explicit backpressure_gate(const gate_options& o) : core_(std::make_shared<detail::gate_core>(o)) {}
+
   // max_slots: the slot ceiling (values below 1 are treated as 1, as the ladder's
   // max_slots); max_waiters: the bound on waiting acquirers (0: never wait);
-  // counters: optional, the gate_* fields are counted when given.
+  // counters: optional, the gate_* fields are counted when given. The other
+  // options are gate_options' defaults (the ladder followed, the seed's model).
   explicit backpressure_gate(int max_slots, std::size_t max_waiters = 64, engine_counters* counters = nullptr)
-      : core_(std::make_shared<detail::gate_core>(max_slots, max_waiters, counters)) {}
+      : backpressure_gate(gate_options{.max_slots = max_slots, .max_waiters = max_waiters, .counters = counters}) {}
 
   backpressure_gate(const backpressure_gate&) = delete;
   backpressure_gate& operator=(const backpressure_gate&) = delete;
 
   // A denied admission: raise the pushed level to `l` (never lowers it).
   // At CRITICAL every waiting acquirer fails at once with `overloaded`.
+  // With the denied request, the hold's release re-checks it while no waiter
+  // at the head of the queue says what it will run.
   void notify_pressure(mem_level l) { core_->notify_pressure(l); }
+  void notify_pressure(mem_level l, const request_spec& denied) { core_->notify_pressure(l, &denied); }
 
-  // A level change published by the watcher (what connect() subscribes):
-  // below TIGHT clears the pushed level and wakes waiters; CRITICAL pushes
-  // CRITICAL; CRITICAL -> TIGHT lowers a pushed CRITICAL to TIGHT.
+  // A fresh snapshot (what connect() delivers on every sample): the release rule
+  // and rung 2 above.
+  void on_sample(const mem_state& s) { core_->on_sample(s); }
+
+  // The same with only a level known: the hold ends below TIGHT.
   void on_level_change(mem_level to) { core_->on_level_change(to); }
 
   // Clears the pushed level to OK by hand and wakes waiters.
   void clear() { core_->clear(); }
 
-  // The ladder's rung 2 (ladder_plan::max_slots). Values below 1 are treated as 1.
-  // Lowering it revokes no slot; raising it wakes waiters.
+  // The operator's slot ceiling (values below 1 are treated as 1). Following the
+  // ladder, the level's plan applies below it; else it is the slot count. Lowering
+  // it revokes no slot; raising it wakes waiters.
   void set_capacity(int max_slots) { core_->set_capacity(max_slots); }
 
   // Waits until a slot is granted, the deadline passes, `st` is stopped, or the
-  // pushed level becomes CRITICAL.
+  // pushed level becomes CRITICAL. With `request` (what the acquirer will run),
+  // a hold is released as soon as that request would be admitted while it waits
+  // at the head of the queue; it must outlive the call.
   template <class Clock, class Duration>
   gate_result acquire(const std::chrono::time_point<Clock, Duration>& deadline, std::stop_token st = {}) {
     return wrap(core_->acquire(deadline, std::move(st), true));
+  }
+  template <class Clock, class Duration>
+  gate_result acquire(const std::chrono::time_point<Clock, Duration>& deadline, const request_spec& request,
+                      std::stop_token st = {}) {
+    return wrap(core_->acquire(deadline, std::move(st), true, &request));
   }
 
   template <class Rep, class Period>
   gate_result acquire_for(const std::chrono::duration<Rep, Period>& timeout, std::stop_token st = {}) {
     return acquire(std::chrono::steady_clock::now() + timeout, std::move(st));
+  }
+  template <class Rep, class Period>
+  gate_result acquire_for(const std::chrono::duration<Rep, Period>& timeout, const request_spec& request,
+                          std::stop_token st = {}) {
+    return acquire(std::chrono::steady_clock::now() + timeout, request, std::move(st));
   }
 
   // Never waits: acquired, overloaded, or timed_out when it would have to wait.
@@ -148,15 +179,18 @@ class backpressure_gate {
   // Returns a slot whose gate_slot was detach()ed.
   void release() { core_->release(); }
 
-  // Subscribes to `w`'s level changes (w.subscribe / w.unsubscribe, as
-  // pnmem::watcher). A watcher already at CRITICAL pushes CRITICAL now.
+  // Subscribes to every sample of `w` (w.subscribe(fn, delivery::every_sample) /
+  // w.unsubscribe, as pnmem::watcher) and applies the current snapshot now (rung 2
+  // at once, as the seed's scheduler does at creation).
   template <class Watcher>
   [[nodiscard]] gate_connection connect(Watcher& w) {
     std::weak_ptr<detail::gate_core> weak = core_;
-    const auto id = w.subscribe([weak](const auto& change) {
-      if (auto core = weak.lock()) core->on_level_change(change.to);
-    });
-    if (w.read().level == mem_level::critical) notify_pressure(mem_level::critical);
+    const auto id = w.subscribe(
+        [weak](const auto& change) {
+          if (auto core = weak.lock()) core->on_sample(change.state);
+        },
+        delivery::every_sample);
+    core_->on_sample(w.read());
     return gate_connection([&w, id] { w.unsubscribe(id); });
   }
 

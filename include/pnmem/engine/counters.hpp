@@ -14,10 +14,12 @@
 
 namespace pnmem {
 
-inline constexpr int admit_reason_count = static_cast<int>(admit_reason::bad_request) + 1;
+inline constexpr int admit_reason_count = static_cast<int>(admit_reason::prefill_window) + 1;
+static_assert(to_string(static_cast<admit_reason>(admit_reason_count)) == "invalid",
+              "admit_reason gained a value: admit_reason_count must count it");
 
 struct engine_counters {
-  // Admission outcomes by reason: admitted (fits), capped (window, host_budget,
+  // Admission outcomes by reason: admitted (fits), capped (window, prefill_window, host_budget,
   // die_vram), denied (psi_stall, host_reserve, host_budget, die_vram, bad_request).
   std::array<std::atomic<std::uint64_t>, admit_reason_count> admitted{};
   std::array<std::atomic<std::uint64_t>, admit_reason_count> capped{};

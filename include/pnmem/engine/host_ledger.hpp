@@ -46,12 +46,14 @@
 #include <vector>
 
 #include "pnmem/clock_ns.hpp"
+#include "pnmem/config.hpp"
 #include "pnmem/cost_model.hpp"
 #include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/saturating.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/admission.hpp"
 #include "pnmem/engine/admit.hpp"
+#include "pnmem/live_state.hpp"
 #include "pnmem/mem_state.hpp"
 
 namespace pnmem {
@@ -118,7 +120,7 @@ class host_ledger {
   };
 
   struct reserve_options {
-    pnmem::policy policy = default_policy;
+    pnmem::policy policy = env_policy();  // default: the PN_* variables' (config.hpp), read once
     std::chrono::nanoseconds ttl{0};  // an unsettled reservation is dropped this long after; 0 = never
   };
 
@@ -139,7 +141,7 @@ class host_ledger {
       out.answer = pnmem::admit(w, m, n_tokens, o);  // fail open, as admit does
       return out;
     }
-    const mem_state s = budget_locked(w.read(), out.pending_bytes);
+    const mem_state s = budget_locked(read_for_decision(w), out.pending_bytes);
     out.answer = admit_snapshot(s, m, n_tokens, o);
     const bool starts = out.answer.status == admit_status::admitted || out.answer.status == admit_status::capped;
     const std::uint64_t need = m.gpu_resident ? 0 : host_cost_bytes(m.cost, out.answer.fit_tokens, m.kv);
@@ -166,7 +168,7 @@ class host_ledger {
       out.answer.detail = admit_host_bytes(bytes, mem_state{}, o.policy);
       return out;
     }
-    const mem_state s = budget_locked(w.read(), out.pending_bytes);
+    const mem_state s = budget_locked(read_for_decision(w), out.pending_bytes);
     const admit_result r = admit_host_bytes(bytes, s, o.policy);
     out.answer.level = s.level;
     out.answer.reason = r.reason;
@@ -187,7 +189,7 @@ class host_ledger {
   template <class Watcher>
   std::uint64_t pending_bytes(const Watcher& w) PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
-    return pending_locked(w.read().host_read_ns, now_());
+    return pending_locked(read_for_decision(w).host_read_ns, now_());
   }
 
   // Reservations the ledger still counts (not cancelled, not yet seen by a sample).

@@ -34,6 +34,7 @@
 
 #include "pnmem/admission.hpp"
 #include "pnmem/clock_ns.hpp"
+#include "pnmem/config.hpp"
 #include "pnmem/engine/counters.hpp"
 #include "pnmem/engine/detail/exposition_writer.hpp"
 #include "pnmem/level.hpp"
@@ -62,7 +63,7 @@ inline constexpr outcome possible_outcomes[] = {
     {verdict::cap, admit_reason::host_budget},    {verdict::cap, admit_reason::die_vram},
     {verdict::reject, admit_reason::psi_stall},   {verdict::reject, admit_reason::host_reserve},
     {verdict::reject, admit_reason::host_budget}, {verdict::reject, admit_reason::die_vram},
-    {verdict::reject, admit_reason::bad_request},
+    {verdict::reject, admit_reason::bad_request}, {verdict::cap, admit_reason::prefill_window},
 };
 
 constexpr bool is_possible(verdict v, admit_reason r) noexcept {
@@ -143,7 +144,7 @@ inline std::string prometheus_text(const mem_state& s, const engine_counters* co
           s.host_total_bytes);
   w.gauge("pnmem_host_avail_bytes", "Host memory available without swapping (MemAvailable).", s.host_avail_bytes);
   w.gauge("pnmem_host_reserve_bytes", "Host memory the policy keeps in reserve.",
-          host_reserve_bytes(s.host_total_bytes, p));
+          host_reserve_bytes(s, p));
 
   w.family("pnmem_psi_avg10_percent", "gauge", "Memory PSI avg10, percent of time stalled.");
   w.sample("pnmem_psi_avg10_percent", {{"kind", "some"}}, s.host_psi_some_avg10);
@@ -151,6 +152,10 @@ inline std::string prometheus_text(const mem_state& s, const engine_counters* co
   w.family("pnmem_psi_rate_percent", "gauge", "Memory PSI over the last sample interval, percent of time stalled.");
   w.sample("pnmem_psi_rate_percent", {{"kind", "some"}}, s.host_psi_some_rate);
   w.sample("pnmem_psi_rate_percent", {{"kind", "full"}}, s.host_psi_full_rate);
+  w.gauge("pnmem_psi_full_window_percent",
+          "Memory PSI full over the policy's window (psi_full_window_ms), percent of time stalled: what confirms "
+          "CRITICAL.",
+          s.host_psi_full_sustained);
 
   const sample_provenance& pv = s.provenance;
   w.gauge("pnmem_cgroup_usage_bytes", "The cgroup's memory usage (memory.current); 0 = not in a cgroup.",
@@ -211,8 +216,9 @@ inline std::string prometheus_text(const mem_state& s, const engine_counters* co
   return w.take();
 }
 
+// With the process's policy (the PN_* variables: config.hpp env_policy()).
 inline std::string prometheus_text(const mem_state& s, const engine_counters* counters = nullptr) {
-  return prometheus_text(s, counters, default_policy);
+  return prometheus_text(s, counters, env_policy());
 }
 
 }  // namespace pnmem

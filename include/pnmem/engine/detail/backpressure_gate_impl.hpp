@@ -14,13 +14,34 @@
 #include <stop_token>
 #include <utility>
 
+#include "pnmem/admission.hpp"
+#include "pnmem/config.hpp"
+#include "pnmem/cost_model.hpp"
 #include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/engine/counters.hpp"
 #include "pnmem/engine/gate_status.hpp"
+#include "pnmem/ladder.hpp"
 #include "pnmem/mem_level.hpp"
+#include "pnmem/mem_state.hpp"
+#include "pnmem/policy.hpp"
 
 namespace pnmem {
+
+// How a gate is built (backpressure_gate.hpp reads them).
+struct gate_options {
+  int max_slots = 1;             // the operator's slot ceiling (below 1: 1)
+  std::size_t max_waiters = 64;  // bound on waiting acquirers (0: never wait)
+  engine_counters* counters = nullptr;
+  // Rung 2: the slot count follows the ladder (ladder_plan_for(level, {max_slots}).max_slots) on
+  // every watcher sample from connect() on: reduced while degraded (never raised until OK), back to
+  // max_slots at OK. false: set_capacity() alone sets it.
+  bool follow_ladder = true;
+  // A hold's release re-checks admission of the request at the head of the queue (or of the denied
+  // one) with this model and policy: the engine's own.
+  model_cost model = seed_model_cost;
+  pnmem::policy policy = env_policy();  // default: the PN_* variables' (config.hpp), read once
+};
 
 namespace detail {
 
@@ -34,39 +55,62 @@ class gate_core {
     gate_status result = gate_status::timed_out;
     waiter* prev = nullptr;
     waiter* next = nullptr;
+    const request_spec* request = nullptr;  // what it will run, when the acquirer said (on its stack)
   };
 
-  gate_core(int max_slots, std::size_t max_waiters, engine_counters* counters) noexcept
-      : capacity_(max_slots < 1 ? 1 : max_slots), max_waiters_(max_waiters), counters_(counters) {}
+  explicit gate_core(const gate_options& o)
+      : configured_(o.max_slots < 1 ? 1 : o.max_slots),
+        capacity_(configured_),
+        follow_ladder_(o.follow_ladder),
+        model_(o.model),
+        policy_(o.policy),
+        max_waiters_(o.max_waiters),
+        counters_(o.counters) {}
 
-  void notify_pressure(mem_level l) PNMEM_EXCLUDES(mu_) {
+  // A denied admission: raise the hold to `l`; with the request, the hold's release re-checks it
+  // while no waiter says what it will run.
+  void notify_pressure(mem_level l, const request_spec* denied = nullptr) PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
     if (l > pushed_) pushed_ = l;
+    if (denied != nullptr && l >= mem_level::tight) {
+      denied_ = *denied;
+      has_denied_ = true;
+    }
     if (pushed_ == mem_level::critical) fail_waiters_locked();
   }
 
+  // A fresh snapshot (every watcher sample, through connect()).
+  void on_sample(const mem_state& s) PNMEM_EXCLUDES(mu_) {
+    detail::lock_guard lk(mu_);
+    follow_locked(s.level);
+    if (pushed_ >= mem_level::tight && would_pass_locked(s)) release_hold_locked();
+    grant_locked();
+  }
+
+  // Only a level known (no snapshot): the same rules, with "the level is below TIGHT" as the re-check.
   void on_level_change(mem_level to) PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
-    if (to < mem_level::tight) {
-      pushed_ = mem_level::ok;
-      grant_locked();
-    } else if (to == mem_level::critical) {
-      pushed_ = mem_level::critical;
-      fail_waiters_locked();
-    } else if (pushed_ == mem_level::critical) {  // critical -> tight: hold, stop shedding
-      pushed_ = mem_level::tight;
-    }
+    follow_locked(to);
+    if (pushed_ >= mem_level::tight && to < mem_level::tight) release_hold_locked();
+    grant_locked();
   }
 
   void clear() PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
-    pushed_ = mem_level::ok;
+    release_hold_locked();
     grant_locked();
   }
 
   void set_capacity(int max_slots) PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
-    capacity_ = max_slots < 1 ? 1 : max_slots;
+    const int slots = max_slots < 1 ? 1 : max_slots;
+    // Following the ladder, this is the operator's ceiling: the level's plan applies below it.
+    if (follow_ladder_) {
+      configured_ = slots;
+      capacity_ = ladder_plan_for(level_, ladder_config{.max_slots = configured_}, policy_).max_slots;
+    } else {
+      capacity_ = slots;
+    }
     grant_locked();
   }
 
@@ -77,8 +121,9 @@ class gate_core {
   }
 
   template <class Clock, class Duration>
-  gate_status acquire(const std::chrono::time_point<Clock, Duration>& deadline, std::stop_token st, bool may_wait) {
-    return count(acquire_uncounted(deadline, std::move(st), may_wait));
+  gate_status acquire(const std::chrono::time_point<Clock, Duration>& deadline, std::stop_token st, bool may_wait,
+                      const request_spec* request = nullptr) {
+    return count(acquire_uncounted(deadline, std::move(st), may_wait, request));
   }
 
   mem_level pushed_level() const PNMEM_EXCLUDES(mu_) {
@@ -101,11 +146,40 @@ class gate_core {
  private:
   bool holding_locked() const noexcept PNMEM_REQUIRES(mu_) { return pushed_ >= mem_level::tight || in_use_ >= capacity_; }
 
+  // Rung 2 for the level `l`: at OK the operator's slots; degraded, the plan's, and never more
+  // than now (reduce-only: a step from CRITICAL to TIGHT keeps 1 slot until OK).
+  void follow_locked(mem_level l) noexcept PNMEM_REQUIRES(mu_) {
+    // A CRITICAL hold that the box no longer confirms stops shedding and keeps holding.
+    if (pushed_ == mem_level::critical && l < mem_level::critical) pushed_ = mem_level::tight;
+    level_ = l;
+    if (!follow_ladder_) return;
+    const int plan = ladder_plan_for(l, ladder_config{.max_slots = configured_}, policy_).max_slots;
+    capacity_ = l == mem_level::ok || plan < capacity_ ? plan : capacity_;
+  }
+
+  // Would the request at the head of the queue (else the denied one) be admitted or capped now?
+  // Without either, the level must be below TIGHT (the seed's rule).
+  bool would_pass_locked(const mem_state& s) const noexcept PNMEM_REQUIRES(mu_) {
+    const request_spec* rq = head_ != nullptr && head_->request != nullptr ? head_->request
+                             : has_denied_                                 ? &denied_
+                                                                           : nullptr;
+    if (rq == nullptr) return s.level < mem_level::tight;
+    const admit_result r = admit_request(model_, *rq, s, policy_);
+    // A request the gate cannot judge (a die the snapshot lacks) never holds the queue.
+    return r.verdict != verdict::reject || r.reason == admit_reason::bad_request;
+  }
+
+  void release_hold_locked() noexcept PNMEM_REQUIRES(mu_) {
+    pushed_ = mem_level::ok;
+    has_denied_ = false;
+  }
+
   template <class Clock, class Duration>
   gate_status acquire_uncounted(const std::chrono::time_point<Clock, Duration>& deadline, std::stop_token st,
-                                bool may_wait) PNMEM_EXCLUDES(mu_) {
+                                bool may_wait, const request_spec* request) PNMEM_EXCLUDES(mu_) {
     if (st.stop_requested()) return gate_status::cancelled;
     waiter w;
+    w.request = request;
     {
       detail::lock_guard lk(mu_);
       if (pushed_ == mem_level::critical) return gate_status::overloaded;
@@ -201,7 +275,14 @@ class gate_core {
 
   mutable detail::mutex mu_;
   mem_level pushed_ PNMEM_GUARDED_BY(mu_) = mem_level::ok;
+  mem_level level_ PNMEM_GUARDED_BY(mu_) = mem_level::ok;  // the watcher's, as last seen
+  bool has_denied_ PNMEM_GUARDED_BY(mu_) = false;
+  request_spec denied_ PNMEM_GUARDED_BY(mu_){};
+  int configured_ PNMEM_GUARDED_BY(mu_);  // the operator's slots (the plan at OK)
   int capacity_ PNMEM_GUARDED_BY(mu_);
+  const bool follow_ladder_;
+  const model_cost model_;
+  const policy policy_;
   int in_use_ PNMEM_GUARDED_BY(mu_) = 0;
   const std::size_t max_waiters_;
   std::size_t n_waiting_ PNMEM_GUARDED_BY(mu_) = 0;

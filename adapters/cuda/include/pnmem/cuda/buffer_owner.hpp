@@ -111,7 +111,7 @@ struct slot_request {
 
 enum class owner_errc : std::uint8_t {
   ok,
-  busy,              // try_*: the turn is held (a step in flight, or a bind/resize)
+  busy,              // try_*: the turn is held (a step in flight, or a bind/resize) or others queue for it
   timed_out,         // the deadline passed while waiting for the turn
   invalid_argument,  // slots < 1, max_seq_tokens < 1, no home stream
   not_bound,         // step_begin before any successful bind

@@ -14,8 +14,9 @@
 //   pnmem::cuda::cudart_backend gpu;
 //   pnmem::cuda::die_feed feed{gpu, policy};
 //   if (feed.die_count() == 0) log(feed.reason());      // no GPU: nothing to feed
-//   auto sink = pnmem::cuda::watcher_sink(w);          // w.set_die(...)
-//   feed.poll(sink);                                    // on each watcher tick
+//   auto conn = pnmem::cuda::feed_every_sample(feed, w);  // polled on each watcher tick, in its snapshot
+//   // or by hand, when the engine wants to:
+//   feed.poll(pnmem::cuda::watcher_sink(w));            // w.set_die(...) per die
 //
 //   // in the buffer owner:
 //   feed.tally(die).add_used(bytes);                    // after alloc
@@ -33,6 +34,8 @@
 #include <string>
 #include <vector>
 
+#include "pnmem/change_delivery.hpp"
+#include "pnmem/config.hpp"
 #include "pnmem/cuda/device_backend.hpp"
 #include "pnmem/cuda/die_tally.hpp"
 #include "pnmem/mem_state.hpp"
@@ -52,8 +55,9 @@ class die_feed {
   };
 
   // Enumerates and measures at once. Dies beyond pnmem::max_dies are not fed
-  // (a snapshot has room for max_dies).
-  explicit die_feed(device_backend& backend, const policy& p = default_policy);
+  // (a snapshot has room for max_dies). Without a policy, the process's (the PN_*
+  // variables, PN_DIE_RESERVE_BYTES among them: config.hpp env_policy()).
+  explicit die_feed(device_backend& backend, const policy& p = env_policy());
   die_feed(const die_feed&) = delete;
   die_feed& operator=(const die_feed&) = delete;
 
@@ -98,6 +102,15 @@ template <class Watcher>
 die_feed::sink watcher_sink(Watcher& w) {
   return [&w](int die, std::uint64_t free_bytes, std::uint64_t budget_bytes, std::uint64_t used_bytes,
               std::uint64_t retiring_bytes) { (void)w.set_die(die, free_bytes, budget_bytes, used_bytes, retiring_bytes); };
+}
+
+// Registers the feed as a die source of `w` (watcher::add_die_source): every sample the watcher
+// takes polls the dies, and their numbers are published in the same snapshot as the host's.
+// Returns the registration; the feed and the watcher must outlive it.
+template <class Watcher>
+[[nodiscard]] scoped_subscription feed_every_sample(die_feed& feed, Watcher& w) {
+  const auto id = w.add_die_source([&feed](const auto& sink) { (void)feed.poll(sink); });
+  return scoped_subscription([&w, id] { w.remove_die_source(id); });
 }
 
 }  // namespace pnmem::cuda

@@ -43,6 +43,18 @@
 // files, and its memory is charged to the nearest ancestor that has them; that
 // ancestor then counts as the process's memory cgroup (its limits still apply).
 //
+// PSI source (linux_sampler_options::psi_source, PN_PSI_SOURCE by default):
+//   host    /proc/pressure/memory: the whole box's stalls (the seed). Triggers are armed on it and,
+//           in a v2 cgroup, on the cgroup's memory.pressure too.
+//   cgroup  the process's cgroup v2 memory.pressure (same format): its own cgroup's stalls, so other
+//           tenants' stalls do not escalate it (provenance: cgroup_pressure read, psi not). Where
+//           there is none (cgroup v1, no cgroup, a kernel without PSI in cgroups) the host's file
+//           is read instead, and one line says why (and one more when the cgroup's file appears).
+//           A trigger on the host file may still wake the watcher early: it only takes a sample.
+//   off     PSI is not read: its numbers stay 0, provenance.psi is none, no trigger is armed.
+// A sample that changes the file read starts the stall rate over (0 for that sample) and reports
+// no total= counter, so no rate ever spans two files.
+//
 // PSI: the avg10 figures as read, plus the stall rate of the last interval,
 // 100 * delta(total= us) / delta(monotonic clock us), in [0, 100]; 0 on the first
 // sample, after a PSI read failed, when a counter went backwards, and when the
@@ -60,8 +72,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "pnmem/config.hpp"
 #include "pnmem/host_sample.hpp"
 #include "pnmem/linux/psi_trigger.hpp"
 
@@ -79,6 +93,11 @@ struct linux_sampler_options {
   // widens it. Empty: no triggers, and wait_for() is a plain interruptible wait
   // (PSI is still polled).
   std::vector<psi_trigger_spec> psi_triggers{default_psi_trigger};
+  // Where PSI is read (above). Default: the process's PN_PSI_SOURCE (config.hpp, read once).
+  pnmem::psi_source psi_source = process_env_settings().psi_source;
+  // Where the sampler's notes go (the cgroup PSI source falling back to the host's, and back),
+  // one line each, from the sampling thread. Empty: stderr, as "pnmem: <note>".
+  std::function<void(std::string_view)> log;
 };
 
 // Not thread-safe: one thread samples (the watcher's).
