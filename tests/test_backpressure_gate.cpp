@@ -697,7 +697,7 @@ TEST_CASE("gate: a box resting at TIGHT with nothing denied never holds anything
   CHECK(gate.try_acquire().status == gate_status::timed_out);  // 4 of 4 slots in use: full, not held
 }
 
-TEST_CASE("gate: rung 2 follows the watcher, reduce-only while degraded, restored at OK") {
+TEST_CASE("gate: rung 2 follows the watcher's level both ways, restored at OK") {
   watcher<null_sampler> w{null_sampler{}};
   backpressure_gate gate{8};
   auto conn = gate.connect(w);
@@ -708,10 +708,10 @@ TEST_CASE("gate: rung 2 follows the watcher, reduce-only while degraded, restore
   CHECK(gate.capacity() == 4);
   set_level(w, mem_level::critical);
   CHECK(gate.capacity() == 1);
-  set_level(w, mem_level::tight);  // degraded still: never raised
-  CHECK(gate.capacity() == 1);
+  set_level(w, mem_level::tight);  // back from CRITICAL: TIGHT's slots, not CRITICAL's until OK
+  CHECK(gate.capacity() == 4);
   set_level(w, mem_level::watch);
-  CHECK(gate.capacity() == 1);
+  CHECK(gate.capacity() == 8);
   set_level(w, mem_level::ok);
   CHECK(gate.capacity() == 8);
   gate.set_capacity(6);  // the operator's ceiling, under the ladder

@@ -544,8 +544,8 @@ typedef enum pnmem_gate_status {
 
 /* A gate with `max_slots` slots (below 1: 1) and at most `max_waiters` waiting
  * acquirers (below 0: 0), following the process watcher's samples (start the
- * watcher first): rung 2 applied at once (the slots for the watcher's level),
- * reduce-only while degraded, back to max_slots at OK. A hold pushed by a denial
+ * watcher first): rung 2 applied at once and on every sample (the ladder's
+ * slots for the watcher's level: max_slots at OK, half at TIGHT, 1 at CRITICAL). A hold pushed by a denial
  * ends when a re-check passes (pnmem_gate_create_for) or the level falls below
  * TIGHT; CRITICAL fails waiters only while the watcher still reads CRITICAL.
  * NULL on failure. */

@@ -33,8 +33,10 @@
 // - A deadline gives `timed_out`; a stop request on the token gives `cancelled`.
 //   A slot granted concurrently with either wins: the result is `acquired`.
 // - Rung 2 (gate_options::follow_ladder, on by default): the slot count is the ladder's
-//   max_slots for the watcher's level, from connect() on: lowered while degraded and
-//   never raised until OK restores the operator's max_slots. set_capacity() changes
+//   max_slots for the watcher's level (the seed's bind guard reads the same plan), from
+//   connect() on: halved at TIGHT, 1 at CRITICAL, the operator's max_slots at OK, on every
+//   sample (so a step from CRITICAL back to TIGHT gives TIGHT's slots again: the watcher's
+//   step-down dwell, not the gate, is what damps a level that flaps). set_capacity() changes
 //   that ceiling (without the ladder: the slot count itself). Lowering below the slots
 //   in use revokes nothing; it only holds new acquirers until enough are released.
 //

@@ -34,8 +34,8 @@ struct gate_options {
   std::size_t max_waiters = 64;  // bound on waiting acquirers (0: never wait)
   engine_counters* counters = nullptr;
   // Rung 2: the slot count follows the ladder (ladder_plan_for(level, {max_slots}).max_slots) on
-  // every watcher sample from connect() on: reduced while degraded (never raised until OK), back to
-  // max_slots at OK. false: set_capacity() alone sets it.
+  // every watcher sample from connect() on: the plan for the level now (max_slots at OK).
+  // false: set_capacity() alone sets it.
   bool follow_ladder = true;
   // A hold's release re-checks admission of the request at the head of the queue (or of the denied
   // one) with this model and policy: the engine's own.
@@ -146,15 +146,16 @@ class gate_core {
  private:
   bool holding_locked() const noexcept PNMEM_REQUIRES(mu_) { return pushed_ >= mem_level::tight || in_use_ >= capacity_; }
 
-  // Rung 2 for the level `l`: at OK the operator's slots; degraded, the plan's, and never more
-  // than now (reduce-only: a step from CRITICAL to TIGHT keeps 1 slot until OK).
+  // Rung 2 for the level `l`: the plan's slots for it (the operator's at OK). Not held at the
+  // lowest level seen until OK: a box that touched CRITICAL for 100 ms and then rests at TIGHT
+  // (PSI avg10 decays for a minute) would run one slot for that minute (README, the survival run).
   void follow_locked(mem_level l) noexcept PNMEM_REQUIRES(mu_) {
     // A CRITICAL hold that the box no longer confirms stops shedding and keeps holding.
     if (pushed_ == mem_level::critical && l < mem_level::critical) pushed_ = mem_level::tight;
     level_ = l;
     if (!follow_ladder_) return;
     const int plan = ladder_plan_for(l, ladder_config{.max_slots = configured_}, policy_).max_slots;
-    capacity_ = l == mem_level::ok || plan < capacity_ ? plan : capacity_;
+    capacity_ = plan;
   }
 
   // Would the request at the head of the queue (else the denied one) be admitted or capped now?
