@@ -7,6 +7,7 @@
 #   the guest            root, the caller's cwd and exported variables (PNMEM_*), the checkout
 #                        writable, the rest of / read-only, /tmp a tmpfs, cgroup2 with memory in
 #                        /vm-test's subtree_control and the command in the leaf /vm-test/command
+#   a checkout under /tmp     mounted over the guest's /tmp, the command runs and writes in it
 #   a kernel that is not one (PNMEM_VM_KERNEL=garbage)   exits 125 at once with one line
 #   a guest that never starts the command                exits 125 after the boot limit, twice
 #   --timeout 5 -- sleep 600                             exits 125 (QEMU killed) in seconds
@@ -103,6 +104,21 @@ else
   if [ -f "$work/written" ]; then ok "the guest's write reached the host"
   else fail "the guest's write to the checkout is not on the host"; fi
   [ -s "$work/err" ] && fail "the guest probe wrote to stderr: $(cat "$work/err")"
+fi
+
+# A checkout under /tmp (CI clones often are): it is mounted over the guest's /tmp tmpfs, writable,
+# and the command can run in it. The script is copied into such a tree; it shares this checkout's cache.
+tmp_checkout=$(mktemp -d /tmp/pnmem-vm-checkout.XXXXXX) || { echo "FAIL: mktemp /tmp"; exit 1; }
+trap 'rm -rf "$work" "$tmp_checkout"' EXIT
+mkdir -p "$tmp_checkout/scripts/sub" && cp "$vm_test" "$tmp_checkout/scripts/vm-test"
+(cd "$tmp_checkout/scripts/sub" && PNMEM_VM_CACHE=${PNMEM_VM_CACHE:-$checkout/build-vm} \
+  "$tmp_checkout/scripts/vm-test" --timeout 90 -- sh -c 'pwd; touch ../../written' >"$work/out" 2>"$work/err")
+rc=$?
+if [ "$rc" -eq 0 ] && [ "$(cat "$work/out")" = "$tmp_checkout/scripts/sub" ] && [ -f "$tmp_checkout/written" ] &&
+   [ ! -s "$work/err" ]; then
+  ok "a checkout under /tmp: the command ran in it and wrote to it"
+else
+  fail "a checkout under /tmp ($tmp_checkout): exit $rc, stdout '$(cat "$work/out")', stderr '$(cat "$work/err")'"
 fi
 
 head -c 1048576 /dev/urandom >"$work/not-a-kernel"
