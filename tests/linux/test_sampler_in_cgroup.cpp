@@ -52,6 +52,24 @@ void check_after_rmdir(const host_sample& h, const host_sample& before, cgroup_m
   }
 }
 
+// A file of a cgroup this test makes under `parent`, kept open while the cgroup is removed: the
+// descriptor is still open, kernfs answers ENODEV and the reopen finds nothing, so it reads as
+// missing (not as the last numbers) and is closed.
+void check_kept_open_file_after_rmdir(const fs::path& parent, const char* file) {
+  const fs::path child = parent / ("pnmem-source-test-" + std::to_string(getpid()));
+  std::error_code ec;
+  REQUIRE_MESSAGE(fs::create_directory(child, ec), "cannot create ", child.string(), ": ", ec.message());
+  pnmem::detail::source_file f((child / file).string());
+  std::vector<char> buf(4096);
+  const auto first = f.read(buf);
+  CHECK(first.status == pnmem::detail::source_status::ok);
+  CHECK(f.is_open());
+  REQUIRE(::rmdir(child.c_str()) == 0);
+  const auto after = f.read(buf);
+  CHECK(after.status == pnmem::detail::source_status::missing);
+  CHECK_FALSE(f.is_open());
+}
+
 }  // namespace
 
 TEST_CASE("the real machine: moved into a limited v1 child cgroup and back" * doctest::test_suite("v1")) {
@@ -108,19 +126,7 @@ TEST_CASE("the real kernel: a removed cgroup's kept-open file reads as missing, 
           doctest::test_suite("v1")) {
   const std::string parent_dir = real_cgroup_dir(cgroup_mode::v1);
   REQUIRE(!parent_dir.empty());
-  const fs::path child = fs::path(parent_dir) / ("pnmem-source-test-" + std::to_string(getpid()));
-  std::error_code ec;
-  REQUIRE_MESSAGE(fs::create_directory(child, ec), "cannot create ", child.string(), ": ", ec.message());
-  pnmem::detail::source_file f((child / "memory.usage_in_bytes").string());
-  std::vector<char> buf(4096);
-  const auto first = f.read(buf);
-  CHECK(first.status == pnmem::detail::source_status::ok);
-  CHECK(f.is_open());
-  REQUIRE(::rmdir(child.c_str()) == 0);
-  // The descriptor is still open; kernfs answers ENODEV, the reopen finds nothing.
-  const auto after = f.read(buf);
-  CHECK(after.status == pnmem::detail::source_status::missing);
-  CHECK_FALSE(f.is_open());
+  check_kept_open_file_after_rmdir(parent_dir, "memory.usage_in_bytes");
 }
 
 TEST_CASE("fault a, the real kernel: the sampler's cgroup removed, then created again" * doctest::test_suite("v1")) {
@@ -380,18 +386,7 @@ TEST_CASE("the real kernel, v2: a removed cgroup's kept-open file reads as missi
           doctest::test_suite("v2")) {
   const auto home = find_v2_home();
   REQUIRE(home);
-  const fs::path child = home->parent / ("pnmem-source-test-" + std::to_string(getpid()));
-  std::error_code ec;
-  REQUIRE_MESSAGE(fs::create_directory(child, ec), "cannot create ", child.string(), ": ", ec.message());
-  pnmem::detail::source_file f((child / "memory.current").string());
-  std::vector<char> buf(4096);
-  const auto first = f.read(buf);
-  CHECK(first.status == pnmem::detail::source_status::ok);
-  CHECK(f.is_open());
-  REQUIRE(::rmdir(child.c_str()) == 0);
-  const auto after = f.read(buf);
-  CHECK(after.status == pnmem::detail::source_status::missing);
-  CHECK_FALSE(f.is_open());
+  check_kept_open_file_after_rmdir(home->parent, "memory.current");
 }
 
 TEST_CASE("fault a, the real kernel, v2: the sampler's cgroup removed, then created again" * doctest::test_suite("v2")) {
