@@ -263,8 +263,9 @@ constexpr int largest_fitting_prompt(int n_max, kv_format kv, std::uint64_t limi
   return largest_fitting_prompt(seed_model_cost, n_max, kv, limit);
 }
 
-constexpr bool inside_host_reserve(const mem_state& s, const policy& p) noexcept {
-  return host_known(s) && s.host_avail_bytes <= host_reserve_bytes(s, p);
+// `reserve`: host_reserve_bytes(s, p), computed once by the caller.
+constexpr bool inside_host_reserve(const mem_state& s, std::uint64_t reserve) noexcept {
+  return host_known(s) && s.host_avail_bytes <= reserve;
 }
 
 }  // namespace detail
@@ -302,7 +303,7 @@ constexpr std::uint64_t host_cost_at_zero(const model_cost& m) noexcept {
 
   // 2. GPU-resident: the host pays nothing per token, so only the reserve line matters.
   if (rq.gpu_resident) {
-    if (detail::inside_host_reserve(s, p)) {
+    if (detail::inside_host_reserve(s, reserve)) {
       return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, 0, s.host_avail_bytes);
     }
     return windowed ? make_result(verdict::cap, n, window_reason, no_die, 0, 0)
@@ -311,7 +312,7 @@ constexpr std::uint64_t host_cost_at_zero(const model_cost& m) noexcept {
 
   // 3. Host path. The budget is the smaller of host bytes above the reserve and the
   //    die's free VRAM; whichever is smaller is what binds, and is named.
-  if (detail::inside_host_reserve(s, p)) {
+  if (detail::inside_host_reserve(s, reserve)) {
     return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, host_cost_bytes(m, n, rq.kv),
                        s.host_avail_bytes);
   }
