@@ -13,17 +13,29 @@
 //                       head, 2 dies of each die array, the fields between them; not the
 //                       provenance), copied with plain loads and stores over a live
 //                       snapshot kept between iterations: the bytes the live read copies.
+//                       Each range whose size is a constant (0-8 dies) is one memcpy, which
+//                       g++ emits as 16-byte moves.
+//   BM_word_copy_2dies  the same words one 8-byte load and store at a time, no atomics: the
+//                       floor for any word-by-word protocol, as BM_word_copy is for read().
 //   BM_seqlock_read_2dies
 //                       pnmem::read_live(lock, live): the same words through the seqlock
-//                       (read_ranges_into), over a kept live snapshot. What pnmem::admit
-//                       does. Goal: at most 2x BM_plain_copy_2dies.
+//                       (read_ranges_into), over a kept live snapshot. Goal: at most 2x
+//                       BM_plain_copy_2dies.
 //   BM_plain_copy_2dies_value, BM_seqlock_read_2dies_value
 //                       the same two as by-value reads (live_part(s), read_live(lock)):
 //                       each first zero-fills a whole 936-byte mem_state.
+//   BM_refresh_live_unchanged
+//                       pnmem::refresh_live(lock, live, version) when nothing was stored
+//                       since: one atomic load, no words copied.
 //   BM_live_admit       pnmem::admit (engine/admit.hpp) on a running pnmem::watcher with
 //                       2 dies: one GPU-resident request, the one call an engine makes
-//                       (the live snapshot refreshed in place, then the decision).
-//                       Goal: <= 25 ns.
+//                       (this thread's live snapshot refreshed, then the decision). The
+//                       watcher publishes every 250 ms, so almost every call finds the
+//                       kept snapshot current and copies nothing: an engine's common case
+//                       (many requests per poll). Goal: <= 25 ns.
+//   BM_live_admit_copying
+//                       the same, alternating two such watchers, so every call copies the
+//                       live words (the first call after each publication).
 //   BM_full_admit       the same decision on watcher.read() (the whole snapshot), as
 //                       pnmem::admit did before the live read.
 //   BM_admit_decision   the decision alone (admit_snapshot) on that live snapshot,
@@ -174,47 +186,107 @@ mem_state sample_state_2dies() {
 
 // The live words of `src` over `live` with plain loads and stores: what
 // read_live(lock, live) copies, without the seqlock. Written as the fastest plain
-// copy found: memcpy per range calls the library (the sizes are run-time values),
-// and g++ turns these loops into `rep movsq` unless told not to; on the reference
-// machine either was about 3x slower than the plain loops.
+// copy found: like the seqlock's shaped copy, the ranges of a die count of 0-8 are
+// constants (mem_state_live_layout::ranges_of_shape), so each range is one memcpy
+// of a constant size, which g++ emits as a few 16-byte moves. Other counts take the
+// loops (with run-time sizes memcpy is a library call, and g++ turns loops into
+// `rep movsq` unless told not to; either was about 3x slower on the reference machine).
+// Words [First, First + Count): one memcpy of a constant size (Wide), or one 8-byte
+// volatile load and a store per word, as relaxed atomic loads must be (the floor for
+// any word-by-word protocol: BM_word_copy_2dies).
+template <bool Wide, std::size_t First, std::size_t Count>
+void plain_copy_range(const unsigned char* from, unsigned char* to) noexcept {
+  constexpr std::size_t word = sizeof(std::uint64_t);
+  if constexpr (Count == 0) {
+    return;
+  } else if constexpr (Wide) {
+    std::memcpy(to + First * word, from + First * word, Count * word);
+  } else {
+    const volatile std::uint64_t* words = reinterpret_cast<const volatile std::uint64_t*>(from);
+    [&]<std::size_t... J>(std::index_sequence<J...>) {
+      ((void)[&] {
+        const std::uint64_t w = words[First + J];
+        std::memcpy(to + (First + J) * word, &w, word);
+      }(), ...);
+    }(std::make_index_sequence<Count>{});
+  }
+}
+
+template <bool Wide, std::size_t Dies>
+void plain_copy_shape(const unsigned char* from, unsigned char* to) noexcept {
+  constexpr auto ranges = pnmem::mem_state_live_layout::ranges_of_shape(Dies);
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (plain_copy_range<Wide, ranges[I].first, ranges[I].count>(from, to), ...);
+  }(std::make_index_sequence<ranges.size()>{});
+}
+
+template <bool Wide>
 #if defined(__GNUC__) && !defined(__clang__)
 [[gnu::optimize("no-tree-loop-distribute-patterns")]]
 #endif
-void plain_copy_live(const mem_state& src, mem_state& live) noexcept {
+[[gnu::noinline]] void plain_copy_live(const mem_state& src, mem_state& live) noexcept {
   using layout = pnmem::mem_state_live_layout;
   constexpr std::size_t word = sizeof(std::uint64_t);
   const auto* from = reinterpret_cast<const unsigned char*>(&src);
   auto* to = reinterpret_cast<unsigned char*>(&live);
+  plain_copy_range<Wide, 0, layout::head_words>(from, to);
+  const std::size_t shape = layout::shape(src);
+  const bool done = [&]<std::size_t... K>(std::index_sequence<K...>) {
+    return ((shape == K && (plain_copy_shape<Wide, K>(from, to), true)) || ...);
+  }(std::make_index_sequence<layout::shapes>{});
+  if (done) return;
   const auto copy = [&](std::size_t first, std::size_t end) {
     for (std::size_t i = first; i < end; ++i) std::memcpy(to + i * word, from + i * word, word);
   };
-  copy(0, layout::head_words);
   const auto ranges = layout::ranges(src);
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     (copy(ranges[I].first, ranges[I].first + ranges[I].count), ...);
   }(std::make_index_sequence<std::tuple_size_v<decltype(ranges)>>{});
 }
 
-void BM_plain_copy_2dies(benchmark::State& state) {
+// read_live(lock, live) behind a call, as plain_copy_live is: the instruction counts compare.
+[[gnu::noinline]] void seqlock_read_live(const seqlock<mem_state>& lock, mem_state& live) noexcept {
+  pnmem::read_live(lock, live);
+}
+
+template <bool Wide>
+void run_plain_copy_2dies(benchmark::State& state) {
   mem_state src = sample_state_2dies();
   mem_state live{};
   for (auto _ : state) {
     benchmark::DoNotOptimize(src);  // src (n_dies too) may have changed: the copy must be made again
-    plain_copy_live(src, live);
+    plain_copy_live<Wide>(src, live);
     benchmark::DoNotOptimize(live);
   }
 }
+
+void BM_plain_copy_2dies(benchmark::State& state) { run_plain_copy_2dies<true>(state); }
 BENCHMARK(BM_plain_copy_2dies);
+
+void BM_word_copy_2dies(benchmark::State& state) { run_plain_copy_2dies<false>(state); }
+BENCHMARK(BM_word_copy_2dies);
 
 void BM_seqlock_read_2dies(benchmark::State& state) {
   const seqlock<mem_state> lock(sample_state_2dies());
   mem_state live{};
   for (auto _ : state) {
-    pnmem::read_live(lock, live);
+    seqlock_read_live(lock, live);
     benchmark::DoNotOptimize(live);
   }
 }
 BENCHMARK(BM_seqlock_read_2dies);
+
+void BM_refresh_live_unchanged(benchmark::State& state) {
+  const seqlock<mem_state> lock(sample_state_2dies());
+  mem_state live{};
+  std::uint64_t version = pnmem::seqlock_no_version;
+  pnmem::refresh_live(lock, live, version);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(pnmem::refresh_live(lock, live, version));
+    benchmark::DoNotOptimize(live);
+  }
+}
+BENCHMARK(BM_refresh_live_unchanged);
 
 void BM_plain_copy_2dies_value(benchmark::State& state) {
   mem_state src = sample_state_2dies();
@@ -237,7 +309,7 @@ BENCHMARK(BM_seqlock_read_2dies_value);
 
 // pnmem::admit on a running watcher over a fake 64 GiB host (60 GiB available)
 // with two 70 GiB dies, the same decision on read(), or the decision alone.
-enum class admit_path { live, full, decision_only };
+enum class admit_path { live, live_copying, full, decision_only };
 
 template <admit_path Path>
 void run_admit(benchmark::State& state) {
@@ -250,6 +322,15 @@ void run_admit(benchmark::State& state) {
     state.SkipWithError("watcher did not start");
     return;
   }
+  // A second watcher over the same host: live_copying alternates the two, so this thread's kept
+  // snapshot is never the one asked for and every call copies the live words (as after a publication).
+  pnmem::watcher<pnmem::fake_sampler> other{pnmem::fake_sampler{host}};
+  if (!other.start() || other.set_die(0, 30 * pnmem::GiB, 70 * pnmem::GiB, 40 * pnmem::GiB) != pnmem::set_die_status::ok ||
+      other.set_die(1, 30 * pnmem::GiB, 70 * pnmem::GiB, 40 * pnmem::GiB) != pnmem::set_die_status::ok) {
+    state.SkipWithError("watcher did not start");
+    return;
+  }
+  bool flip = false;
   const pnmem::model_desc model{.kv = pnmem::kv_format::q4, .gpu_resident = true, .max_window = 16384};
   const pnmem::admit_options options{};
   int n_prompt = 4096;
@@ -257,6 +338,9 @@ void run_admit(benchmark::State& state) {
   const auto decide = [&] {
     if constexpr (Path == admit_path::live) {
       return pnmem::admit(w, model, n_prompt, options);
+    } else if constexpr (Path == admit_path::live_copying) {
+      flip = !flip;
+      return pnmem::admit(flip ? other : w, model, n_prompt, options);
     } else if constexpr (Path == admit_path::full) {
       return pnmem::admit_snapshot(w.read(), model, n_prompt, options);
     } else {
@@ -274,10 +358,14 @@ void run_admit(benchmark::State& state) {
     benchmark::DoNotOptimize(a);
   }
   w.stop();
+  other.stop();
 }
 
 void BM_live_admit(benchmark::State& state) { run_admit<admit_path::live>(state); }
 BENCHMARK(BM_live_admit);
+
+void BM_live_admit_copying(benchmark::State& state) { run_admit<admit_path::live_copying>(state); }
+BENCHMARK(BM_live_admit_copying);
 
 void BM_full_admit(benchmark::State& state) { run_admit<admit_path::full>(state); }
 BENCHMARK(BM_full_admit);

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "pnmem/admission.hpp"
 #include "pnmem/engine/admit.hpp"
@@ -120,6 +122,12 @@ mem_state random_state(test::splitmix64& r) {
 }
 
 void check_same_answer(const admit_answer& a, const admit_answer& b) {
+  CHECK(a.request.n_prompt == b.request.n_prompt);
+  CHECK(a.request.kv == b.request.kv);
+  CHECK(a.request.gpu_resident == b.request.gpu_resident);
+  CHECK(a.request.die == b.request.die);
+  CHECK(a.request.max_window == b.request.max_window);
+  CHECK(a.request.prefill_window == b.request.prefill_window);
   CHECK(a.status == b.status);
   CHECK(a.fit_tokens == b.fit_tokens);
   CHECK(a.reason == b.reason);
@@ -205,7 +213,28 @@ TEST_CASE("every decision on the live part is the decision on the whole snapshot
     m.die = r.below(3) == 0 ? no_die : r.between_int(-1, max_dies + 1);
     const int n_tokens = r.between_int(0, 65536);
 
-    check_same_answer(admit_snapshot(live, m, n_tokens, {}), admit_snapshot(s, m, n_tokens, {}));
+    const admit_answer a = admit_snapshot(live, m, n_tokens, {});
+    check_same_answer(a, admit_snapshot(s, m, n_tokens, {}));
+    // The answer is admit_request's on the request it says it judged, and that request is the one
+    // the engine asked with rung 3's window: every field, assembled by hand from the parts.
+    const ladder_plan plan = ladder_plan_for(s.level, ladder_config{m.max_slots, m.max_window, m.kv == m.cost.compact_kv});
+    const bool clamped = plan.prefill_window > 0 && plan.prefill_window < m.max_window;
+    CHECK(a.window_clamped == clamped);
+    CHECK(a.window == (clamped ? plan.prefill_window : m.max_window));
+    CHECK(a.die == (m.die != no_die ? m.die : tightest_die(s)));
+    CHECK(a.level == s.level);
+    CHECK(a.request.n_prompt == n_tokens);
+    CHECK(a.request.kv == m.kv);
+    CHECK(a.request.gpu_resident == m.gpu_resident);
+    CHECK(a.request.die == a.die);
+    CHECK(a.request.max_window == m.max_window);
+    CHECK(a.request.prefill_window == (clamped ? plan.prefill_window : 0));
+    CHECK(a.detail == admit_request(m.cost, a.request, s));
+    CHECK(a.fit_tokens == a.detail.fit_tokens);
+    CHECK(a.reason == a.detail.reason);
+    CHECK(a.status == (a.detail.verdict == verdict::admit ? admit_status::admitted
+                       : a.detail.verdict == verdict::cap ? admit_status::capped
+                                                          : admit_status::denied));
     CHECK(derive_level(live) == derive_level(s));
     CHECK(tightest_die(live) == tightest_die(s));
     CHECK(roomiest_die(live) == roomiest_die(s));
@@ -280,5 +309,79 @@ TEST_CASE("admit() on a watcher decides on the live snapshot, as it would on the
     check_same_answer(admit(w, gpu, n), admit_snapshot(w.read(), gpu, n, {}));
   }
   CHECK(admit(w, host_path, 65536).die == 0);
+  w.stop();
+}
+
+TEST_CASE("watcher::refresh_live copies only when the watcher published since, and never from another watcher") {
+  auto host = test::roomy_host();
+  watcher<fake_sampler, fake_clock> a{fake_sampler{host}};
+  watcher<fake_sampler, fake_clock> b{fake_sampler{host}};
+  REQUIRE(a.start());
+  REQUIRE(b.start());
+  REQUIRE(a.set_die(0, 10 * GiB, 70 * GiB, 0) == set_die_status::ok);
+  REQUIRE(b.set_die(0, 50 * GiB, 70 * GiB, 0) == set_die_status::ok);
+  REQUIRE(a.read().seq == b.read().seq);  // the same count of publications: only the instance tells them apart
+
+  mem_state live{};
+  live_version v{};
+  CHECK(a.refresh_live(live, v));
+  CHECK(live.per_die_free_bytes[0] == 10 * GiB);
+  CHECK_FALSE(a.refresh_live(live, v));  // nothing published since
+  CHECK(b.refresh_live(live, v));        // another watcher: copied
+  CHECK(live.per_die_free_bytes[0] == 50 * GiB);
+  CHECK(a.refresh_live(live, v));
+  CHECK(live.per_die_free_bytes[0] == 10 * GiB);
+  REQUIRE(a.set_die(0, 20 * GiB, 70 * GiB, 0) == set_die_status::ok);  // a publication
+  CHECK(a.refresh_live(live, v));
+  CHECK(live.per_die_free_bytes[0] == 20 * GiB);
+  CHECK(same_bytes(live, a.read_live()));
+  a.stop();
+  b.stop();
+}
+
+TEST_CASE("a watcher built where another was destroyed is not taken for it: admit() decides on the new one") {
+  using w_type = watcher<fake_sampler, fake_clock>;
+  alignas(w_type) unsigned char storage[sizeof(w_type)];
+  const model_desc host_path{.kv = kv_format::fp32, .max_window = 0};
+
+  auto roomy = test::roomy_host();
+  auto* first = new (storage) w_type{fake_sampler{roomy}};
+  REQUIRE(first->start());
+  REQUIRE(first->set_die(0, 60 * GiB, 70 * GiB, 0) == set_die_status::ok);
+  const admit_answer before = admit(*first, host_path, 8192);
+  CHECK(before.status == admit_status::admitted);
+  const std::uint64_t seq = first->read().seq;
+  first->~w_type();
+
+  auto tight = std::make_shared<fake_host>();
+  tight->next.total_bytes = 64 * GiB;
+  tight->next.avail_bytes = 2 * GiB;  // inside the reserve: every host-path request is refused
+  auto* second = new (storage) w_type{fake_sampler{tight}};
+  REQUIRE(static_cast<void*>(second) == static_cast<void*>(first));
+  REQUIRE(second->start());
+  REQUIRE(second->set_die(0, 60 * GiB, 70 * GiB, 0) == set_die_status::ok);
+  REQUIRE(second->read().seq == seq);  // same address, same count of publications
+  const admit_answer after = admit(*second, host_path, 8192);
+  check_same_answer(after, admit_snapshot(second->read(), host_path, 8192, {}));
+  CHECK(after.status == admit_status::denied);
+  CHECK(after.reason == admit_reason::host_reserve);
+  second->~w_type();
+}
+
+TEST_CASE("admit() on an unchanged watcher copies nothing: the kept snapshot is what it decides on") {
+  auto host = test::roomy_host();
+  watcher<fake_sampler, fake_clock> w{fake_sampler{host}};
+  REQUIRE(w.start());
+  const model_desc gpu{.kv = kv_format::q4, .gpu_resident = true, .max_window = 8192};
+  CHECK(admit(w, gpu, 512).status == admit_status::admitted);
+  // This thread's kept snapshot, made to say "inside the reserve" behind the watcher's back: a
+  // copy would undo it. Only a test may do this; it shows admit() read no words.
+  with_live_snapshot(w, [](const mem_state& s) {
+    const_cast<mem_state&>(s).host_avail_bytes = 1;
+    return 0;
+  });
+  CHECK(admit(w, gpu, 512).reason == admit_reason::host_reserve);
+  REQUIRE(w.set_die(0, 30 * GiB, 70 * GiB, 0) == set_die_status::ok);  // a publication: copied again
+  CHECK(admit(w, gpu, 512).status == admit_status::admitted);
   w.stop();
 }

@@ -475,6 +475,95 @@ TEST_CASE("read_live with an out-of-range n_dies copies at most max_dies dies, a
   }
 }
 
+// mem_state_live_layout without its shapes: the seqlock copies its ranges through the loops.
+struct unshaped_live_layout {
+  static constexpr std::size_t head_words = pnmem::mem_state_live_layout::head_words;
+  static auto ranges(const mem_state& head) noexcept { return pnmem::mem_state_live_layout::ranges(head); }
+};
+static_assert(pnmem::seqlock_shaped_layout<pnmem::mem_state_live_layout, mem_state>);
+static_assert(!pnmem::seqlock_shaped_layout<unshaped_live_layout, mem_state>);
+
+TEST_CASE("a shaped layout's unrolled copies are its loops' copies, for every die count and any head") {
+  using layout = pnmem::mem_state_live_layout;
+  for (int n = -3; n <= pnmem::max_dies + 3; ++n) {
+    CAPTURE(n);
+    const mem_state s = patterned_state(n);
+    CHECK(layout::ranges(s) == layout::ranges_of_shape(layout::shape(s)));
+    const seqlock<mem_state> lock(s);
+    const mem_state shaped = lock.read_ranges(layout{});
+    const mem_state looped = lock.read_ranges(unshaped_live_layout{});
+    CHECK(std::memcmp(&shaped, &looped, sizeof shaped) == 0);
+    CHECK(is_live_part_of(shaped, s));
+    // In place over a snapshot with more dies (its dead words stay as they were, as the loops leave them).
+    mem_state a = patterned_state(pnmem::max_dies);
+    mem_state b = a;
+    lock.read_ranges_into(a, layout{});
+    lock.read_ranges_into(b, unshaped_live_layout{});
+    CHECK(std::memcmp(&a, &b, sizeof a) == 0);
+  }
+  CHECK(layout::shape(patterned_state(std::numeric_limits<int>::max())) == pnmem::max_dies);
+  CHECK(layout::shape(patterned_state(std::numeric_limits<int>::min())) == 0);
+}
+
+TEST_CASE("refresh_ranges_into copies nothing while the payload is still the store its version names") {
+  seqlock<counted> lock(counted_value(3, 0x1111, 0xdead));
+  counted out{};
+  std::uint64_t version = pnmem::seqlock_no_version;
+  CHECK(lock.refresh_ranges_into(out, counted_layout{}, version));  // no copy yet: copies
+  CHECK(out.a[2] == 0x1111);
+  CHECK(version % 2 == 0);  // a copy is only ever validated at an even seq
+  CHECK(lock.holds(version));
+
+  out.a[0] = 0xbad;  // not what the lock holds: a copy would overwrite it
+  CHECK_FALSE(lock.refresh_ranges_into(out, counted_layout{}, version));
+  CHECK(out.a[0] == 0xbad);  // nothing was copied
+
+  const std::uint64_t before = version;
+  lock.store(counted_value(2, 0x2222, 0xdead));
+  CHECK_FALSE(lock.holds(before));
+  CHECK(lock.refresh_ranges_into(out, counted_layout{}, version));
+  CHECK(version != before);
+  CHECK(out.count == 2);
+  CHECK(out.a[0] == 0x2222);
+  CHECK(out.a[1] == 0x2222);
+
+  // A version that names no copy never matches, whatever the lock's count: not even mid-store,
+  // when seq is odd (a first store's seq is 1, seqlock_no_version itself).
+  using access = pnmem::detail::seqlock_test_access<counted>;
+  seqlock<counted> fresh_lock(counted_value(1, 0x3333, 0xdead));
+  const std::uint64_t s1 = access::begin_write(fresh_lock);  // seq 0 -> 1
+  CHECK_FALSE(fresh_lock.holds(pnmem::seqlock_no_version));
+  access::end_write(fresh_lock, s1);
+  std::uint64_t first = pnmem::seqlock_no_version;
+  counted got{};
+  CHECK(fresh_lock.refresh_ranges_into(got, counted_layout{}, first));
+  CHECK(got.a[0] == 0x3333);
+
+  std::uint64_t none = pnmem::seqlock_no_version;
+  CHECK_FALSE(lock.holds(none));
+  counted fresh{};
+  CHECK(lock.refresh_ranges_into(fresh, counted_layout{}, none));
+  CHECK(fresh.a[1] == 0x2222);
+}
+
+TEST_CASE("refresh_live: unchanged copies nothing; after a store with fewer dies the dead slots are cleared") {
+  seqlock<mem_state> lock(live_stamped_state(1));  // 16 dies
+  mem_state live = std::bit_cast<mem_state>(std::array<unsigned char, sizeof(mem_state)>{});
+  std::uint64_t version = pnmem::seqlock_no_version;
+  REQUIRE(pnmem::refresh_live(lock, live, version));
+  CHECK(live_consistent(live));
+  live.host_total_bytes = 0xbad;
+  CHECK_FALSE(pnmem::refresh_live(lock, live, version));
+  CHECK(live.host_total_bytes == 0xbad);  // kept: nothing copied
+  for (const std::uint64_t k : {3U, 5U, 2U, 4U}) {  // 5, 8, 0 and 1 dies after 16
+    CAPTURE(k);
+    lock.store(live_stamped_state(k));
+    REQUIRE(pnmem::refresh_live(lock, live, version));
+    CHECK(live_consistent(live));
+    CHECK(is_live_part_of(live, live_stamped_state(k)));
+  }
+}
+
 TEST_CASE("a store between the head copy and the range copy: the attempt is discarded, the dead slots stay zero") {
   // The reader's first attempt takes n_dies = 16 from the head, then the writer
   // publishes a 2-die state whose dead slots hold garbage: the range copy picks

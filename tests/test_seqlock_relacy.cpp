@@ -218,6 +218,24 @@ struct counted_layout {
   }
 };
 
+// The same ranges as a shaped layout (seqlock_shaped_layout): the reader copies them through the
+// unrolled, compile-time ranges of its shape instead of the loops, inside the same attempt.
+struct counted_shaped_layout {
+  static constexpr std::size_t head_words = 1;
+  static constexpr std::size_t shapes = 3;
+  static constexpr std::size_t shape(const counted_payload& p) noexcept {
+    return (p.head & 0xffU) < 2 ? (p.head & 0xffU) : 2;
+  }
+  static constexpr std::array<pnmem::seqlock_word_range, 2> ranges_of_shape(std::size_t count) noexcept {
+    return {{{1, count}, {3, count}}};
+  }
+  static constexpr std::array<pnmem::seqlock_word_range, 2> ranges(const counted_payload& p) noexcept {
+    return ranges_of_shape(shape(p));
+  }
+};
+static_assert(pnmem::seqlock_shaped_layout<counted_shaped_layout, counted_payload>);
+static_assert(!pnmem::seqlock_shaped_layout<counted_layout, counted_payload>);
+
 using counted_lock = pnmem::seqlock<counted_payload, relacy_model>;
 static_assert(counted_lock::word_count == 5);
 
@@ -252,10 +270,12 @@ bool whole_live_copy(const counted_payload& p) {
 
 // Thread 0 writes; thread 1 reads: try_read_ranges(), read_ranges(), then
 // read_ranges_into() over that last copy, clearing the slots past a smaller
-// count as pnmem::read_live(lock, live) does for dies. (One reader: a second
-// would multiply the executions to explore by about 10 without a new
-// interleaving of the protocol; all three share the one attempt.)
-struct torn_ranges : rl::test_suite<torn_ranges, 2> {
+// count as pnmem::read_live(lock, live) does for dies, then refresh_ranges_into()
+// twice over it (pnmem::refresh_live: the second copies nothing unless a store
+// came between). (One reader: a second would multiply the executions to explore
+// by about 10 without a new interleaving of the protocol; all share the one attempt.)
+template <class Layout>
+struct torn_ranges : rl::test_suite<torn_ranges<Layout>, 2> {
   counted_lock lock{counted_store(0)};
 
   void thread(unsigned index) {
@@ -265,16 +285,21 @@ struct torn_ranges : rl::test_suite<torn_ranges, 2> {
     }
     std::uint64_t last = 0;
     counted_payload kept = counted_store(0);  // 2 live slots, none dead: a live copy
-    for (int attempt = 0; attempt < 3; ++attempt) {
+    std::uint64_t version = pnmem::seqlock_no_version;
+    for (int attempt = 0; attempt < 5; ++attempt) {
       counted_payload copy = counted_store(7);  // not a store the writer makes: must be overwritten
       if (attempt == 0) {
-        if (!lock.try_read_ranges(copy, counted_layout{})) continue;
+        if (!lock.try_read_ranges(copy, Layout{})) continue;
       } else if (attempt == 1) {
-        copy = lock.read_ranges(counted_layout{});
+        copy = lock.read_ranges(Layout{});
         kept = copy;
       } else {
         const std::uint64_t had = kept.head & 0xffU;
-        lock.read_ranges_into(kept, counted_layout{});
+        if (attempt == 2) {
+          lock.read_ranges_into(kept, Layout{});
+        } else {
+          lock.refresh_ranges_into(kept, Layout{}, version);
+        }
         for (std::uint64_t i = kept.head & 0xffU; i < had; ++i) kept.a[i] = kept.b[i] = 0;
         copy = kept;
       }
@@ -304,8 +329,14 @@ bool check(const char* what, rl::scheduler_type_e scheduler) {
 int main() {
   bool ok = check<torn>("1 writer, 2 readers", rl::fair_context_bound_scheduler_type);
   ok = check<torn>("1 writer, 2 readers", rl::random_scheduler_type) && ok;
-  ok = check<torn_ranges>("read_ranges: 1 writer, 1 reader", rl::fair_context_bound_scheduler_type) && ok;
-  ok = check<torn_ranges>("read_ranges: 1 writer, 1 reader", rl::random_scheduler_type) && ok;
+  ok = check<torn_ranges<counted_layout>>("read_ranges: 1 writer, 1 reader", rl::fair_context_bound_scheduler_type) && ok;
+  ok = check<torn_ranges<counted_layout>>("read_ranges: 1 writer, 1 reader", rl::random_scheduler_type) && ok;
+  ok = check<torn_ranges<counted_shaped_layout>>("read_ranges, shaped layout: 1 writer, 1 reader",
+                                                 rl::fair_context_bound_scheduler_type) &&
+       ok;
+  ok = check<torn_ranges<counted_shaped_layout>>("read_ranges, shaped layout: 1 writer, 1 reader",
+                                                 rl::random_scheduler_type) &&
+       ok;
   std::puts(ok ? "seqlock_relacy: all checks passed"
                 : "seqlock_relacy: FAILED (Relacy's report and the failing execution are above)");
   return ok ? 0 : 1;

@@ -278,37 +278,67 @@ constexpr std::uint64_t host_cost_at_zero(const model_cost& m) noexcept {
   return sat_add(m.state_bytes_per_seq, a.n_anchors > 0 ? a.anchors[0].peak_bytes : a.fixed_bytes);
 }
 
+// What every request is checked for first, in this order: a malformed request, then a whole-box
+// stall (starting anything now only deepens it). True, with the answer in `out`, when refused.
+[[gnu::always_inline]] constexpr bool refused_up_front(const request_spec& rq, const mem_state& s, const policy& p,
+                                                       admit_result& out) noexcept {
+  if (rq.n_prompt < 0 || (rq.die != no_die && !valid_die(s, rq.die))) {
+    out = make_result(verdict::reject, 0, admit_reason::bad_request, rq.die, 0, 0);
+    return true;
+  }
+  if (psi_at_least(psi_full_confirmed_pct(s), p.psi_full_reject_bp)) {
+    out = make_result(verdict::reject, 0, admit_reason::psi_stall, no_die, 0, 0);
+    return true;
+  }
+  return false;
+}
+
+// The prompt tokens a request may start at most: the configured window first (a prompt past it is
+// too long at any level), then the ladder's clamp; and which of them cut it.
+struct prompt_bound {
+  int n = 0;
+  bool windowed = false;
+  admit_reason reason = admit_reason::window;
+};
+
+[[gnu::always_inline]] constexpr prompt_bound bound_prompt(const request_spec& rq) noexcept {
+  const bool over_window = rq.max_window > 0 && rq.n_prompt > rq.max_window;
+  int n = over_window ? rq.max_window : rq.n_prompt;
+  const bool over_prefill = rq.prefill_window > 0 && n > rq.prefill_window;
+  if (over_prefill) n = rq.prefill_window;
+  return {n, over_window || over_prefill, over_window ? admit_reason::window : admit_reason::prefill_window};
+}
+
+// A GPU-resident request (rq.gpu_resident): the host pays nothing per token, so after the up-front
+// checks only the reserve line matters. admit_request's first branch, and pnmem::admit's whole
+// decision for a GPU engine (engine/admit.hpp), which needs none of the host path's code around it.
+[[gnu::always_inline]] constexpr admit_result admit_gpu_resident(const request_spec& rq, const mem_state& s,
+                                                                 const policy& p) noexcept {
+  admit_result early;
+  if (refused_up_front(rq, s, p, early)) return early;
+  if (detail::inside_host_reserve(s, host_reserve_bytes(s, p))) {
+    return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, 0, s.host_avail_bytes);
+  }
+  const prompt_bound b = bound_prompt(rq);
+  return b.windowed ? make_result(verdict::cap, b.n, b.reason, no_die, 0, 0)
+                    : make_result(verdict::admit, b.n, admit_reason::fits, no_die, 0, 0);
+}
+
 // admit_request's body, inlined into both overloads: called with the seed's model (a constant) the
 // compiler folds the model into the code. (With one shared body g++ made a single copy for the seed that
 // read the model through memory and called host_cost_bytes out of line: CAP 22 -> 44 ns in bench_policy.)
 [[gnu::always_inline]] constexpr admit_result admit_request_inline(const model_cost& m, const request_spec& rq,
                                                                    const mem_state& s, const policy& p) noexcept {
-  if (rq.n_prompt < 0 || (rq.die != no_die && !valid_die(s, rq.die))) {
-    return make_result(verdict::reject, 0, admit_reason::bad_request, rq.die, 0, 0);
-  }
+  // 1-2. GPU-resident: the up-front checks and the reserve line.
+  if (rq.gpu_resident) return admit_gpu_resident(rq, s, p);
 
-  // 1. A whole-box stall: starting anything now only deepens it.
-  if (psi_at_least(psi_full_confirmed_pct(s), p.psi_full_reject_bp)) {
-    return make_result(verdict::reject, 0, admit_reason::psi_stall, no_die, 0, 0);
-  }
-
+  admit_result early;
+  if (refused_up_front(rq, s, p, early)) return early;
   const std::uint64_t reserve = host_reserve_bytes(s, p);
-  // The configured window first (a prompt past it is too long at any level), then the ladder's clamp.
-  const bool over_window = rq.max_window > 0 && rq.n_prompt > rq.max_window;
-  int n = over_window ? rq.max_window : rq.n_prompt;
-  const bool over_prefill = rq.prefill_window > 0 && n > rq.prefill_window;
-  if (over_prefill) n = rq.prefill_window;
-  const bool windowed = over_window || over_prefill;
-  const admit_reason window_reason = over_window ? admit_reason::window : admit_reason::prefill_window;
-
-  // 2. GPU-resident: the host pays nothing per token, so only the reserve line matters.
-  if (rq.gpu_resident) {
-    if (detail::inside_host_reserve(s, reserve)) {
-      return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, 0, s.host_avail_bytes);
-    }
-    return windowed ? make_result(verdict::cap, n, window_reason, no_die, 0, 0)
-                    : make_result(verdict::admit, n, admit_reason::fits, no_die, 0, 0);
-  }
+  const prompt_bound b = bound_prompt(rq);
+  const int n = b.n;
+  const bool windowed = b.windowed;
+  const admit_reason window_reason = b.reason;
 
   // 3. Host path. The budget is the smaller of host bytes above the reserve and the
   //    die's free VRAM; whichever is smaller is what binds, and is named.
@@ -375,10 +405,15 @@ namespace detail {
 template <class Better>
 constexpr int pick_die(const mem_state& s, Better better) noexcept {
   int pick = no_die;
-  for (int i = 0; i < die_count(s); ++i) {
+  std::uint64_t pick_free = 0;
+  const int n = die_count(s);  // once: a caller's stores may alias `s`, and the count would be re-read each step
+  for (int i = 0; i < n; ++i) {
     const auto idx = static_cast<std::size_t>(i);
-    if (s.per_die_budget_bytes[idx] == 0) continue;
-    if (pick == no_die || better(s.per_die_free_bytes[idx], s.per_die_free_bytes[static_cast<std::size_t>(pick)])) pick = i;
+    const std::uint64_t free = s.per_die_free_bytes[idx];
+    if (s.per_die_budget_bytes[idx] != 0 && (pick == no_die || better(free, pick_free))) {
+      pick = i;
+      pick_free = free;
+    }
   }
   return pick;
 }

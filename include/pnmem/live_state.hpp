@@ -36,7 +36,9 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <bit>
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -84,7 +86,17 @@ struct mem_state_live_layout {
 
   // From a head that may be torn: die_count clamps n_dies to [0, max_dies].
   static constexpr std::array<seqlock_word_range, 6> ranges(const mem_state& head) noexcept {
-    const std::size_t live = static_cast<std::size_t>(die_count(head)) * word;
+    return ranges_of_shape(shape(head));
+  }
+
+  // The ranges depend on the head only through its die count (seqlock_shaped_layout): the
+  // seqlock copies 0-8 dies with ranges fixed at compile time, more through its loops.
+  static constexpr std::size_t shapes = 9;
+  static constexpr std::size_t shape(const mem_state& head) noexcept {
+    return static_cast<std::size_t>(die_count(head));
+  }
+  static constexpr std::array<seqlock_word_range, 6> ranges_of_shape(std::size_t dies) noexcept {
+    const std::size_t live = (dies < max_dies ? dies : max_dies) * word;
     return {{
         between(free_at, free_at + live),                            // free, dies [0, n)
         between(free_at + die_array_bytes, budget_at + live),        // (any fields between) budget, dies [0, n)
@@ -96,7 +108,7 @@ struct mem_state_live_layout {
   }
 };
 
-static_assert(seqlock_layout<mem_state_live_layout, mem_state>);
+static_assert(seqlock_shaped_layout<mem_state_live_layout, mem_state>);
 
 // The live part of `s`, by plain copies: the bytes of `s` in the layout's words,
 // zero elsewhere. What read_live returns when `s` is the snapshot published.
@@ -120,6 +132,32 @@ mem_state read_live(const seqlock<mem_state, Model>& lock) noexcept {
   return lock.read_ranges(mem_state_live_layout{});
 }
 
+// read_live(lock, live) below, unless `live` already holds the store `version`
+// names (seqlock::refresh_ranges_into): then nothing is copied. `version` starts
+// as seqlock_no_version and is kept with `live`. True when it copied.
+namespace detail {
+// Zeroes dies [from, to) of each die array: the slots a smaller n_dies left dead (rare: out of line).
+[[gnu::noinline, gnu::cold]] inline void clear_dies(mem_state& live, int from, int to) noexcept {
+  for (int d = from; d < to; ++d) {
+    const auto i = static_cast<std::size_t>(d);
+    live.per_die_free_bytes[i] = 0;
+    live.per_die_budget_bytes[i] = 0;
+    live.per_die_used_bytes[i] = 0;
+    live.per_die_retiring_bytes[i] = 0;
+  }
+}
+}  // namespace detail
+
+template <class Model>
+[[gnu::always_inline]] inline bool refresh_live(const seqlock<mem_state, Model>& lock, mem_state& live,
+                                                std::uint64_t& version) noexcept {
+  if (lock.holds(version)) return false;
+  const int had = live.n_dies;  // raw: die_count is monotonic, so fewer dies means a smaller raw count
+  lock.refresh_ranges_into(live, mem_state_live_layout{}, version);
+  if (live.n_dies < had) [[unlikely]] detail::clear_dies(live, die_count(live), die_count(had));
+  return true;
+}
+
 // Refreshes `live` in place to the live part of the snapshot `lock` holds,
 // copying only the live words. `live` must be a live snapshot already (from
 // read_live, or a value-initialized mem_state{}): zero outside its own live
@@ -128,16 +166,37 @@ mem_state read_live(const seqlock<mem_state, Model>& lock) noexcept {
 // or start from zero bytes, not mem_state{}, before comparing bytes.)
 template <class Model>
 void read_live(const seqlock<mem_state, Model>& lock, mem_state& live) noexcept {
-  const int had = die_count(live);
-  lock.read_ranges_into(live, mem_state_live_layout{});
-  for (int d = die_count(live); d < had; ++d) {
-    const auto i = static_cast<std::size_t>(d);
-    live.per_die_free_bytes[i] = 0;
-    live.per_die_budget_bytes[i] = 0;
-    live.per_die_used_bytes[i] = 0;
-    live.per_die_retiring_bytes[i] = 0;
-  }
+  std::uint64_t none = seqlock_no_version;  // names no copy: always copies
+  refresh_live(lock, live, none);
 }
+
+// Which publication of which source a kept live snapshot is (with_live_snapshot's, or an
+// engine's own): the source's address and instance id (two sources at the same address one
+// after the other have different ids: watcher.hpp), and the seqlock version of the copy.
+struct live_version {
+  const void* source = nullptr;
+  std::uint64_t instance = 0;
+  std::uint64_t seq = seqlock_no_version;
+};
+
+namespace detail {
+// A source's instance id for live_version: never the same twice for one address. Strictly
+// increasing within a program image, and at least the steady clock's ns at the call, so ids
+// from two copies of this function (two shared objects, each with its own counter) still
+// differ for two sources that shared an address one after the other (the later one was
+// constructed after the earlier was destroyed: a later clock reading).
+inline std::uint64_t next_instance_id() noexcept {
+  static std::atomic<std::uint64_t> last{0};
+  const auto now = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  std::uint64_t prev = last.load(std::memory_order_relaxed);
+  std::uint64_t next = 0;
+  do {
+    next = prev + 1 > now ? prev + 1 : now;
+  } while (!last.compare_exchange_weak(prev, next, std::memory_order_relaxed));
+  return next;
+}
+}  // namespace detail
 
 // One attempt: false, leaving `out` untouched, if a store overlapped.
 template <class Model>
@@ -161,6 +220,7 @@ mem_state read_for_decision(const Source& source) {
 namespace detail {
 struct live_slot {
   mem_state live{};
+  live_version version{};
   bool busy = false;
 };
 // This thread's live snapshot for with_live_snapshot: one per thread, whatever
@@ -172,14 +232,17 @@ inline live_slot& this_thread_live_slot() noexcept {
 }  // namespace detail
 
 // f(s) on the newest live snapshot `s` of a watcher-like source, returning what
-// f returns. A source that refreshes in place (read_live(mem_state&): pnmem::watcher)
-// refreshes one live snapshot kept per thread, so only the live words are
-// written; others are read with read_for_decision. `s` is valid during f only.
+// f returns. A source that refreshes in place (refresh_live(mem_state&, live_version&)
+// or read_live(mem_state&): pnmem::watcher has both) refreshes one live snapshot kept
+// per thread, so only the live words are written, and none when the source has not
+// published since this thread's last call (refresh_live); others are read with
+// read_for_decision. `s` is valid during f only.
 // A nested call on the same thread (f calling back in: a log sink that admits)
 // gets a snapshot of its own, never changing the one the outer f holds.
 template <class Source, class F>
 decltype(auto) with_live_snapshot(const Source& source, F&& f) {
-  if constexpr (requires(mem_state& s) { source.read_live(s); }) {
+  if constexpr (requires(mem_state& s, live_version& v) { source.refresh_live(s, v); } ||
+                requires(mem_state& s) { source.read_live(s); }) {
     detail::live_slot& t = detail::this_thread_live_slot();
     if (!t.busy) {
       struct release {
@@ -188,7 +251,11 @@ decltype(auto) with_live_snapshot(const Source& source, F&& f) {
       };
       t.busy = true;
       const release guard{t.busy};  // f may throw (a log sink)
-      source.read_live(t.live);
+      if constexpr (requires(mem_state& s, live_version& v) { source.refresh_live(s, v); }) {
+        source.refresh_live(t.live, t.version);  // copies nothing when the source has not published since
+      } else {
+        source.read_live(t.live);
+      }
       return std::forward<F>(f)(std::as_const(t.live));
     }
   }

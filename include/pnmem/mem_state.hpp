@@ -59,9 +59,8 @@ static_assert(std::is_trivially_copyable_v<mem_state>);
 
 // Number of dies a state really describes: n_dies clamped to [0, max_dies], so a
 // corrupt count can never index past the arrays.
-constexpr int die_count(const mem_state& s) noexcept {
-  return s.n_dies < 0 ? 0 : (s.n_dies > max_dies ? max_dies : s.n_dies);
-}
+constexpr int die_count(int n_dies) noexcept { return n_dies < 0 ? 0 : (n_dies > max_dies ? max_dies : n_dies); }
+constexpr int die_count(const mem_state& s) noexcept { return die_count(s.n_dies); }
 
 constexpr bool valid_die(const mem_state& s, int die) noexcept {
   return die >= 0 && die < die_count(s);

@@ -115,7 +115,8 @@ constexpr bool host_total_is_limit(const mem_state& s) noexcept {
 // The host reserve of a snapshot: the container rule when its total is a container's limit, else the
 // seed's whole-box rule. What every decision on a snapshot uses (levels, admission, the ledger, the
 // metrics, the CLI, the C ABI), so their answers agree.
-constexpr std::uint64_t host_reserve_bytes(const mem_state& s, const policy& p = default_policy) noexcept {
+[[gnu::always_inline]] constexpr std::uint64_t host_reserve_bytes(const mem_state& s,
+                                                                   const policy& p = default_policy) noexcept {
   return host_total_is_limit(s) ? container_host_reserve_bytes(s.host_total_bytes, p)
                                 : host_reserve_bytes(s.host_total_bytes, p);
 }

@@ -156,6 +156,7 @@ struct seqlock_test_access;
 struct seqlock_word_range {
   std::size_t first = 0;
   std::size_t count = 0;
+  friend constexpr bool operator==(const seqlock_word_range&, const seqlock_word_range&) = default;
 };
 
 // Which words of T a partial read copies (seqlock::read_ranges):
@@ -176,6 +177,27 @@ concept seqlock_layout = requires(const L& layout, const T& head) {
   { *layout.ranges(head).begin() } -> std::same_as<seqlock_word_range&>;
   std::tuple_size<decltype(layout.ranges(head))>::value;
 };
+
+// A layout may also say that its ranges depend on the head only through a small
+// number, its shape (mem_state: the die count), and give the ranges of each shape
+// as a constant:
+//   L::shapes                  how many shapes have constant ranges: [0, shapes);
+//   L::shape(head)             the head's shape, any size_t for any head bits;
+//   L::ranges_of_shape(k)      constexpr: what ranges(head) returns when shape(head) == k.
+// A reader then copies a head of shape k < shapes with ranges fixed at compile
+// time: no loop, no bounds arithmetic, one load and one store per word (a 2-die
+// live read was 147 instructions through the loops, BENCHMARKS.md). Other
+// shapes take the loops. tests/test_seqlock.cpp checks both agree.
+template <class L, class T>
+concept seqlock_shaped_layout = seqlock_layout<L, T> && requires(const T& head) {
+  { L::shapes } -> std::convertible_to<std::size_t>;
+  { L::shape(head) } -> std::convertible_to<std::size_t>;
+  { L::ranges_of_shape(std::size_t{0}) } -> std::same_as<decltype(std::declval<const L&>().ranges(head))>;
+};
+
+// The version of "no copy yet" for seqlock::refresh_ranges_into: odd, and a reader's
+// copy is only ever validated at an even seq.
+inline constexpr std::uint64_t seqlock_no_version = 1;
 
 // One writer at a time, any number of readers. store() does not serialise
 // writers: callers that may write from several threads must hold a mutex around
@@ -252,7 +274,38 @@ class seqlock {
   template <class Layout>
     requires seqlock_layout<Layout, T>
   void read_ranges_into(T& out, const Layout& layout) const noexcept {
-    while (!try_copy_ranges(out, layout)) Model::spin_pause();
+    std::uint64_t seen = 0;
+    if (!try_copy_ranges(out, layout, &seen)) [[unlikely]] {
+      retry_copy_ranges(out, layout, seen);
+    }
+  }
+
+  // read_ranges_into unless `out` already holds the store `version` names: the version is
+  // the seq a copy was validated at (this function keeps it), seqlock_no_version for none.
+  // When seq still equals it, no store has begun since that copy, so `out` is the payload
+  // now (the acquire load is the read's linearization point) and nothing is copied. A
+  // reader that calls again and again between stores (admission, per request, while the
+  // watcher publishes every 0.1-1 s) pays one load. True when it copied.
+  template <class Layout>
+    requires seqlock_layout<Layout, T>
+  [[gnu::always_inline]] bool refresh_ranges_into(T& out, const Layout& layout, std::uint64_t& version) const noexcept {
+    if (holds(version)) return false;
+    std::uint64_t seen = 0;
+    // The first attempt inline, the retries out of line: with the loop here g++ hoisted the
+    // words' addresses out of it and spilled them, a load each on every read.
+    if (!try_copy_ranges(out, layout, &seen)) [[unlikely]] {
+      retry_copy_ranges(out, layout, seen);
+    }
+    version = seen;
+    return true;
+  }
+
+  // True when the payload is still the store a copy validated at `version` was taken from
+  // (refresh_ranges_into's test, for a caller that must look at its copy before refreshing it).
+  // An odd version names no copy and never matches: seq is odd while a store is in progress
+  // (the first store's seq is 1, seqlock_no_version), and that is not a payload anyone holds.
+  bool holds(std::uint64_t version) const noexcept {
+    return (version & 1U) == 0 && seq_.load(std::memory_order_acquire) == version;
   }
 
   // One attempt of read_ranges(): false, leaving `out` untouched, if a store
@@ -311,13 +364,15 @@ class seqlock {
   // (load_word, load_words, load_head only) between the two seq loads. True if no store was in
   // progress or overlapped the copy; false if one was, and then `copy` either
   // did not run or copied garbage.
+  // `seen`, when given, receives the seq a successful copy was validated at.
   template <class Copy>
-  bool attempt(Copy&& copy) const noexcept {
+  [[gnu::always_inline]] bool attempt(Copy&& copy, std::uint64_t* seen = nullptr) const noexcept {
     const std::uint64_t s0 = seq_.load(std::memory_order_acquire);
     if ((s0 & 1U) != 0) return false;
     copy();
     // Orders the word loads before the second seq load (see the header comment).
     detail::seqlock_acquire_fence<Model>();
+    if (seen != nullptr) *seen = s0;
     return seq_.load(std::memory_order_relaxed) == s0;
   }
 
@@ -370,13 +425,16 @@ class seqlock {
   // the head `out` held): a retry never leaves a discarded attempt's words
   // behind. ranges() is a function of the head, so recomputing it finds them.
   template <class Layout>
-  bool try_copy_ranges(T& out, const Layout& layout) const noexcept {
+  [[gnu::always_inline]] bool try_copy_ranges(T& out, const Layout& layout, std::uint64_t* seen = nullptr) const noexcept {
     constexpr std::size_t head = std::min<std::size_t>(Layout::head_words, word_count);
     unsigned char* dst = as_bytes(out);
-    const bool ok = attempt([&] {
+    const bool ok = attempt([&]() __attribute__((always_inline)) {
       load_head<head>(dst);
+      if constexpr (seqlock_shaped_layout<Layout, T>) {
+        if (load_shaped<Layout>(dst, Layout::shape(out), std::make_index_sequence<Layout::shapes>{})) return;
+      }
       for_each_range(layout.ranges(out), [&](seqlock_word_range r) { load_words(dst, r.first, r.first + r.count); });
-    });
+    }, seen);
     if (!ok) {
       for_each_range(layout.ranges(out), [&](seqlock_word_range r) {
         const std::size_t begin = std::min(r.first * sizeof(std::uint64_t), sizeof(T));
@@ -385,6 +443,49 @@ class seqlock {
       });
     }
     return ok;
+  }
+
+  // read_ranges_into's retries after a first attempt a store overlapped: spins until one
+  // succeeds, and gives the seq it was validated at.
+  template <class Layout>
+  [[gnu::noinline]] void retry_copy_ranges(T& out, const Layout& layout, std::uint64_t& seen) const noexcept {
+    do {
+      Model::spin_pause();
+    } while (!try_copy_ranges(out, layout, &seen));
+  }
+
+  // A shaped layout's ranges for shape K, clamped to the payload: constants.
+  template <class Layout, std::size_t K>
+  struct shaped_ranges {
+    static constexpr auto value = [] {
+      auto r = Layout::ranges_of_shape(K);
+      for (auto& range : r) range = clamp(range);
+      return r;
+    }();
+  };
+
+  // Words [First, First + Count), each load and store its own instruction pair.
+  template <std::size_t First, std::size_t Count>
+  void load_fixed(unsigned char* dst) const noexcept {
+    if constexpr (Count > 32 || (First + Count == word_count && tail_bytes != sizeof(std::uint64_t))) {
+      load_words(dst, First, First + Count);
+    } else {
+      [&]<std::size_t... I>(std::index_sequence<I...>) { (load_word(dst, First + I), ...); }(
+          std::make_index_sequence<Count>{});
+    }
+  }
+
+  // The ranges of shape k < Layout::shapes, unrolled; false (nothing copied) for any other k.
+  template <class Layout, std::size_t... K>
+  [[gnu::always_inline]] bool load_shaped(unsigned char* dst, std::size_t k, std::index_sequence<K...>) const noexcept {
+    const auto copy = [&]<std::size_t S>(std::integral_constant<std::size_t, S>) {
+      constexpr auto& r = shaped_ranges<Layout, S>::value;
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (load_fixed<r[I].first, r[I].count>(dst), ...);
+      }(std::make_index_sequence<std::tuple_size_v<std::remove_cvref_t<decltype(r)>>>{});
+      return true;
+    };
+    return ((k == K && copy(std::integral_constant<std::size_t, K>{})) || ...);
   }
 
   // f(r) for each of a layout's ranges, clamped to the payload (whatever a torn

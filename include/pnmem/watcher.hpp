@@ -183,6 +183,14 @@ class watcher {
   // fast one); `live` must be a live snapshot already (from read_live, or mem_state{}).
   mem_state read_live() const noexcept { return pnmem::read_live(published_); }
   void read_live(mem_state& live) const noexcept { pnmem::read_live(published_, live); }
+  // read_live(live) unless `live` is already this watcher's newest publication: `version` says
+  // which publication of which watcher `live` holds (start from live_version{} and a live
+  // snapshot); when it is this watcher's current one nothing is copied (one atomic load).
+  // True when it copied. What pnmem::admit does (with_live_snapshot).
+  bool refresh_live(mem_state& live, live_version& version) const noexcept {
+    if (version.source != this || version.instance != instance_) version = {this, instance_, seqlock_no_version};
+    return pnmem::refresh_live(published_, live, version.seq);
+  }
   bool try_read(mem_state& out) const noexcept { return published_.try_read(out); }
 
   // The seed's pn_memwatch_set_die: merge one die's numbers, re-derive, publish.
@@ -335,6 +343,7 @@ class watcher {
   mem_state working_ PNMEM_GUARDED_BY(write_mu_){};
   level_hysteresis hysteresis_ PNMEM_GUARDED_BY(write_mu_);
   seqlock<mem_state> published_{mem_state{}};  // stored under write_mu_; read with no lock
+  const std::uint64_t instance_ = detail::next_instance_id();  // refresh_live: which watcher a copy came from
 
   change_delivery changes_;
 

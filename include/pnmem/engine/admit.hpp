@@ -87,49 +87,82 @@ constexpr std::string_view log_name(mem_level l) noexcept {
   return "?";
 }
 
-// The decision on a snapshot already read: pure apart from the log line and the counters.
-inline admit_answer admit_snapshot(const mem_state& s, const model_desc& m, int n_tokens, const admit_options& o) {
-  admit_answer a;
-  a.level = s.level;
-  a.die = m.die != no_die ? m.die : tightest_die(s);
-  a.window = m.max_window;
+namespace detail {
+// Rung 3's log line, out of the decision's way (a log sink is rare on the hot path).
+[[gnu::noinline, gnu::cold]] inline void log_window_clamp(const std::function<void(std::string_view)>& log,
+                                                           mem_level level, int configured, int clamped) {
+  char line[160];
+  std::snprintf(line, sizeof line, "[ladder] %s -> prefill window clamped %d -> %d (rung 3)",
+                std::string(log_name(level)).c_str(), configured, clamped);
+  log(line);
+}
+}  // namespace detail
 
-  const ladder_plan plan = ladder_plan_for(s.level, ladder_config{m.max_slots, m.max_window > 0 ? m.max_window : 0,
-                                                                  m.kv == m.cost.compact_kv},
+namespace detail {
+// admit_snapshot's body: inlined whole into pnmem::admit (one call frame on the hot path).
+[[gnu::always_inline]] inline admit_answer admit_snapshot_inline(const mem_state& s, const model_desc& m,
+                                                                 int n_tokens, const admit_options& o) {
+  // Everything is decided in locals and the answer built once at the end: a store into the
+  // answer (the caller's memory) could alias `s`, and would make the compiler reload the snapshot.
+  const mem_level level = s.level;
+  const int die = m.die != no_die ? m.die : tightest_die(s);
+
+  const ladder_plan plan = ladder_plan_for(level, ladder_config{m.max_slots, m.max_window > 0 ? m.max_window : 0,
+                                                                m.kv == m.cost.compact_kv},
                                            o.policy);
   // A configured window of 0 (none) is never clamped by rung 3: the plan keeps 0.
-  if (plan.prefill_window > 0 && plan.prefill_window < m.max_window) {
-    a.window = plan.prefill_window;
-    a.window_clamped = true;
-    if (o.counters != nullptr) engine_counters::bump(o.counters->ladder_degradations[static_cast<std::size_t>(s.level)]);
-    if (o.log) {
-      char line[160];
-      std::snprintf(line, sizeof line, "[ladder] %s -> prefill window clamped %d -> %d (rung 3)",
-                    std::string(log_name(s.level)).c_str(), m.max_window, plan.prefill_window);
-      o.log(line);
-    }
+  const bool clamped = plan.prefill_window > 0 && plan.prefill_window < m.max_window;
+  if (clamped) {
+    if (o.counters != nullptr) engine_counters::bump(o.counters->ladder_degradations[static_cast<std::size_t>(level)]);
+    if (o.log) detail::log_window_clamp(o.log, level, m.max_window, plan.prefill_window);
   }
+  const int window = clamped ? plan.prefill_window : m.max_window;
 
-  request_spec rq;
-  rq.n_prompt = n_tokens;
-  rq.kv = m.kv;
-  rq.gpu_resident = m.gpu_resident;
-  rq.die = a.die;
-  rq.max_window = m.max_window;
   // Rung 3's clamp as its own bound: a prompt it cuts is capped `prefill_window`, one past the
   // configured window `window` (admission.hpp).
-  rq.prefill_window = a.window_clamped ? a.window : 0;
-  a.request = rq;
-  a.detail = admit_request(m.cost, rq, s, o.policy);
-  a.fit_tokens = a.detail.fit_tokens;
-  a.reason = a.detail.reason;
-  switch (a.detail.verdict) {
-    case verdict::admit: a.status = admit_status::admitted; break;
-    case verdict::cap: a.status = admit_status::capped; break;
-    case verdict::reject: a.status = admit_status::denied; break;
-  }
-  if (o.counters != nullptr) o.counters->count(a.detail);
+  const request_spec rq{.n_prompt = n_tokens,
+                        .kv = m.kv,
+                        .gpu_resident = m.gpu_resident,
+                        .die = die,
+                        .max_window = m.max_window,
+                        .prefill_window = clamped ? window : 0};
+  // admit_request; a GPU engine's decision inlined whole (no host-path code around it: the hot path).
+  const admit_result r =
+      m.gpu_resident ? detail::admit_gpu_resident(rq, s, o.policy) : admit_request(m.cost, rq, s, o.policy);
+  if (o.counters != nullptr) o.counters->count(r);
+  const admit_status status = r.verdict == verdict::admit ? admit_status::admitted
+                              : r.verdict == verdict::cap ? admit_status::capped
+                                                          : admit_status::denied;
+  // Field by field from values in registers: copying `r` and `rq` whole made g++ load 16 bytes
+  // over the narrow stores that had just built them, a store-forwarding stall each (~10 ns of a
+  // 40 ns admission, BENCHMARKS.md).
+  admit_answer a;
+  a.status = status;
+  a.fit_tokens = r.fit_tokens;
+  a.reason = r.reason;
+  a.level = level;
+  a.die = die;
+  a.window = window;
+  a.window_clamped = clamped;
+  a.detail.verdict = r.verdict;
+  a.detail.fit_tokens = r.fit_tokens;
+  a.detail.reason = r.reason;
+  a.detail.die = r.die;
+  a.detail.need_bytes = r.need_bytes;
+  a.detail.limit_bytes = r.limit_bytes;
+  a.request.n_prompt = rq.n_prompt;
+  a.request.kv = rq.kv;
+  a.request.gpu_resident = rq.gpu_resident;
+  a.request.die = rq.die;
+  a.request.max_window = rq.max_window;
+  a.request.prefill_window = rq.prefill_window;
   return a;
+}
+}  // namespace detail
+
+// The decision on a snapshot already read: pure apart from the log line and the counters.
+inline admit_answer admit_snapshot(const mem_state& s, const model_desc& m, int n_tokens, const admit_options& o) {
+  return detail::admit_snapshot_inline(s, m, n_tokens, o);
 }
 
 // The seed's pn_admit over a live watcher (anything with running() and read()). It decides
@@ -145,7 +178,7 @@ admit_answer admit(const Watcher& w, const model_desc& m, int n_tokens, const ad
     if (o.counters != nullptr) engine_counters::bump(o.counters->fail_open);
     return a;
   }
-  return with_live_snapshot(w, [&](const mem_state& s) { return admit_snapshot(s, m, n_tokens, o); });
+  return with_live_snapshot(w, [&](const mem_state& s) { return detail::admit_snapshot_inline(s, m, n_tokens, o); });
 }
 
 }  // namespace pnmem
