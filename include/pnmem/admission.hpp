@@ -33,8 +33,10 @@
 // engine wrapper does when no watcher runs), never read as "0 bytes free".
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 #include "pnmem/cost_model.hpp"
 #include "pnmem/detail/saturating.hpp"
@@ -129,7 +131,8 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
 // sliding window) it is linear in n up to the table's rounding up, or a quadratic (coefficients, or past
 // the last anchor). So instead of a blind binary search over the whole range (~18 dependent steps for a
 // 128k prompt) this tests the breakpoints to find the piece holding the answer and, on a linear piece,
-// solves its line for n. On a quadratic piece a binary search does the work.
+// solves its line for n. On a quadratic piece the root in floating point is a guess that exact costs
+// then bracket and bisect (a few costs, not ~17).
 //
 // Why the solve is exact (no correction step is needed; tested exhaustively at cost(n)-1, cost(n),
 // cost(n)+1 for every n of the seed's table and for models with sliding windows and other tables):
@@ -246,7 +249,58 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
     if (slope == 0) return clamp(hi);
     return clamp(lo + sat_sub(limit, cost(lo)) / slope);
   }
-  // A quadratic piece (coefficients with an N^2 term, or past the table's last anchor).
+  // A quadratic piece (coefficients with an N^2 term, or past the table's last anchor): cost(n) is
+  // about A + B*n + C*n^2 on it. Its root in floating point is only a guess (rounding, the activation's
+  // own rounding, saturation); exact costs then bracket the answer around the guess, doubling the step
+  // away from it, and a bisection of the bracket finishes. A close guess (the usual case) takes 2-4
+  // costs where bisecting [lo, hi) took ~17; a bad one costs a few more; the answer is exact either way
+  // (it is only ever decided by cost() <= limit). In constant evaluation (no sqrt) the bracket is [lo, hi).
+  if (!std::is_constant_evaluated() && hi - lo > 2) {
+    const double kv_const = window != 0 && lo >= window ? static_cast<double>(slide) * static_cast<double>(window) : 0.0;
+    double a = static_cast<double>(m.state_bytes_per_seq) + kv_const;
+    double b = static_cast<double>(k);
+    double c = 0.0;
+    if (table) {
+      const activation_anchor& last = act.anchors[count - 1];
+      if (last.tokens != 0) {
+        c = static_cast<double>(last.peak_bytes) / (static_cast<double>(last.tokens) * static_cast<double>(last.tokens));
+      } else {
+        a += static_cast<double>(last.peak_bytes);
+      }
+    } else {
+      a += static_cast<double>(act.fixed_bytes);
+      b += static_cast<double>(act.per_token_bytes);
+      c = static_cast<double>(act.per_token_sq_bytes);
+    }
+    const double room = static_cast<double>(limit) - a;
+    // The root of c*n^2 + b*n - room, in the form that does not cancel: 2*room / (b + sqrt(b^2 + 4*c*room)).
+    const double root = room <= 0.0 ? 0.0 : 2.0 * room / (b + std::sqrt(b * b + 4.0 * c * room));
+    const std::uint64_t guess = !(root > static_cast<double>(lo)) ? lo + 1
+                                : root >= static_cast<double>(hi - 1) ? hi - 1
+                                                                       : static_cast<std::uint64_t>(root);
+    std::uint64_t step = 1;
+    if (cost(guess) <= limit) {
+      lo = guess;  // then up from it: lo + 1, lo + 2, lo + 4, ... until one does not fit
+      while (hi - lo > step) {
+        if (cost(lo + step) > limit) {
+          hi = lo + step;
+          break;
+        }
+        lo += step;
+        step *= 2;
+      }
+    } else {
+      hi = guess;  // then down from it
+      while (hi - lo > step) {
+        if (cost(hi - step) <= limit) {
+          lo = hi - step;
+          break;
+        }
+        hi -= step;
+        step *= 2;
+      }
+    }
+  }
   while (hi - lo > 1) {
     const std::uint64_t mid = lo + (hi - lo) / 2;
     if (cost(mid) <= limit) {
