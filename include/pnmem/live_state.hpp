@@ -132,9 +132,6 @@ mem_state read_live(const seqlock<mem_state, Model>& lock) noexcept {
   return lock.read_ranges(mem_state_live_layout{});
 }
 
-// read_live(lock, live) below, unless `live` already holds the store `version`
-// names (seqlock::refresh_ranges_into): then nothing is copied. `version` starts
-// as seqlock_no_version and is kept with `live`. True when it copied.
 namespace detail {
 // Zeroes dies [from, to) of each die array: the slots a smaller n_dies left dead (rare: out of line).
 [[gnu::noinline, gnu::cold]] inline void clear_dies(mem_state& live, int from, int to) noexcept {
@@ -148,6 +145,9 @@ namespace detail {
 }
 }  // namespace detail
 
+// read_live(lock, live) below, unless `live` already holds the store `version`
+// names (seqlock::refresh_ranges_into): then nothing is copied. `version` starts
+// as seqlock_no_version and is kept with `live`. True when it copied.
 template <class Model>
 [[gnu::always_inline]] inline bool refresh_live(const seqlock<mem_state, Model>& lock, mem_state& live,
                                                 std::uint64_t& version) noexcept {
