@@ -151,9 +151,8 @@ namespace detail {
 template <class Model>
 [[gnu::always_inline]] inline bool refresh_live(const seqlock<mem_state, Model>& lock, mem_state& live,
                                                 std::uint64_t& version) noexcept {
-  if (lock.holds(version)) return false;
   const int had = live.n_dies;  // raw: die_count is monotonic, so fewer dies means a smaller raw count
-  lock.refresh_ranges_into(live, mem_state_live_layout{}, version);
+  if (!lock.refresh_ranges_into(live, mem_state_live_layout{}, version)) return false;
   if (live.n_dies < had) [[unlikely]] detail::clear_dies(live, die_count(live), die_count(had));
   return true;
 }

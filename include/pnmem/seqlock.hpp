@@ -274,10 +274,8 @@ class seqlock {
   template <class Layout>
     requires seqlock_layout<Layout, T>
   void read_ranges_into(T& out, const Layout& layout) const noexcept {
-    std::uint64_t seen = 0;
-    if (!try_copy_ranges(out, layout, &seen)) [[unlikely]] {
-      retry_copy_ranges(out, layout, seen);
-    }
+    std::uint64_t none = seqlock_no_version;  // names no copy: always copies
+    refresh_ranges_into(out, layout, none);
   }
 
   // read_ranges_into unless `out` already holds the store `version` names: the version is
@@ -301,7 +299,7 @@ class seqlock {
   }
 
   // True when the payload is still the store a copy validated at `version` was taken from
-  // (refresh_ranges_into's test, for a caller that must look at its copy before refreshing it).
+  // (refresh_ranges_into's test).
   // An odd version names no copy and never matches: seq is odd while a store is in progress
   // (the first store's seq is 1, seqlock_no_version), and that is not a payload anyone holds.
   bool holds(std::uint64_t version) const noexcept {
@@ -361,7 +359,7 @@ class seqlock {
   void end_write(std::uint64_t s) noexcept { seq_.store(s + 2, std::memory_order_release); }
 
   // The reader's protocol, the one place it is written: `copy` loads words
-  // (load_word, load_words, load_head only) between the two seq loads. True if no store was in
+  // (load_word, load_words, load_fixed only) between the two seq loads. True if no store was in
   // progress or overlapped the copy; false if one was, and then `copy` either
   // did not run or copied garbage.
   // `seen`, when given, receives the seq a successful copy was validated at.
@@ -396,17 +394,6 @@ class seqlock {
     std::memcpy(dst + i * sizeof(std::uint64_t), &w, sizeof(std::uint64_t));
   }
 
-  // Words [0, N): unrolled when N is small (a layout's head): g++ keeps a loop
-  // of atomic loads a loop, whose overhead was a quarter of a 2-die live read.
-  template <std::size_t N>
-  void load_head(unsigned char* dst) const noexcept {
-    if constexpr (N > 16 || (N == word_count && tail_bytes != sizeof(std::uint64_t))) {
-      load_words(dst, 0, N);
-    } else {
-      [&]<std::size_t... I>(std::index_sequence<I...>) { (load_word(dst, I), ...); }(std::make_index_sequence<N>{});
-    }
-  }
-
   // Copies the payload into dst[0, sizeof(T)). On false dst holds garbage.
   bool try_copy(unsigned char* dst) const noexcept {
     return attempt([&] { load_words(dst, 0, word_count); });
@@ -429,7 +416,7 @@ class seqlock {
     constexpr std::size_t head = std::min<std::size_t>(Layout::head_words, word_count);
     unsigned char* dst = as_bytes(out);
     const bool ok = attempt([&]() __attribute__((always_inline)) {
-      load_head<head>(dst);
+      load_fixed<0, head>(dst);
       if constexpr (seqlock_shaped_layout<Layout, T>) {
         if (load_shaped<Layout>(dst, Layout::shape(out), std::make_index_sequence<Layout::shapes>{})) return;
       }
@@ -464,7 +451,9 @@ class seqlock {
     }();
   };
 
-  // Words [First, First + Count), each load and store its own instruction pair.
+  // Words [First, First + Count), each load and store its own instruction pair (a layout's head,
+  // a shaped range): g++ keeps a loop of atomic loads a loop, whose overhead was a quarter of a
+  // 2-die live read.
   template <std::size_t First, std::size_t Count>
   void load_fixed(unsigned char* dst) const noexcept {
     if constexpr (Count > 32 || (First + Count == word_count && tail_bytes != sizeof(std::uint64_t))) {

@@ -96,9 +96,7 @@ namespace detail {
                 std::string(log_name(level)).c_str(), configured, clamped);
   log(line);
 }
-}  // namespace detail
 
-namespace detail {
 // admit_snapshot's body: inlined whole into pnmem::admit (one call frame on the hot path).
 [[gnu::always_inline]] inline admit_answer admit_snapshot_inline(const mem_state& s, const model_desc& m,
                                                                  int n_tokens, const admit_options& o) {
