@@ -16,7 +16,7 @@
 //      in host avail - reserve, and in the die's free VRAM when a die is named.
 //        avail inside the reserve                                   -> REJECT host_reserve
 //        the whole prompt (or the window, if smaller) fits          -> ADMIT fits / CAP window | prefill_window
-//        some shorter prefix fits (binary search for the largest)   -> CAP    host_budget | die_vram
+//        some shorter prefix fits (the largest, solved exactly)     -> CAP    host_budget | die_vram
 //        nothing fits                                               -> REJECT host_budget | die_vram
 //
 // The host cost is the model's (cost_model.hpp): admit_request(model, ...) takes any model_cost, the
@@ -169,46 +169,36 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
   auto kv_of = [&](std::uint64_t n) { return sat_add(sat_mul(full, n), sat_mul(slide, n < window ? n : window)); };
   auto cost = [&](std::uint64_t n) { return host_cost_bytes(m, static_cast<int>(n), kv); };
 
-  // 1. Test the breakpoints (anchors and the window, in increasing order) inside (lo, hi).
+  // 1. Test the breakpoints inside (lo, hi): the anchors in increasing order, then the window if it
+  //    lies strictly inside the piece they leave (it is a kink of the KV line, not of the table). One
+  //    counted loop either way, which the compiler unrolls when the model is a constant; without a
+  //    window the sliding layers' term is not computed at all.
   std::uint64_t lo = 0;                                  // fits
   auto hi = static_cast<std::uint64_t>(n_max);           // does not fit
   std::size_t next_anchor = 0;
-  bool window_pending = window != 0;
-  if (!window_pending) {
-    // Without a window the breakpoints are the anchors alone (the seed's model, and most): a counted
-    // loop the compiler can unroll when the model is a constant.
+  auto walk_anchors = [&](auto kv_at) {
     for (; next_anchor < count; ++next_anchor) {
       const activation_anchor& x = act.anchors[next_anchor];
       if (x.tokens >= hi) break;
       if (x.tokens > lo) {
-        if (sat_add(sat_add(sat_mul(full, x.tokens), m.state_bytes_per_seq), x.peak_bytes) > limit) {
+        // At an anchor the peak is the anchor's own value: no table walk needed.
+        if (sat_add(sat_add(kv_at(x.tokens), m.state_bytes_per_seq), x.peak_bytes) > limit) {
           hi = x.tokens;
           break;
         }
         lo = x.tokens;
       }
     }
+  };
+  if (window == 0) {
+    walk_anchors([&](std::uint64_t n) { return sat_mul(full, n); });
   } else {
-    while (true) {
-      const bool anchor_left = next_anchor < count;
-      if (!anchor_left && !window_pending) break;
-      const bool take_anchor = anchor_left && (!window_pending || act.anchors[next_anchor].tokens <= window);
-      const std::uint64_t t = take_anchor ? act.anchors[next_anchor].tokens : window;
-      if (t >= hi) break;
-      if (t > lo) {
-        // At an anchor the peak is the anchor's own value: no table walk needed.
-        const std::uint64_t c =
-            take_anchor ? sat_add(sat_add(kv_of(t), m.state_bytes_per_seq), act.anchors[next_anchor].peak_bytes) : cost(t);
-        if (c > limit) {
-          hi = t;
-          break;
-        }
-        lo = t;
-      }
-      if (take_anchor) {
-        ++next_anchor;
+    walk_anchors(kv_of);
+    if (lo < window && window < hi) {
+      if (cost(window) > limit) {
+        hi = window;
       } else {
-        window_pending = false;
+        lo = window;
       }
     }
   }
@@ -252,8 +242,8 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
   // A quadratic piece (coefficients with an N^2 term, or past the table's last anchor): cost(n) is
   // about A + B*n + C*n^2 on it. Its root in floating point is only a guess (rounding, the activation's
   // own rounding, saturation); exact costs then bracket the answer around the guess, doubling the step
-  // away from it, and a bisection of the bracket finishes. A close guess (the usual case) takes 2-4
-  // costs where bisecting [lo, hi) took ~17; a bad one costs a few more; the answer is exact either way
+  // away from it, and a bisection of the bracket finishes. A close guess (the usual case) takes 2 costs
+  // where bisecting [lo, hi) took ~17; a bad one costs a few more; the answer is exact either way
   // (it is only ever decided by cost() <= limit). In constant evaluation (no sqrt) the bracket is [lo, hi).
   if (!std::is_constant_evaluated() && hi - lo > 2) {
     const double kv_const = window != 0 && lo >= window ? static_cast<double>(slide) * static_cast<double>(window) : 0.0;
@@ -273,13 +263,25 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
       c = static_cast<double>(act.per_token_sq_bytes);
     }
     const double room = static_cast<double>(limit) - a;
-    // The root of c*n^2 + b*n - room, in the form that does not cancel: 2*room / (b + sqrt(b^2 + 4*c*room)).
-    const double root = room <= 0.0 ? 0.0 : 2.0 * room / (b + std::sqrt(b * b + 4.0 * c * room));
+    // The root of c*n^2 + b*n - room. (sqrt(b^2 + 4*c*room) - b) / (2*c) keeps the division off the
+    // chain that waits for `limit` (1 / (2*c) does not depend on it); it cancels only when b^2 dwarfs
+    // 4*c*room, and then by about b / (2*c) ulps: far below a token for any real model, and a poor
+    // guess only costs a few more exact costs below. c == 0 (a table whose last peak is 0) is a line.
+    const double half_inv_c = c > 0.0 ? 0.5 / c : 0.0;
+    const double root = room <= 0.0 ? 0.0
+                        : c > 0.0   ? (std::sqrt(b * b + 4.0 * c * room) - b) * half_inv_c
+                        : b > 0.0   ? room / b
+                                    : static_cast<double>(hi);
     const std::uint64_t guess = !(root > static_cast<double>(lo)) ? lo + 1
                                 : root >= static_cast<double>(hi - 1) ? hi - 1
                                                                        : static_cast<std::uint64_t>(root);
+    // The usual case: the guess is the answer. Both costs are independent, so they are taken together
+    // (one predictable branch) rather than one after the other, and inlined here (host_cost_bytes is;
+    // the `cost` lambda, called from the loops below too, is not).
+    const bool guess_fits = host_cost_bytes(m, static_cast<int>(guess), kv) <= limit;
+    if (guess_fits && host_cost_bytes(m, static_cast<int>(guess + 1), kv) > limit) return static_cast<int>(guess);
     std::uint64_t step = 1;
-    if (cost(guess) <= limit) {
+    if (guess_fits) {
       lo = guess;  // then up from it: lo + 1, lo + 2, lo + 4, ... until one does not fit
       while (hi - lo > step) {
         if (cost(lo + step) > limit) {
