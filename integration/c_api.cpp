@@ -220,6 +220,34 @@ int pnmem_read(pnmem_state* out) {
   });
 }
 
+int pnmem_snapshot_init_sized(pnmem_snapshot* snapshot, size_t struct_size) {
+  return boundary(__func__, -1, {snapshot}, [&] {
+    if (struct_size < pnmem::c_abi::snapshot_size_v1 || struct_size > UINT32_MAX) return -1;
+    std::memset(static_cast<void*>(snapshot), 0, struct_size);  // the caller's whole struct, a newer one's tail too
+    snapshot->struct_size = static_cast<std::uint32_t>(struct_size);
+    return 0;
+  });
+}
+
+int pnmem_read_snapshot(pnmem_snapshot* out) {
+  const char* const entry = __func__;
+  return boundary(entry, -1, {out}, [&] {
+    const std::uint32_t size = out->struct_size;
+    const std::string why =
+        pnmem::c_abi::struct_size_problem(size, pnmem::c_abi::snapshot_size_v1, "out", "pnmem_snapshot_init");
+    if (!why.empty()) {
+      refuse(state(), entry, why);
+      return -1;
+    }
+    const pnmem::c_abi::platform_watcher* w = state().watcher();
+    const pnmem_snapshot snap = pnmem::c_abi::snapshot_to_c(w != nullptr ? w->read() : pnmem::mem_state{});
+    // The fields this library knows; a newer caller's tail is left, and its struct_size kept.
+    std::memcpy(static_cast<void*>(out), &snap, std::min<std::size_t>(size, sizeof snap));
+    out->struct_size = size;
+    return 0;
+  });
+}
+
 int pnmem_set_die(int die, uint64_t free_bytes, uint64_t budget_bytes, uint64_t used_bytes, uint64_t retiring_bytes) {
   return boundary(__func__, -1, {}, [&] {
     // Checked before the watcher exists: a bad die id creates nothing.

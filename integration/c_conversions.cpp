@@ -98,6 +98,36 @@ static_assert(seed_watcher_options.step_down_dwell.count() >= 0 &&
 static_assert(max_poll_interval_ms <= std::numeric_limits<std::uint32_t>::max() &&
               max_step_down_dwell_ms <= std::numeric_limits<std::uint32_t>::max());
 
+// The snapshot's provenance: PNMEM_SOURCE_* are pnmem::host_source's bits, every one of them, and
+// the modes and the cgroup path's capacity are provenance.hpp's.
+static_assert(PNMEM_SOURCE_MEMINFO == static_cast<std::uint32_t>(host_source::meminfo));
+static_assert(PNMEM_SOURCE_PSI == static_cast<std::uint32_t>(host_source::psi));
+static_assert(PNMEM_SOURCE_CGROUP_USAGE == static_cast<std::uint32_t>(host_source::cgroup_usage));
+static_assert(PNMEM_SOURCE_CGROUP_LIMIT == static_cast<std::uint32_t>(host_source::cgroup_limit));
+static_assert(PNMEM_SOURCE_CGROUP_STAT == static_cast<std::uint32_t>(host_source::cgroup_stat));
+static_assert(PNMEM_SOURCE_CGROUP_PRESSURE == static_cast<std::uint32_t>(host_source::cgroup_pressure));
+static_assert(PNMEM_SOURCE_MACOS_VM == static_cast<std::uint32_t>(host_source::macos_vm));
+static_assert(PNMEM_SOURCE_MACOS_PRESSURE == static_cast<std::uint32_t>(host_source::macos_pressure));
+static_assert(PNMEM_SOURCES == host_source_count);
+static_assert(to_string(static_cast<host_source>(1U << PNMEM_SOURCES)) == "invalid");
+static_assert(PNMEM_CGROUP_NONE == static_cast<int>(cgroup_mode::none));
+static_assert(PNMEM_CGROUP_V1 == static_cast<int>(cgroup_mode::v1));
+static_assert(PNMEM_CGROUP_V2 == static_cast<int>(cgroup_mode::v2));
+static_assert(PNMEM_PSI_NONE == static_cast<int>(psi_mode::none));
+static_assert(PNMEM_PSI_POLL == static_cast<int>(psi_mode::poll));
+static_assert(PNMEM_PSI_TRIGGER == static_cast<int>(psi_mode::trigger));
+static_assert(sizeof(pnmem_cgroup_mode) == sizeof(int) && sizeof(pnmem_psi_mode) == sizeof(int));
+static_assert(PNMEM_CGROUP_PATH_MAX == cgroup_path_capacity);
+static_assert(sizeof(pnmem_snapshot::limit_cgroup) == sizeof(sample_provenance::limit_cgroup));
+namespace {
+// A field added to sample_provenance breaks this binding: pnmem_snapshot and snapshot_to_c need it too.
+constexpr bool provenance_field_count() noexcept {
+  [[maybe_unused]] const auto [read, failed, cgroup, psi, total, avail, limit, working_set, path] = sample_provenance{};
+  return true;
+}
+}  // namespace
+static_assert(provenance_field_count());
+
 // pnmem_gate_status is not numbered as gate_status (no cancelled; an ERROR value):
 // to_c(gate_status) maps each one by name, and a new gate_status must be added there.
 static_assert(to_string(gate_status::queue_full) == "queue_full");
@@ -142,6 +172,31 @@ pnmem_state to_c(const mem_state& m) noexcept {
   out.raw_level = to_c(m.raw_level);
   out.seq = m.seq;
   out.sample_time_ns = m.sample_time_ns;
+  return out;
+}
+
+pnmem_cgroup_mode to_c(cgroup_mode m) noexcept { return static_cast<pnmem_cgroup_mode>(static_cast<int>(m)); }
+
+pnmem_psi_mode to_c(psi_mode m) noexcept { return static_cast<pnmem_psi_mode>(static_cast<int>(m)); }
+
+pnmem_snapshot snapshot_to_c(const mem_state& m) noexcept {
+  pnmem_snapshot out{};
+  out.struct_size = static_cast<std::uint32_t>(sizeof(pnmem_snapshot));
+  out.state = to_c(m);
+  const sample_provenance& p = m.provenance;
+  out.sources_read = p.sources_read;
+  out.sources_failed = p.sources_failed;
+  out.cgroup_mode = to_c(p.cgroup);
+  out.psi_mode = to_c(p.psi);
+  out.meminfo_total_bytes = p.meminfo_total_bytes;
+  out.meminfo_avail_bytes = p.meminfo_avail_bytes;
+  out.cgroup_limit_bytes = p.cgroup_limit_bytes;
+  out.cgroup_working_set_bytes = p.cgroup_working_set_bytes;
+  // Through limit_cgroup_path(): NUL-terminated even if the C++ array were full.
+  const std::string_view path = p.limit_cgroup_path();
+  const std::size_t n = std::min(path.size(), sizeof out.limit_cgroup - 1);
+  std::memcpy(out.limit_cgroup, path.data(), n);
+  out.limit_cgroup[n] = '\0';
   return out;
 }
 

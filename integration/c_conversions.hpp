@@ -23,6 +23,7 @@
 #include "pnmem/mem_state.hpp"
 #include "pnmem/pnmem_c.h"
 #include "pnmem/policy.hpp"
+#include "pnmem/provenance.hpp"
 #include "pnmem/watcher.hpp"
 
 namespace pnmem::c_abi {
@@ -33,6 +34,11 @@ pnmem_admit_status to_c(admit_status s) noexcept;
 pnmem_gate_status to_c(gate_status s) noexcept;
 // The one place a C snapshot is filled from a mem_state.
 pnmem_state to_c(const mem_state& m) noexcept;
+// The snapshot with its provenance (struct_size = sizeof(pnmem_snapshot): pnmem_read_snapshot
+// copies the caller's part of it).
+pnmem_snapshot snapshot_to_c(const mem_state& m) noexcept;
+pnmem_cgroup_mode to_c(cgroup_mode m) noexcept;
+pnmem_psi_mode to_c(psi_mode m) noexcept;
 // `pending_bytes`: what host_ledger::admit reported (0 for pnmem_admit).
 pnmem_admit_answer to_c(const admit_answer& a, std::uint64_t pending_bytes) noexcept;
 pnmem_ladder_plan to_c(const ladder_plan& p) noexcept;
@@ -56,6 +62,7 @@ pnmem_kv_allocation to_c(const kv_allocation& a) noexcept;
 inline constexpr std::size_t model_size_v1 = sizeof(pnmem_model);
 inline constexpr std::size_t watcher_options_size_v1 = sizeof(pnmem_watcher_options);
 inline constexpr std::size_t model_load_size_v1 = sizeof(pnmem_model_load);
+inline constexpr std::size_t snapshot_size_v1 = sizeof(pnmem_snapshot);
 
 // The defaults, struct_size set to sizeof (pnmem_model_init_sized narrows it).
 pnmem_model default_model() noexcept;

@@ -223,8 +223,7 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
     std::uint64_t num64 = 0;
     std::uint64_t ks = 0;
     std::uint64_t den64 = 0;
-    if (!__builtin_mul_overflow(room, span, &num64) && !__builtin_mul_overflow(k, span, &ks) &&
-        !__builtin_add_overflow(ks, rise, &den64)) {
+    if (!mul_overflows(room, span, num64) && !mul_overflows(k, span, ks) && !add_overflows(ks, rise, den64)) {
       // Everything fits in 64 bits (any real host): one hardware division instead of a 128-bit one.
       if (den64 == 0) return clamp(hi);
       return clamp(static_cast<u128>(a.tokens) + num64 / den64);

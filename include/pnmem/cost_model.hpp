@@ -186,7 +186,9 @@ constexpr activation_model activation_coefficients(std::uint64_t fixed, std::uin
   // Unrolled (at most 8 anchors): for a model known at compile time (the seed's) every span and rise is
   // then a constant and the division a multiplication; without the pragma g++ kept the loop, reading
   // the table and dividing in hardware (the seed's admit_request CAP: 477 -> 273 instructions a call).
+#if !defined(__CUDACC__)  // nvcc's front end does not know the pragma (a warning in every .cu file)
 #pragma GCC unroll 8
+#endif
   for (std::size_t i = 1; i < count; ++i) {
     if (n <= a[i].tokens) {
       const std::uint64_t span = a[i].tokens - a[i - 1].tokens;
@@ -194,7 +196,7 @@ constexpr activation_model activation_coefficients(std::uint64_t fixed, std::uin
       // Round the interpolated share up: the table must not under-estimate. A product past 2^64 (peaks
       // far beyond any host) is divided exactly in 128 bits, not saturated (which would under-estimate).
       std::uint64_t num = 0;
-      if (__builtin_expect(__builtin_mul_overflow(rise, n - a[i - 1].tokens, &num), 0)) {
+      if (__builtin_expect(detail::mul_overflows(rise, n - a[i - 1].tokens, num), 0)) {
         return sat_add(a[i - 1].peak_bytes, detail::mul_div_ceil(rise, n - a[i - 1].tokens, span));
       }
       return sat_add(a[i - 1].peak_bytes, num / span + (num % span != 0 ? 1 : 0));

@@ -161,6 +161,74 @@ PNMEM_C_API void pnmem_watcher_poll_now(void);
  * if out is NULL or on failure (*out is then not written). Locks nothing. */
 PNMEM_C_API int pnmem_read(pnmem_state* out);
 
+/* --- The snapshot with its provenance: where the host numbers came from ----------------
+ *
+ * pnmem_read's numbers, and what the sampler read to get them (pnmem::sample_provenance,
+ * provenance.hpp): an operator can tell a box under pressure from a sampler that could
+ * not see. Sources are bits, as pnmem::host_source: */
+#define PNMEM_SOURCE_MEMINFO (1u << 0)         /* /proc/meminfo MemTotal, MemAvailable */
+#define PNMEM_SOURCE_PSI (1u << 1)             /* /proc/pressure/memory */
+#define PNMEM_SOURCE_CGROUP_USAGE (1u << 2)    /* memory.current | memory.usage_in_bytes */
+#define PNMEM_SOURCE_CGROUP_LIMIT (1u << 3)    /* memory.max/high | memory.limit_in_bytes, over the ancestors */
+#define PNMEM_SOURCE_CGROUP_STAT (1u << 4)     /* memory.stat (inactive_file) */
+#define PNMEM_SOURCE_CGROUP_PRESSURE (1u << 5) /* the cgroup's memory.pressure (v2) */
+#define PNMEM_SOURCE_MACOS_VM (1u << 6)        /* hw.memsize, host_statistics64 */
+#define PNMEM_SOURCE_MACOS_PRESSURE (1u << 7)  /* kern.memorystatus_vm_pressure_level */
+#define PNMEM_SOURCES 8                        /* sources are bits 0 .. PNMEM_SOURCES - 1 */
+#define PNMEM_CGROUP_PATH_MAX 256              /* pnmem_snapshot.limit_cgroup, its NUL included */
+
+/* How the cgroup was reached (pnmem::cgroup_mode). */
+typedef enum pnmem_cgroup_mode {
+  PNMEM_CGROUP_NONE = 0,
+  PNMEM_CGROUP_V1 = 1,
+  PNMEM_CGROUP_V2 = 2
+} pnmem_cgroup_mode;
+
+/* How PSI was read (pnmem::psi_mode). */
+typedef enum pnmem_psi_mode {
+  PNMEM_PSI_NONE = 0,
+  PNMEM_PSI_POLL = 1,
+  PNMEM_PSI_TRIGGER = 2
+} pnmem_psi_mode;
+
+typedef struct pnmem_snapshot {
+  uint32_t struct_size; /* sizeof(pnmem_snapshot) as the caller compiled it: pnmem_snapshot_init sets it */
+  pnmem_state state;    /* what pnmem_read copies, from the same snapshot as the fields below */
+  uint32_t sources_read;   /* PNMEM_SOURCE_* bits that gave numbers */
+  uint32_t sources_failed; /* PNMEM_SOURCE_* bits that exist but could not be read or parsed */
+  pnmem_cgroup_mode cgroup_mode;
+  pnmem_psi_mode psi_mode;
+  uint64_t meminfo_total_bytes;      /* MemTotal as the kernel reports it (before the container) */
+  uint64_t meminfo_avail_bytes;      /* MemAvailable as the kernel reports it */
+  uint64_t cgroup_limit_bytes;       /* effective limit over the cgroup and its ancestors; 0 = none */
+  uint64_t cgroup_working_set_bytes; /* usage - inactive_file of the limiting cgroup */
+  /* Path (relative to the cgroup mount) of the cgroup whose limit is in force, NUL-terminated
+   * and truncated to fit; "" when there is no limit. */
+  char limit_cgroup[PNMEM_CGROUP_PATH_MAX];
+} pnmem_snapshot;
+
+/* Zeroes the caller's struct_size bytes of *snapshot and sets struct_size = `struct_size`.
+ * 0 on success; -1 for a NULL snapshot or a struct_size smaller than the first version's
+ * (nothing is written). Call it through pnmem_snapshot_init, which passes the caller's
+ * sizeof. Locks nothing. */
+PNMEM_C_API int pnmem_snapshot_init_sized(pnmem_snapshot* snapshot, size_t struct_size);
+static inline int pnmem_snapshot_init(pnmem_snapshot* snapshot) {
+  return pnmem_snapshot_init_sized(snapshot, sizeof *snapshot);
+}
+
+/* Copies the latest snapshot and its provenance (all zero before the watcher exists) into
+ * *out, whose struct_size says how large the caller's struct is (pnmem_snapshot_init). 0 on
+ * success; -1 if out is NULL, out->struct_size is 0 or smaller than the first version's (a
+ * line names the field), or on failure (*out is then not written). A larger struct_size (a
+ * newer header) gets the fields this library knows, and the rest is left as it was;
+ * struct_size is kept. Locks nothing.
+ *
+ *   pnmem_snapshot s;
+ *   pnmem_snapshot_init(&s);
+ *   if (pnmem_read_snapshot(&s) == 0 && !(s.sources_read & PNMEM_SOURCE_PSI)) { ... no PSI ... }
+ */
+PNMEM_C_API int pnmem_read_snapshot(pnmem_snapshot* out);
+
 /* Feeds one die's numbers (after cudaMemGetInfo); creates the watcher (default options)
  * if none exists. 0 on success, -1 for a die id outside [0, PNMEM_MAX_DIES) or on
  * failure. Takes the watcher's write lock (the lifecycle mutex too, once, if it creates

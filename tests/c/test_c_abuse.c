@@ -237,6 +237,32 @@ static void bad_new_arguments(int running) {
   CHECK(pnmem_watcher_options_init_sized(&o, sizeof o - 1) == -1);
   CHECK(o.struct_size == 0x33333333u);
 
+  /* pnmem_snapshot_init / pnmem_read_snapshot: NULL, a struct_size 0 or below the first version's
+   * (too big for a uint32_t in the init): -1, nothing written, and a line naming the field. */
+  CHECK(pnmem_snapshot_init(NULL) == -1);
+  CHECK(pnmem_snapshot_init_sized(NULL, sizeof(pnmem_snapshot)) == -1);
+  pnmem_snapshot snap;
+  memset(&snap, 0x33, sizeof snap);
+  const pnmem_snapshot snap_garbage = snap;
+  CHECK(pnmem_snapshot_init_sized(&snap, 0) == -1);
+  CHECK(pnmem_snapshot_init_sized(&snap, sizeof snap - 1) == -1);
+  CHECK(pnmem_snapshot_init_sized(&snap, sizeof(uint32_t)) == -1);
+  CHECK(pnmem_snapshot_init_sized(&snap, SIZE_MAX) == -1);
+  CHECK(memcmp(&snap, &snap_garbage, sizeof snap) == 0);
+  CHECK(pnmem_read_snapshot(NULL) == -1);
+  snap.struct_size = 0;
+  CHECK(pnmem_read_snapshot(&snap) == -1);
+  CHECK(logged("pnmem: pnmem_read_snapshot: out->struct_size is 0: initialise it with pnmem_snapshot_init"));
+  snap.struct_size = (uint32_t)sizeof(pnmem_state); /* an older, smaller struct than any version */
+  CHECK(pnmem_read_snapshot(&snap) == -1);
+  CHECK(logged("smaller than the first version's"));
+  snap.struct_size = 0x33333333u;
+  CHECK(memcmp(&snap, &snap_garbage, sizeof snap) == 0);
+  CHECK(pnmem_snapshot_init(&snap) == 0);
+  CHECK(pnmem_read_snapshot(&snap) == 0);
+  CHECK(snap.struct_size == sizeof snap);
+  CHECK(running ? snap.state.seq >= 1 : snap.state.seq == 0);
+
   /* A newer caller's larger struct: initialised whole (its tail zeroed) and accepted. */
   struct {
     pnmem_model m;

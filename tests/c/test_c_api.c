@@ -52,6 +52,14 @@ int main(void) {
   CHECK(pnmem_read(NULL) == -1);
   CHECK(pnmem_admit(NULL, 1, NULL) == -1);
   CHECK(strcmp(pnmem_level_name(PNMEM_LEVEL_TIGHT), "tight") == 0);
+  /* Before the watcher exists: a snapshot of zeros, provenance included. */
+  pnmem_snapshot before;
+  memset(&before, 0x5A, sizeof before);
+  CHECK(pnmem_snapshot_init(&before) == 0);
+  CHECK(pnmem_read_snapshot(&before) == 0);
+  CHECK(before.struct_size == sizeof before && before.state.seq == 0 && before.state.host_total_bytes == 0);
+  CHECK(before.sources_read == 0 && before.sources_failed == 0 && before.meminfo_total_bytes == 0);
+  CHECK(before.cgroup_mode == PNMEM_CGROUP_NONE && before.psi_mode == PNMEM_PSI_NONE && before.limit_cgroup[0] == '\0');
 
   /* Before start: fail open. */
   pnmem_model model = request(PNMEM_KV_Q4, 1, 16384, 8);
@@ -84,6 +92,38 @@ int main(void) {
   CHECK(s.host_total_bytes > 0);
   CHECK(s.host_avail_bytes <= s.host_total_bytes);
   CHECK(s.seq >= 1);
+
+  /* The same snapshot with its provenance: on Linux /proc/meminfo was read, and the copy
+   * of pnmem_state inside is pnmem_read's (no die fed yet: the numbers move only with samples). */
+  pnmem_snapshot snap;
+  memset(&snap, 0x5A, sizeof snap);
+  CHECK(pnmem_snapshot_init(&snap) == 0);
+  CHECK(snap.struct_size == sizeof snap && snap.sources_read == 0 && snap.limit_cgroup[0] == '\0');
+  CHECK(pnmem_read_snapshot(&snap) == 0);
+  CHECK(snap.struct_size == sizeof snap);
+  CHECK(snap.state.host_total_bytes > 0 && snap.state.seq >= 1 && snap.state.n_dies == 0);
+  CHECK(snap.state.level >= PNMEM_LEVEL_OK && snap.state.level <= PNMEM_LEVEL_CRITICAL);
+  CHECK((snap.sources_read & PNMEM_SOURCE_MEMINFO) != 0);
+  CHECK((snap.sources_read & snap.sources_failed) == 0);
+  CHECK((snap.sources_read >> PNMEM_SOURCES) == 0 && (snap.sources_failed >> PNMEM_SOURCES) == 0);
+  CHECK(snap.meminfo_total_bytes > 0 && snap.meminfo_avail_bytes <= snap.meminfo_total_bytes);
+  CHECK(snap.cgroup_mode >= PNMEM_CGROUP_NONE && snap.cgroup_mode <= PNMEM_CGROUP_V2);
+  CHECK(snap.psi_mode >= PNMEM_PSI_NONE && snap.psi_mode <= PNMEM_PSI_TRIGGER);
+  CHECK(memchr(snap.limit_cgroup, '\0', sizeof snap.limit_cgroup) != NULL);
+  CHECK((snap.cgroup_limit_bytes == 0) == (snap.limit_cgroup[0] == '\0') || snap.cgroup_mode == PNMEM_CGROUP_V1);
+  /* A newer caller's larger struct: this library's fields written, the tail left, struct_size kept. */
+  struct {
+    pnmem_snapshot s;
+    unsigned char newer_fields[24];
+  } big;
+  memset(&big, 0x77, sizeof big);
+  CHECK(pnmem_snapshot_init_sized(&big.s, sizeof big) == 0);
+  CHECK(big.s.struct_size == sizeof big && big.newer_fields[0] == 0 && big.newer_fields[23] == 0);
+  memset(big.newer_fields, 0x77, sizeof big.newer_fields);
+  CHECK(pnmem_read_snapshot(&big.s) == 0);
+  CHECK(big.s.struct_size == sizeof big && big.s.state.host_total_bytes > 0);
+  CHECK((big.s.sources_read & PNMEM_SOURCE_MEMINFO) != 0);
+  CHECK(big.newer_fields[0] == 0x77 && big.newer_fields[23] == 0x77);
 
   /* A die nearly full puts the box at TIGHT (free < budget/16). */
   const uint64_t gib = 1024ULL * 1024 * 1024;

@@ -22,6 +22,13 @@
 #      dependency('pnmem') must come from meson.override_dependency, build, run.
 #   5. The C ABI: a C11 program includes pnmem/pnmem_c.h and its former name
 #      pnmem/pnmem.h (kept for one release), links the installed libpnmem_c, runs.
+#   6. The libraries through pkg-config (consumer_adapters/): pnmem-linux (a watcher over the
+#      real sampler), pnmem-cuda (C++ and, renamed .cu, nvcc: with no GPU the cudart backend must
+#      print the runtime's reason and exit 0), pnmem-c (a C compiler, C11).
+#   7. The same through CMake: find_package(pnmem COMPONENTS linux cuda c model_files) and the
+#      pnmem::linux, pnmem::cuda, pnmem::c targets (a missing component must fail find_package).
+#   8. Python: tests/python/venv_install_test.sh pip-installs python/ offline into a fresh venv
+#      and imports it against this prefix's libpnmem_c, found through pkg-config.
 # Every run must print the expected plan. Exit 77 (skip) if cmake or pkg-config is
 # missing. The scratch dir is removed on success and kept (path printed) on failure.
 set -euo pipefail
@@ -99,7 +106,7 @@ cat "$tmp/installed.txt"
 # adapter headers (adapters/<os>/include/pnmem/<os>/), the platform selector
 # (adapters/platform/include/pnmem/platform_sampler.hpp) and the model-files readers
 # (adapters/model_files/include/pnmem/model_files/).
-adapter_includes=("$srcdir/adapters/model_files/include")
+adapter_includes=("$srcdir/adapters/model_files/include" "$srcdir/adapters/cuda/include")
 [ "$(uname -s)" = Linux ] && adapter_includes+=("$srcdir/adapters/linux/include")
 [ -d "$srcdir/adapters/platform/include" ] && adapter_includes+=("$srcdir/adapters/platform/include")
 diff <(for d in "$srcdir/include" "${adapter_includes[@]}"; do (cd "$d" && find pnmem -type f); done | LC_ALL=C sort) \
@@ -114,9 +121,19 @@ cmakedir=${cmakedir%/*}
 for f in pnmemConfig.cmake pnmemConfigVersion.cmake; do
   [ -f "$prefix/$cmakedir/$f" ] || fail "$cmakedir/$f not installed"
 done
-# Nothing but headers, the .pc file, the CMake package, the platform adapter's and the C ABI's
-# libraries (no programs).
-if grep -v -e '^include/pnmem/' -e "^${pcfile}\$" -e "^${cmakedir}/pnmemConfig\(Version\)\?\.cmake\$" \
+# Nothing but headers, the .pc files, the CMake package, the adapters' and the C ABI's libraries
+# (no programs).
+pcdir=${pcfile%/*}
+for pc in pnmem-model-files pnmem-cuda; do
+  [ -f "$prefix/$pcdir/$pc.pc" ] || fail "$pcdir/$pc.pc not installed"
+done
+if [ "$(uname -s)" = Linux ]; then
+  for pc in pnmem-linux pnmem-c; do
+    [ -f "$prefix/$pcdir/$pc.pc" ] || fail "$pcdir/$pc.pc not installed"
+  done
+fi
+if grep -v -e '^include/pnmem/' -e "^${pcfile}\$" -e "^${pcdir}/pnmem-[a-z-]*\.pc\$" \
+     -e "^${cmakedir}/pnmemConfig\(Version\)\?\.cmake\$" \
      -e '^lib[^/]*\(/[^/]*\)\?/libpnmem_[a-z_]*\(\.a\|\.so[.0-9]*\)$' "$tmp/installed.txt"; then
   fail "unexpected files installed (above)"
 fi
@@ -197,6 +214,97 @@ C_EOF
   c_out=$("$tmp/c-consumer") || fail "C consumer exited with $?"
   [ "$c_out" = "tight 4 2048" ] || fail "C consumer printed '$c_out', expected 'tight 4 2048'"
   echo "ok: C ABI ($c_out)"
+fi
+
+# --- 6. The libraries through pkg-config ------------------------------------------------
+step "pkg-config: pnmem-linux, pnmem-cuda (g++ and nvcc), pnmem-c (cc)"
+export PKG_CONFIG_PATH="$prefix/$pcdir"
+adapters_src=$srcdir/tests/packaging/consumer_adapters
+pc_words() { read -r -a words <<<"$(pkg-config "$@")"; }
+if [ "$(uname -s)" = Linux ]; then
+  pc_words --cflags pnmem-linux; linux_cflags=("${words[@]}")
+  pc_words --libs pnmem-linux; linux_libs=("${words[@]}")
+  "${cxx_cmd[@]}" -std=c++20 -Wall -Wextra -Wpedantic -Werror "${linux_cflags[@]}" "$adapters_src/linux_main.cpp" \
+    -o "$tmp/linux-pkgconfig" "${linux_libs[@]}" || fail "pnmem-linux consumer did not compile or link"
+  out=$("$tmp/linux-pkgconfig") || fail "pnmem-linux consumer exited with $?: $out"
+  [[ "$out" =~ ^linux\ (ok|watch|tight|critical)\ (admit|cap|reject)$ ]] || fail "pnmem-linux consumer printed '$out'"
+  echo "ok: pnmem-linux ($out)"
+fi
+
+cudart=$(pkg-config --variable=cudart pnmem-cuda)
+cuda_defs=()
+[ "$cudart" = yes ] && cuda_defs=(-DPNMEM_CONSUMER_CUDART=1)
+check_cuda_output() {  # WHAT OUTPUT
+  local first rest
+  first=${2%%$'\n'*}
+  [ "$first" = "cuda fake dies=2" ] || fail "$1 printed '$2' (first line should be 'cuda fake dies=2')"
+  if [ "$cudart" = yes ]; then
+    rest=${2#*$'\n'}
+    [[ "$rest" =~ ^cudart:\ (no\ device:\ .+|[0-9]+\ device\(s\))$ ]] || fail "$1 printed '$2' (no cudart line)"
+  fi
+  echo "ok: $1 (${2//$'\n'/; })"
+}
+pc_words --cflags pnmem-cuda; cuda_cflags=("${words[@]}")
+pc_words --libs pnmem-cuda; cuda_libs=("${words[@]}")
+"${cxx_cmd[@]}" -std=c++20 -Wall -Wextra -Wpedantic -Werror "${cuda_defs[@]}" "${cuda_cflags[@]}" \
+  "$adapters_src/cuda_main.cpp" -o "$tmp/cuda-pkgconfig" "${cuda_libs[@]}" || fail "pnmem-cuda consumer did not compile or link"
+out=$("$tmp/cuda-pkgconfig") || fail "pnmem-cuda consumer exited with $?: $out"
+check_cuda_output "pnmem-cuda (C++)" "$out"
+if [ "$cudart" = yes ]; then
+  # The toolkit was found when pnmem was built, so nvcc must be there too: a CUDA translation unit is
+  # where engines include pnmem's headers, and nvcc's front end parses them (not the host compiler).
+  nvcc=$(command -v nvcc || true)
+  cudart_libdir=$(pkg-config --variable=cudart_libdir pnmem-cuda)
+  [ -n "$nvcc" ] || [ ! -x "$cudart_libdir/../bin/nvcc" ] || nvcc=$cudart_libdir/../bin/nvcc
+  [ -n "$nvcc" ] || fail "pnmem-cuda has the cudart backend but nvcc is not on PATH (nor in $cudart_libdir/../bin)"
+  cp "$adapters_src/cuda_main.cpp" "$tmp/cuda_main.cu"
+  "$nvcc" -std=c++20 -Werror all-warnings "${cuda_defs[@]}" "${cuda_cflags[@]}" "$tmp/cuda_main.cu" -o "$tmp/cuda-nvcc" \
+    "${cuda_libs[@]}" || fail "pnmem-cuda consumer did not compile or link with nvcc ($nvcc)"
+  out=$("$tmp/cuda-nvcc") || fail "pnmem-cuda nvcc consumer exited with $?: $out"
+  check_cuda_output "pnmem-cuda (nvcc)" "$out"
+fi
+
+if [ -n "$c_lib" ]; then
+  cc=$(command -v cc || command -v gcc || command -v clang || true)
+  [ -n "$cc" ] || fail "no C compiler (cc, gcc, clang) for the pnmem-c consumer"
+  pc_words --cflags pnmem-c; c_cflags=("${words[@]}")
+  pc_words --libs pnmem-c; c_libs=("${words[@]}")
+  "$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror "${c_cflags[@]}" "$adapters_src/c_main.c" -o "$tmp/c-pkgconfig" \
+    "${c_libs[@]}" "-Wl,-rpath,$(pkg-config --variable=libdir pnmem-c)" || fail "pnmem-c consumer did not compile or link ($cc)"
+  out=$("$tmp/c-pkgconfig") || fail "pnmem-c consumer exited with $?"
+  [ "$out" = "c tight 4 2048" ] || fail "pnmem-c consumer printed '$out', expected 'c tight 4 2048'"
+  echo "ok: pnmem-c with $cc ($out)"
+fi
+unset PKG_CONFIG_PATH
+
+# --- 7. The libraries through CMake components ---------------------------------------------
+step "CMake find_package(pnmem COMPONENTS ...)"
+components=(model_files cuda)
+[ "$(uname -s)" = Linux ] && components+=(linux)
+[ -n "$c_lib" ] && components+=(c)
+expect_cudart=OFF
+[ "$cudart" = yes ] && expect_cudart=ON
+cmake -S "$adapters_src" -B "$tmp/cmake-adapters" "${cmake_args[@]}" -DCMAKE_C_COMPILER=cc \
+  "-DPNMEM_EXPECT_COMPONENTS=$(IFS=';'; echo "${components[*]}")" "-DPNMEM_EXPECT_CUDART=$expect_cudart" \
+  || fail "cmake configure of the adapter consumers failed"
+cmake --build "$tmp/cmake-adapters" || fail "cmake build of the adapter consumers failed"
+out=$("$tmp/cmake-adapters/cuda_consumer") || fail "pnmem::cuda consumer exited with $?: $out"
+check_cuda_output "pnmem::cuda (CMake)" "$out"
+if [ -x "$tmp/cmake-adapters/linux_consumer" ]; then
+  out=$("$tmp/cmake-adapters/linux_consumer") || fail "pnmem::linux consumer exited with $?: $out"
+  [[ "$out" =~ ^linux\ (ok|watch|tight|critical)\ (admit|cap|reject)$ ]] || fail "pnmem::linux consumer printed '$out'"
+  echo "ok: pnmem::linux (CMake) ($out)"
+fi
+if [ -x "$tmp/cmake-adapters/c_consumer" ]; then
+  out=$("$tmp/cmake-adapters/c_consumer") || fail "pnmem::c consumer exited with $?"
+  [ "$out" = "c tight 4 2048" ] || fail "pnmem::c consumer printed '$out'"
+  echo "ok: pnmem::c (CMake) ($out)"
+fi
+
+# --- 8. Python ----------------------------------------------------------------------------
+if [ -n "$c_lib" ]; then
+  step "Python: pip install ./python into a fresh venv, against this prefix"
+  "$srcdir/tests/python/venv_install_test.sh" "$prefix" "$srcdir" "$tmp/python" || fail "the Python package (above)"
 fi
 
 step "all consumers built and ran against pnmem $version"

@@ -21,6 +21,11 @@ The blocks are read from README.md at run time (no second copies). Each fenced b
                   the block that builds the README's admit.cpp as the target it names.
   ```yaml         a `command: [...]` starting with "pnmem" runs with the built tool and must
                   exit 0 or 1 (not 2, a bad argument).
+  ```python       compiled (syntax), then run by this interpreter in the scratch directory with
+                  the package in python/ on its path and PNMEM_LIBRARY at this build's libpnmem_c
+                  (--python-lib; not given in a sanitized build: NOT CHECKED); it must exit 0.
+                  A block whose first line starts `# sketch` is only compiled: it is shown as a
+                  sketch against another project's API that is not installed here.
   ``` (no lang)   output: left alone.
 
 A block that needs something this build lacks (the CUDA toolkit, the tool) is reported as
@@ -183,6 +188,28 @@ class Runner:
                 self.stage = (found[0] if found else "", cmake[0] if cmake else "")
         return self.stage
 
+    def python_block(self, where, lines):
+        src = "\n".join(lines) + "\n"
+        try:
+            compile(src, where, "exec")
+        except SyntaxError as e:
+            fail(where, f"not valid Python: {e}")
+            return
+        if lines and lines[0].startswith("# sketch"):
+            ok(where, "compiles (a sketch: not run)")
+            return
+        if not self.a.python_lib:
+            skip(where, "a Python block needs an uninstrumented libpnmem_c (this build is sanitized)")
+            return
+        env = dict(os.environ)
+        env.pop("LD_LIBRARY_PATH", None)
+        env["PYTHONPATH"] = os.path.join(self.a.source_root, "python")
+        env["PNMEM_LIBRARY"] = self.a.python_lib
+        p = subprocess.run([sys.executable, "-c", src], cwd=self.work, capture_output=True, text=True,
+                           timeout=120, env=env)
+        out = (p.stdout + p.stderr).strip()
+        (ok if p.returncode == 0 else fail)(where, f"python exit {p.returncode}: {out[-400:]}")
+
     def sh_block(self, where, lines, src_root, names):
         text = "\n".join(lines) + "\n"
         p = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
@@ -329,6 +356,7 @@ def main():
     ap.add_argument("--cuda", default="no")
     ap.add_argument("--meson", default="meson")
     ap.add_argument("--tool", default="")
+    ap.add_argument("--python-lib", default="", help="libpnmem_c.so for ```python blocks (not in a sanitized build)")
     ap.add_argument("--readme", default="README.md")
     a = ap.parse_args()
     a.source_root = os.path.abspath(a.source_root)
@@ -372,6 +400,8 @@ def main():
                 r.cmake_block(where, lines, programs)
             elif lang == "yaml":
                 r.yaml_block(where, lines)
+            elif lang == "python":
+                r.python_block(where, lines)
             elif lang in ("", "text", "console"):
                 pass  # output, as a terminal shows it
             else:

@@ -10,16 +10,22 @@
 #include <ctime>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 
 #include "arg_parsers.hpp"
 #include "box_sample.hpp"
+#include "diagnostics.hpp"
+#include "pnmem/engine/metrics.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/watcher.hpp"
 #include "policy_options.hpp"
 #include "state_output.hpp"
+#include "textfile_writer.hpp"
+#include "usage_error.hpp"
 
 namespace pnmem_cli {
 
@@ -43,10 +49,48 @@ void on_stop_signal(int sig) { stop_signal = sig; }
 // --count 0: print until SIGINT/SIGTERM.
 constexpr int until_stopped = 0;
 
+// --textfile-interval 0: write the textfile after every sample.
+constexpr int every_sample = 0;
+
+// `--textfile`: the exposition of the latest sample, replaced whole (textfile_writer.hpp)
+// after the first sample, then after the first sample at least `interval` after the
+// previous write. A failed write is one warning line (another only when the failure
+// changes, and one line when writing works again); sampling goes on and the file
+// keeps its last complete text.
+class textfile_output {
+ public:
+  textfile_output(textfile_writer writer, std::chrono::milliseconds interval)
+      : writer_(std::move(writer)), interval_(interval) {}
+
+  void sample(const pnmem::mem_state& s, const pnmem::policy& p) {
+    const auto now = std::chrono::steady_clock::now();
+    if (written_once_ && now - last_write_ < interval_) return;
+    last_write_ = now;
+    written_once_ = true;
+    const std::string err = writer_.write(pnmem::prometheus_text(s, nullptr, p));
+    if (err.empty()) {
+      if (!last_error_.empty()) std::cerr << "pnmem: --textfile: writing " << one_line(writer_.target()) << " again\n";
+    } else if (err != last_error_) {
+      std::cerr << "pnmem: warning: --textfile: " << one_line(err) << " (still sampling; " << one_line(writer_.target())
+                << " keeps its last complete sample)\n";
+    }
+    last_error_ = err;
+  }
+
+ private:
+  textfile_writer writer_;
+  std::chrono::milliseconds interval_;
+  std::chrono::steady_clock::time_point last_write_{};
+  bool written_once_ = false;
+  std::string last_error_;  // the last write's failure, empty after a success
+};
+
 class watch_command final : public streaming_command {
  public:
   watch_command()
-      : streaming_command("watch", "Run the watcher: level changes and a live line (JSON lines with --json)") {}
+      : streaming_command("watch",
+                          "Run the watcher: level changes and a live line (JSON lines with --json); --textfile also "
+                          "keeps a Prometheus file for node_exporter") {}
 
  private:
   void add_options(CLI::App& app) override;
@@ -59,6 +103,10 @@ class watch_command final : public streaming_command {
   std::string pressure_interval_ = ms_text(pnmem::watcher_options{}.pressure_poll_interval);
   std::string dwell_ = ms_text(pnmem::watcher_options{}.step_down_dwell);
   std::string count_ = std::to_string(until_stopped);
+  std::string textfile_;
+  CLI::Option* textfile_opt_ = nullptr;
+  std::string textfile_interval_ = std::to_string(every_sample);
+  CLI::Option* textfile_interval_opt_ = nullptr;
   policy_options policy_;
 };
 
@@ -73,6 +121,17 @@ void watch_command::add_options(CLI::App& app) {
       ->type_name("MS");
   app.add_option("--count", count_, "Stop after N sample lines (default " + count_ + ": until SIGINT/SIGTERM)")
       ->type_name("N");
+  textfile_opt_ =
+      app.add_option("--textfile", textfile_,
+                     "Also keep FILE (e.g. /var/lib/prometheus/node-exporter/pnmem.prom) holding the latest sample as "
+                     "Prometheus text for node_exporter's textfile collector, replaced atomically (temp file, fsync, "
+                     "rename). Its directory must exist; a later failed write is a warning and watch goes on")
+          ->type_name("FILE");
+  textfile_interval_opt_ =
+      app.add_option("--textfile-interval", textfile_interval_,
+                     "With --textfile: write it at most every MS ms (default " + textfile_interval_ +
+                         ": after every sample)")
+          ->type_name("MS");
   policy_.add_to(app, level_flags);
 }
 
@@ -83,6 +142,21 @@ int watch_command::stream(const pnmem::env_settings& env, bool json) const {
   o.step_down_dwell = std::chrono::milliseconds(parse_int_arg("--dwell", dwell_, 0));
   const int count = parse_int_arg("--count", count_, 0);
   o.policy = policy_.apply(env.policy);
+  const int textfile_interval = parse_int_arg("--textfile-interval", textfile_interval_, every_sample);
+  std::optional<textfile_output> textfile;
+  if (textfile_opt_ != nullptr && textfile_opt_->count() > 0) {
+    textfile_writer writer{textfile_};
+    if (const std::string problem = writer.check(); !problem.empty()) {
+      throw usage_error(describe_bad_value("--textfile", one_line(textfile_), problem));
+    }
+    textfile.emplace(std::move(writer), std::chrono::milliseconds(textfile_interval));
+    if (!textfile_.ends_with(".prom")) {
+      std::cerr << "pnmem: warning: --textfile: \"" << one_line(textfile_)
+                << "\": node_exporter's textfile collector reads only *.prom files\n";
+    }
+  } else if (textfile_interval_opt_ != nullptr && textfile_interval_opt_->count() > 0) {
+    throw usage_error(describe_bad_value("--textfile-interval", textfile_interval_, "needs --textfile"));
+  }
   pnmem::platform_sampler sampler = box_.make_sampler(true);
 
   // SIGINT/SIGTERM stop the loop below. Blocked while the watcher's thread starts
@@ -133,6 +207,8 @@ int watch_command::stream(const pnmem::env_settings& env, bool json) const {
     const pnmem::mem_state s = w.read();
     if (s.seq != last_seq) {
       last_seq = s.seq;
+      // A stop signal meanwhile does not cut a write short (SA_RESTART; the loop checks after).
+      if (textfile) textfile->sample(s, o.policy);
       std::lock_guard<std::mutex> lk(out_mu);
       if (json) {
         nlohmann::ordered_json j;

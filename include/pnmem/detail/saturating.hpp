@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 namespace pnmem::detail {
 
@@ -19,12 +20,34 @@ constexpr std::uint64_t sat_sub(std::uint64_t a, std::uint64_t b) noexcept {
   return a > b ? a - b : 0;
 }
 
-// The overflow check is the multiply's own flag (GCC and Clang, also in constant expressions):
+// r = a * b (or a + b), true when it wrapped. At run time the check is the instruction's own flag:
 // a division `a > u64_max / b` would cost tens of cycles whenever b is not a compile-time constant
-// (a model's KV bytes per token, read from a file).
+// (a model's KV bytes per token, read from a file). GCC and Clang also evaluate the builtins in
+// constant expressions; nvcc's front end does not (a .cu file including these headers failed on
+// `seed_model_cost`), so there constant evaluation checks by division instead.
+constexpr bool mul_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& r) noexcept {
+#if defined(__CUDACC__)
+  if (std::is_constant_evaluated()) {
+    r = a * b;
+    return a != 0 && r / a != b;
+  }
+#endif
+  return __builtin_mul_overflow(a, b, &r);
+}
+
+constexpr bool add_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& r) noexcept {
+#if defined(__CUDACC__)
+  if (std::is_constant_evaluated()) {
+    r = a + b;
+    return r < a;
+  }
+#endif
+  return __builtin_add_overflow(a, b, &r);
+}
+
 constexpr std::uint64_t sat_mul(std::uint64_t a, std::uint64_t b) noexcept {
   std::uint64_t r = 0;
-  return __builtin_mul_overflow(a, b, &r) ? u64_max : r;
+  return mul_overflows(a, b, r) ? u64_max : r;
 }
 
 // floor(a * num / den) without intermediate overflow (den > 0, num <= den assumed

@@ -1,0 +1,1044 @@
+"""pnmem's Python API over the C ABI (pnmem_c.h), with ctypes. See the package docstring."""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import dataclasses
+import logging
+import math
+import threading
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from . import _ffi
+from ._enums import CgroupMode, GateStatus, KvFormat, Level, PsiMode, Reason, Source, Status
+
+_lib = _ffi.lib
+_log = logging.getLogger("pnmem")
+
+INT32_MIN, INT32_MAX = -(2 ** 31), 2 ** 31 - 1
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+UINT32_MAX = 2 ** 32 - 1
+UINT64_MAX = 2 ** 64 - 1
+
+
+# --- Errors ----------------------------------------------------------------------------------
+
+class Error(Exception):
+    """A pnmem call failed. `function` is the C function; the message carries the C ABI's own words
+    where it gives any (the line it logged, or pnmem_model_cost_from_json's message)."""
+
+    def __init__(self, message: str, function: str = "") -> None:
+        super().__init__(message)
+        self.function = function
+
+
+class ArgumentError(Error, ValueError):
+    """An argument out of range, refused before it reached C."""
+
+
+class ArgumentTypeError(Error, TypeError):
+    """An argument of the wrong type, refused before it reached C."""
+
+
+class GateRefused(Error):
+    """A gate's slot was not acquired (Gate used as a context manager); `status` says why."""
+
+    def __init__(self, status: GateStatus, function: str = "pnmem_gate_acquire") -> None:
+        super().__init__(f"{function}: {status}" + (" (overloaded, retry)" if status == GateStatus.OVERLOADED else ""),
+                         function)
+        self.status = status
+
+
+def _int(function: str, name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentTypeError(f"{function}: {name} must be an int, not {type(value).__name__}", function)
+    if value < lo or value > hi:
+        raise ArgumentError(f"{function}: {name} is {value}: outside [{lo}, {hi}]", function)
+    return int(value)
+
+
+def _u64(function: str, name: str, value: Any) -> int:
+    return _int(function, name, value, 0, UINT64_MAX)
+
+
+def _enum(function: str, name: str, value: Any, kind: type) -> Any:
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentTypeError(f"{function}: {name} must be a {kind.__name__}, not {type(value).__name__}", function)
+    try:
+        return kind(value)
+    except ValueError:
+        raise ArgumentError(f"{function}: {name} is {value}: not a {kind.__name__} "
+                            f"({', '.join(f'{m.name}={m.value}' for m in kind)})", function) from None
+
+
+def _seconds_to_ms(function: str, name: str, seconds: Any) -> int:
+    """A duration in seconds as C milliseconds: None -> the longest; 0 or less -> 0; else at least 1 ms."""
+    if seconds is None:
+        return INT64_MAX
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise ArgumentTypeError(f"{function}: {name} must be a number of seconds or None, "
+                                f"not {type(seconds).__name__}", function)
+    if math.isnan(seconds):
+        raise ArgumentError(f"{function}: {name} is NaN", function)
+    if seconds <= 0:
+        return 0
+    if seconds >= INT64_MAX / 1000:
+        return INT64_MAX
+    return max(1, math.ceil(seconds * 1000))
+
+
+# --- The log sink: every line pnmem logs, and the last one per thread for the exceptions ------
+
+_tls = threading.local()
+_user_sink: Optional[Callable[[str], Any]] = None
+_sink_default = True
+
+
+def _sink(_user: Any, line: Optional[bytes]) -> None:
+    try:
+        text = line.decode("utf-8", "replace") if line else ""
+        _tls.last_line = text
+        if _sink_default:
+            _log.warning("%s", text)
+        elif _user_sink is not None:
+            _user_sink(text)
+    except BaseException:  # nothing may unwind into C
+        try:
+            traceback.print_exc()
+        except BaseException:
+            pass
+
+
+_c_sink = _ffi.LOG_FN(_sink)  # kept alive for the process: the C side holds its address
+
+
+def set_log_sink(fn: Optional[Callable[[str], Any]] = ..., /) -> None:
+    """Where pnmem's log lines go: fn(line) on the thread that logged (any thread, several at once);
+    None drops them; called with no argument, back to the default (logging.getLogger("pnmem").warning).
+    An exception from fn is printed and dropped. Lines that explain a failed call also travel in its Error."""
+    global _user_sink, _sink_default
+    if fn is ...:
+        _user_sink, _sink_default = None, True
+    elif fn is None or callable(fn):
+        _user_sink, _sink_default = fn, False
+    else:
+        raise ArgumentTypeError(f"set_log_sink: fn must be callable or None, not {type(fn).__name__}",
+                                "pnmem_set_log_sink")
+
+
+def _begin() -> None:
+    _tls.last_line = ""
+
+
+def _fail(function: str, what: str) -> Error:
+    line = getattr(_tls, "last_line", "")
+    return Error(f"{function}: {what}" + (f": {line}" if line else ""), function)
+
+
+# --- Snapshots -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Die:
+    """One GPU die as the snapshot has it (fed with set_die)."""
+    index: int
+    free_bytes: int
+    budget_bytes: int
+    used_bytes: int
+    retiring_bytes: int
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a snapshot's host numbers came from (pnmem_snapshot's provenance fields)."""
+    sources_read: Source
+    sources_failed: Source
+    cgroup_mode: CgroupMode
+    psi_mode: PsiMode
+    meminfo_total_bytes: int
+    meminfo_avail_bytes: int
+    cgroup_limit_bytes: int
+    cgroup_working_set_bytes: int
+    limit_cgroup: str
+
+
+@dataclass(frozen=True)
+class State:
+    """One snapshot (pnmem_state) and, from Watcher.state() / read(), its provenance
+    (None in a LevelChange: the C change carries the numbers only)."""
+    level: Level
+    raw_level: Level
+    seq: int
+    sample_time_ns: int
+    host_total_bytes: int
+    host_avail_bytes: int
+    host_psi_some_avg10: float
+    host_psi_full_avg10: float
+    host_psi_some_rate: float
+    host_psi_full_rate: float
+    cgroup_current_bytes: int
+    cgroup_high_bytes: int
+    cgroup_max_bytes: int
+    dies: tuple[Die, ...]
+    provenance: Optional[Provenance]
+
+
+def _level_of(v: int) -> Level:
+    return Level(v)
+
+
+def _state_from_c(s: _ffi.pnmem_state, provenance: Optional[Provenance]) -> State:
+    n = min(max(s.n_dies, 0), _ffi.MAX_DIES)
+    dies = tuple(Die(i, s.per_die_free[i], s.per_die_budget[i], s.per_die_used[i], s.per_die_retiring[i])
+                 for i in range(n))
+    return State(level=_level_of(s.level), raw_level=_level_of(s.raw_level), seq=s.seq,
+                 sample_time_ns=s.sample_time_ns, host_total_bytes=s.host_total_bytes,
+                 host_avail_bytes=s.host_avail_bytes, host_psi_some_avg10=s.host_psi_some_avg10,
+                 host_psi_full_avg10=s.host_psi_full_avg10, host_psi_some_rate=s.host_psi_some_rate,
+                 host_psi_full_rate=s.host_psi_full_rate, cgroup_current_bytes=s.cgroup_current_bytes,
+                 cgroup_high_bytes=s.cgroup_high_bytes, cgroup_max_bytes=s.cgroup_max_bytes, dies=dies,
+                 provenance=provenance)
+
+
+def read() -> State:
+    """The latest snapshot with its provenance (pnmem_read_snapshot); all zero before a watcher exists."""
+    snap = _ffi.pnmem_snapshot()
+    if _lib.pnmem_snapshot_init_sized(ctypes.byref(snap), ctypes.sizeof(snap)) != 0:
+        raise _fail("pnmem_snapshot_init_sized", "refused this package's struct")
+    _begin()
+    if _lib.pnmem_read_snapshot(ctypes.byref(snap)) != 0:
+        raise _fail("pnmem_read_snapshot", "failed")
+    p = Provenance(sources_read=Source(snap.sources_read), sources_failed=Source(snap.sources_failed),
+                   cgroup_mode=CgroupMode(snap.cgroup_mode), psi_mode=PsiMode(snap.psi_mode),
+                   meminfo_total_bytes=snap.meminfo_total_bytes, meminfo_avail_bytes=snap.meminfo_avail_bytes,
+                   cgroup_limit_bytes=snap.cgroup_limit_bytes,
+                   cgroup_working_set_bytes=snap.cgroup_working_set_bytes,
+                   limit_cgroup=snap.limit_cgroup.decode("utf-8", "replace"))
+    return _state_from_c(snap.state, p)
+
+
+def level_name(level: Any) -> str:
+    """pnmem_level_name: "ok", "watch", "tight", "critical"; "invalid" for any other int."""
+    v = _int("pnmem_level_name", "level", level, INT32_MIN, INT32_MAX)
+    return _lib.pnmem_level_name(v).decode()
+
+
+def set_die(die: int, free_bytes: int, budget_bytes: int, used_bytes: int = 0, retiring_bytes: int = 0) -> None:
+    """pnmem_set_die: one die's numbers (after cudaMemGetInfo); creates the watcher if none exists.
+    A level change it causes is delivered to subscribers on this thread, before it returns."""
+    f = "pnmem_set_die"
+    d = _int(f, "die", die, 0, _ffi.MAX_DIES - 1)
+    args = [_u64(f, n, v) for n, v in (("free_bytes", free_bytes), ("budget_bytes", budget_bytes),
+                                       ("used_bytes", used_bytes), ("retiring_bytes", retiring_bytes))]
+    _begin()
+    if _lib.pnmem_set_die(d, *args) != 0:
+        raise _fail(f, f"die {d} refused")
+
+
+def poll_now() -> None:
+    """pnmem_watcher_poll_now: sample now on this thread (nothing before the watcher exists)."""
+    _lib.pnmem_watcher_poll_now()
+
+
+def running() -> bool:
+    """pnmem_watcher_running: whether the process's watcher thread runs."""
+    return bool(_lib.pnmem_watcher_running())
+
+
+# --- Level changes ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LevelChange:
+    """A change of the published level (pnmem_level_change); `state` is that snapshot, without provenance."""
+    from_level: Level
+    to_level: Level
+    seq: int
+    sample_time_ns: int
+    state: State
+
+
+_subs_lock = threading.Lock()
+_subs: dict[int, "Subscription"] = {}
+_retired_thunks: list[Any] = []  # unsubscribed from inside their own call: kept, the C call still runs them
+
+
+def _in_callback() -> bool:
+    return getattr(_tls, "callback_depth", 0) > 0
+
+
+class Subscription:
+    """A level-change subscription: unsubscribe() (or use it as a context manager, or call it)."""
+
+    def __init__(self, callback: Callable[[LevelChange], Any]) -> None:
+        self.callback = callback
+        self.errors = 0  # exceptions the callback raised (each printed through logging)
+        self.id = 0
+        self._thunk = _ffi.LEVEL_FN(self._trampoline)
+
+    def _trampoline(self, _user: Any, change: Any) -> None:
+        _tls.callback_depth = getattr(_tls, "callback_depth", 0) + 1
+        try:
+            c = change.contents
+            state = _state_from_c(c.state.contents, None) if c.state else None
+            ev = LevelChange(from_level=_level_of(getattr(c, "from")), to_level=_level_of(c.to), seq=c.seq,
+                             sample_time_ns=c.sample_time_ns, state=state)
+            self.callback(ev)
+        except BaseException:  # never into C: printed, and the watcher carries on
+            self.errors += 1
+            try:
+                _log.exception("pnmem: level callback %r raised", self.callback)
+            except BaseException:
+                try:
+                    traceback.print_exc()
+                except BaseException:
+                    pass
+        finally:
+            _tls.callback_depth -= 1
+
+    @property
+    def active(self) -> bool:
+        return self.id != 0
+
+    def unsubscribe(self) -> None:
+        """pnmem_unsubscribe: after it returns the callback is not running (unless called from the
+        callback itself) and is not called again. Idempotent."""
+        with _subs_lock:
+            sid, self.id = self.id, 0
+            _subs.pop(sid, None)
+        if sid == 0:
+            return
+        _lib.pnmem_unsubscribe(sid)  # the GIL is released: a callback in flight on another thread finishes
+        if _in_callback():
+            _retired_thunks.append(self._thunk)
+
+    __call__ = unsubscribe
+
+    def __enter__(self) -> "Subscription":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.unsubscribe()
+
+
+def subscribe(callback: Callable[[LevelChange], Any]) -> Subscription:
+    """Calls callback(LevelChange) for every change of the published level from now on, on the thread
+    that published it (the watcher's poll thread, or the caller of set_die / poll_now / Watcher.start),
+    one change at a time. An exception it raises is logged and the others still run. It must not start
+    or stop the watcher."""
+    if not callable(callback):
+        raise ArgumentTypeError(f"pnmem_subscribe: callback must be callable, not {type(callback).__name__}",
+                                "pnmem_subscribe")
+    sub = Subscription(callback)
+    with _subs_lock:
+        _begin()
+        sid = _lib.pnmem_subscribe(sub._thunk, None)
+        if sid == 0:
+            raise _fail("pnmem_subscribe", "failed")
+        sub.id = sid
+        _subs[sid] = sub
+    return sub
+
+
+# --- The watcher -----------------------------------------------------------------------------
+
+_lifecycle = threading.Lock()
+_starts = 0  # Python Watchers started and not stopped: the C watcher stops with the last
+
+
+class Watcher:
+    """The process's watcher (one per process, in C): start()/stop() or a context manager.
+
+    Options (milliseconds; None: the PN_* variable's value or the seed's default) apply only to the
+    first start in the process: a later Watcher with other options raises Error. Several Watchers may
+    be started; the C watcher stops when the last of them stops. Subscriptions made through a Watcher
+    end when it stops."""
+
+    def __init__(self, *, poll_interval_ms: Optional[int] = None, pressure_poll_interval_ms: Optional[int] = None,
+                 step_down_dwell_ms: Optional[int] = None) -> None:
+        f = "pnmem_watcher_start_with"
+        self._options = {}
+        for name, v in (("poll_interval_ms", poll_interval_ms),
+                        ("pressure_poll_interval_ms", pressure_poll_interval_ms),
+                        ("step_down_dwell_ms", step_down_dwell_ms)):
+            if v is not None:
+                self._options[name] = _int(f, name, v, 0 if name == "step_down_dwell_ms" else 1, UINT32_MAX)
+        self._started = False
+        self._subscriptions: list[Subscription] = []
+
+    def start(self) -> "Watcher":
+        global _starts
+        if _in_callback():
+            raise Error("pnmem_watcher_start: not from a level callback (it would deadlock)", "pnmem_watcher_start")
+        with _lifecycle:
+            if self._started:
+                return self
+            _begin()
+            if self._options:
+                o = _ffi.pnmem_watcher_options()
+                if _lib.pnmem_watcher_options_init_sized(ctypes.byref(o), ctypes.sizeof(o)) != 0:
+                    raise _fail("pnmem_watcher_options_init_sized", "refused this package's struct")
+                for k, v in self._options.items():
+                    setattr(o, k, v)
+                _begin()
+                if _lib.pnmem_watcher_start_with(ctypes.byref(o)) != 0:
+                    raise _fail("pnmem_watcher_start_with", "the watcher did not start")
+            elif _lib.pnmem_watcher_start() != 0:
+                raise _fail("pnmem_watcher_start", "the watcher did not start")
+            self._started = True
+            _starts += 1
+        return self
+
+    def stop(self) -> None:
+        global _starts
+        if _in_callback():
+            raise Error("pnmem_watcher_stop: not from a level callback (it would deadlock)", "pnmem_watcher_stop")
+        for s in self._subscriptions:
+            s.unsubscribe()
+        self._subscriptions.clear()
+        with _lifecycle:
+            if not self._started:
+                return
+            self._started = False
+            _starts -= 1
+            if _starts == 0:
+                _lib.pnmem_watcher_stop()  # joins the poll thread (the GIL is released meanwhile)
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    @property
+    def running(self) -> bool:
+        return running()
+
+    def state(self) -> State:
+        """The latest snapshot and its provenance."""
+        return read()
+
+    def subscribe(self, callback: Callable[[LevelChange], Any]) -> Subscription:
+        """subscribe(callback), ended by this watcher's stop() if not before."""
+        s = subscribe(callback)
+        self._subscriptions = [x for x in self._subscriptions if x.active] + [s]
+        return s
+
+    def poll_now(self) -> None:
+        poll_now()
+
+    def __enter__(self) -> "Watcher":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+# --- Models ----------------------------------------------------------------------------------
+
+def _default_c_model() -> _ffi.pnmem_model:
+    m = _ffi.pnmem_model()
+    if _lib.pnmem_model_init_sized(ctypes.byref(m), ctypes.sizeof(m)) != 0:
+        raise Error("pnmem_model_init_sized: refused this package's struct (a libpnmem_c of another version?)",
+                    "pnmem_model_init_sized")
+    return m
+
+
+_SEED = _default_c_model()
+_COST_FIELDS = ("full_kv_bytes_per_token", "sliding_kv_bytes_per_token", "sliding_window", "state_bytes_per_seq",
+                "normal_kv", "compact_kv", "anchors", "activation_fixed_bytes", "activation_per_token_bytes",
+                "activation_per_token_sq_bytes")
+
+
+def _cost_from_c(m: _ffi.pnmem_model) -> dict[str, Any]:
+    n = min(m.n_anchors, _ffi.MAX_ACTIVATION_ANCHORS)
+    return dict(full_kv_bytes_per_token=tuple(m.full_kv_bytes_per_token),
+                sliding_kv_bytes_per_token=tuple(m.sliding_kv_bytes_per_token),
+                sliding_window=m.sliding_window, state_bytes_per_seq=m.state_bytes_per_seq,
+                normal_kv=KvFormat(m.normal_kv), compact_kv=KvFormat(m.compact_kv),
+                anchors=tuple((m.anchors[i].tokens, m.anchors[i].peak_bytes) for i in range(n)),
+                activation_fixed_bytes=m.activation_fixed_bytes,
+                activation_per_token_bytes=m.activation_per_token_bytes,
+                activation_per_token_sq_bytes=m.activation_per_token_sq_bytes)
+
+
+def _seed(name: str) -> Any:
+    return field(default_factory=lambda: _cost_from_c(_SEED)[name])
+
+
+@dataclass
+class Model:
+    """A request's model (pnmem_model): the request fields, then its cost. The defaults are
+    pnmem_model_init's (the seed's model, Q4, host path); Model.from_json reads a description."""
+    kv: KvFormat = KvFormat.Q4
+    gpu_resident: bool = False
+    max_window: int = 0
+    die: int = -1
+    max_slots: int = 1
+    full_kv_bytes_per_token: tuple[int, ...] = _seed("full_kv_bytes_per_token")
+    sliding_kv_bytes_per_token: tuple[int, ...] = _seed("sliding_kv_bytes_per_token")
+    sliding_window: int = _seed("sliding_window")
+    state_bytes_per_seq: int = _seed("state_bytes_per_seq")
+    normal_kv: KvFormat = _seed("normal_kv")
+    compact_kv: KvFormat = _seed("compact_kv")
+    anchors: tuple[tuple[int, int], ...] = _seed("anchors")  # (tokens, peak_bytes); empty: the coefficients
+    activation_fixed_bytes: int = _seed("activation_fixed_bytes")
+    activation_per_token_bytes: int = _seed("activation_per_token_bytes")
+    activation_per_token_sq_bytes: int = _seed("activation_per_token_sq_bytes")
+
+    @classmethod
+    def from_json(cls, text: Any, **request: Any) -> "Model":
+        """The cost from a pnmem model description (JSON, what `pnmem model` prints), with the request
+        fields given as keywords (kv=..., max_window=...; the rest default). Error carries the C message."""
+        f = "pnmem_model_cost_from_json"
+        if isinstance(text, str):
+            data = text.encode("utf-8")
+        elif isinstance(text, (bytes, bytearray)):
+            data = bytes(text)
+        else:
+            raise ArgumentTypeError(f"{f}: text must be str or bytes, not {type(text).__name__}", f)
+        bad = set(request) - {"kv", "gpu_resident", "max_window", "die", "max_slots"}
+        if bad:
+            raise ArgumentTypeError(f"{f}: not a request field: {', '.join(sorted(bad))}", f)
+        base = cls(**request)
+        c = base._to_c(f)
+        err = ctypes.create_string_buffer(512)
+        _begin()
+        if _lib.pnmem_model_cost_from_json(data, len(data), ctypes.byref(c), err, len(err)) != 0:
+            msg = err.value.decode("utf-8", "replace") or "refused"
+            raise Error(f"{f}: {msg}", f)
+        return dataclasses.replace(base, **_cost_from_c(c))
+
+    def _to_c(self, function: str) -> _ffi.pnmem_model:
+        f = function
+        m = _default_c_model()
+        m.kv = _enum(f, "model.kv", self.kv, KvFormat)
+        if not isinstance(self.gpu_resident, (bool, int)):
+            raise ArgumentTypeError(f"{f}: model.gpu_resident must be a bool", f)
+        m.gpu_resident = 1 if self.gpu_resident else 0
+        m.max_window = _int(f, "model.max_window", self.max_window, INT32_MIN, INT32_MAX)
+        m.die = _int(f, "model.die", self.die, -1, _ffi.MAX_DIES - 1)
+        m.max_slots = _int(f, "model.max_slots", self.max_slots, INT32_MIN, INT32_MAX)
+        for name in ("full_kv_bytes_per_token", "sliding_kv_bytes_per_token"):
+            values = getattr(self, name)
+            if not isinstance(values, (tuple, list)) or len(values) != _ffi.KV_FORMATS:
+                raise ArgumentError(f"{f}: model.{name} must be {_ffi.KV_FORMATS} ints (one per KvFormat)", f)
+            arr = getattr(m, name)
+            for i, v in enumerate(values):
+                arr[i] = _u64(f, f"model.{name}[{i}]", v)
+        for name in ("sliding_window", "state_bytes_per_seq", "activation_fixed_bytes", "activation_per_token_bytes",
+                     "activation_per_token_sq_bytes"):
+            setattr(m, name, _u64(f, f"model.{name}", getattr(self, name)))
+        m.normal_kv = _enum(f, "model.normal_kv", self.normal_kv, KvFormat)
+        m.compact_kv = _enum(f, "model.compact_kv", self.compact_kv, KvFormat)
+        anchors = self.anchors
+        if not isinstance(anchors, (tuple, list)) or len(anchors) > _ffi.MAX_ACTIVATION_ANCHORS:
+            raise ArgumentError(f"{f}: model.anchors must be at most {_ffi.MAX_ACTIVATION_ANCHORS} "
+                                "(tokens, peak_bytes) pairs", f)
+        for i in range(_ffi.MAX_ACTIVATION_ANCHORS):
+            m.anchors[i].tokens = m.anchors[i].peak_bytes = 0
+        for i, a in enumerate(anchors):
+            if not isinstance(a, (tuple, list)) or len(a) != 2:
+                raise ArgumentError(f"{f}: model.anchors[{i}] must be a (tokens, peak_bytes) pair", f)
+            m.anchors[i].tokens = _u64(f, f"model.anchors[{i}].tokens", a[0])
+            m.anchors[i].peak_bytes = _u64(f, f"model.anchors[{i}].peak_bytes", a[1])
+        m.n_anchors = len(anchors)
+        return m
+
+
+def _model_c(function: str, model: Optional[Model]) -> _ffi.pnmem_model:
+    if model is None:
+        return _default_c_model()
+    if not isinstance(model, Model):
+        raise ArgumentTypeError(f"{function}: model must be a pnmem.Model or None, not {type(model).__name__}",
+                                function)
+    return model._to_c(function)
+
+
+# --- Answers ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Answer:
+    """An admission's answer (pnmem_admit_answer)."""
+    status: Status
+    fit_tokens: int
+    reason: Reason  # a str too (the C string), should a newer library give one this package does not know
+    level: Level
+    die: int
+    window: int
+    need_bytes: int
+    limit_bytes: int
+    pending_bytes: int
+    _c: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def admitted(self) -> bool:
+        """The request may start (fit_tokens of it): ADMITTED, CAPPED or FAIL_OPEN."""
+        return self.status != Status.DENIED
+
+    def explain(self) -> str:
+        return explain(self)
+
+
+def _answer(a: _ffi.pnmem_admit_answer) -> Answer:
+    keep = _ffi.pnmem_admit_answer.from_buffer_copy(a)  # the reason's pointer kept: pnmem_explain knows it
+    raw = (a.reason or b"").decode("utf-8", "replace")
+    try:
+        reason: Any = Reason(raw)
+    except ValueError:
+        reason = raw
+    return Answer(status=Status(a.status), fit_tokens=a.fit_tokens, reason=reason, level=Level(a.level), die=a.die,
+                  window=a.window, need_bytes=a.need_bytes, limit_bytes=a.limit_bytes, pending_bytes=a.pending_bytes,
+                  _c=keep)
+
+
+def explain(answer: Answer) -> str:
+    """pnmem_explain: one line, e.g. "capped (host_budget): need 7.06 GiB (...), limit ..., fit 4962 tokens"."""
+    f = "pnmem_explain"
+    if not isinstance(answer, Answer) or answer._c is None:
+        raise ArgumentTypeError(f"{f}: answer must be a pnmem.Answer, not {type(answer).__name__}", f)
+    _begin()
+    n = _lib.pnmem_explain(ctypes.byref(answer._c), None, 0)
+    if n < 0:
+        raise _fail(f, "failed")
+    buf = ctypes.create_string_buffer(n + 1)
+    if _lib.pnmem_explain(ctypes.byref(answer._c), buf, len(buf)) < 0:
+        raise _fail(f, "failed")
+    return buf.value.decode("utf-8", "replace")
+
+
+def _tokens(function: str, n_tokens: Any) -> int:
+    return _int(function, "n_tokens", n_tokens, 0, INT32_MAX)
+
+
+def admit(n_tokens: int, model: Optional[Model] = None) -> Answer:
+    """pnmem_admit: may a request of n_tokens prompt tokens of `model` (default: Model()) start now?"""
+    f = "pnmem_admit"
+    n = _tokens(f, n_tokens)
+    m = _model_c(f, model)
+    out = _ffi.pnmem_admit_answer()
+    _begin()
+    if _lib.pnmem_admit(ctypes.byref(m), n, ctypes.byref(out)) != 0:
+        raise _fail(f, "model refused")
+    return _answer(out)
+
+
+class Reservation:
+    """Memory admitted and promised until settled (allocated) or cancelled (pnmem_reservation).
+
+    As a context manager: settled when the block ends normally, cancelled when it raises. Check
+    `granted` inside. settle() and cancel() act once; later calls, and calls on a reservation that
+    holds nothing (handle 0), do nothing."""
+
+    def __init__(self, answer: Answer, handle: int, granted: bool) -> None:
+        self.answer = answer
+        self.handle = handle
+        self.granted = granted
+        self._done = handle == 0
+        self._lock = threading.Lock()
+
+    def _finish(self, fn: Callable[[int], None]) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        fn(self.handle)
+
+    def settle(self) -> None:
+        """pnmem_reservation_settle: the memory is allocated; the next sample sees it."""
+        self._finish(_lib.pnmem_reservation_settle)
+
+    def cancel(self) -> None:
+        """pnmem_reservation_cancel: the allocation will not happen; the bytes come back now."""
+        self._finish(_lib.pnmem_reservation_cancel)
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def __enter__(self) -> "Reservation":
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None:
+            self.settle()
+        else:
+            self.cancel()
+
+    def __repr__(self) -> str:
+        return f"Reservation(handle={self.handle}, granted={self.granted}, done={self._done}, answer={self.answer!r})"
+
+
+def admit_reserved(n_tokens: int, model: Optional[Model] = None) -> Reservation:
+    """pnmem_admit_reserved: admit() that also promises the request's host bytes until settled or
+    cancelled (so requests admitted between two samples do not all spend the same memory)."""
+    f = "pnmem_admit_reserved"
+    n = _tokens(f, n_tokens)
+    m = _model_c(f, model)
+    out = _ffi.pnmem_admit_answer()
+    r = ctypes.c_uint64(0)
+    _begin()
+    if _lib.pnmem_admit_reserved(ctypes.byref(m), n, ctypes.byref(out), ctypes.byref(r)) != 0:
+        raise _fail(f, "model refused")
+    a = _answer(out)
+    return Reservation(a, r.value, a.status != Status.DENIED)
+
+
+def admit_bytes(n_bytes: int, ttl: Optional[float] = None) -> Reservation:
+    """pnmem_reserve_bytes: host bytes about to be allocated besides a request's own (a prompt-cache
+    entry, swapped KV). granted when ADMITTED (reserved) or FAIL_OPEN (no watcher: nothing known);
+    CAPPED: answer.limit_bytes fit now; DENIED: inside the host reserve. ttl (seconds, None: never):
+    a reservation neither settled nor cancelled by then stops counting."""
+    f = "pnmem_reserve_bytes"
+    b = _u64(f, "n_bytes", n_bytes)
+    ttl_ms = 0 if ttl is None else _seconds_to_ms(f, "ttl", ttl)
+    if ttl is not None and ttl_ms == 0:
+        raise ArgumentError(f"{f}: ttl is {ttl}: must be above 0 seconds (None: never expires)", f)
+    out = _ffi.pnmem_admit_answer()
+    r = ctypes.c_uint64(0)
+    _begin()
+    if _lib.pnmem_reserve_bytes(b, ttl_ms, ctypes.byref(out), ctypes.byref(r)) != 0:
+        raise _fail(f, "failed")
+    a = _answer(out)
+    return Reservation(a, r.value, a.status in (Status.ADMITTED, Status.FAIL_OPEN))
+
+
+def pending_bytes() -> int:
+    """pnmem_pending_bytes: bytes reserved and not yet seen by a sample, expired ones left out."""
+    return int(_lib.pnmem_pending_bytes())
+
+
+# --- Model loads -----------------------------------------------------------------------------
+
+def _load_c(f: str, weights_bytes: Any, kv_bytes: Any, die: Any) -> _ffi.pnmem_model_load:
+    load = _ffi.pnmem_model_load()
+    if _lib.pnmem_model_load_init_sized(ctypes.byref(load), ctypes.sizeof(load)) != 0:
+        raise Error("pnmem_model_load_init_sized: refused this package's struct", "pnmem_model_load_init_sized")
+    load.weights_bytes = _u64(f, "weights_bytes", weights_bytes)
+    load.kv_bytes = _u64(f, "kv_bytes", kv_bytes)
+    load.die = _int(f, "die", die, -1, _ffi.MAX_DIES - 1)
+    return load
+
+
+def _load_check(f: str, fn: Any, load: _ffi.pnmem_model_load) -> Answer:
+    out = _ffi.pnmem_admit_answer()
+    _begin()
+    if fn(ctypes.byref(load), ctypes.byref(out)) != 0:
+        raise _fail(f, "load refused")
+    return _answer(out)
+
+
+def admit_model_load(weights_bytes: int, kv_bytes: int = 0, die: int = -1) -> Answer:
+    """pnmem_admit_model_load: a whole model (weights + KV at max context + the die scratch) onto one die
+    (-1: the measured die with the most free VRAM)."""
+    f = "pnmem_admit_model_load"
+    return _load_check(f, _lib.pnmem_admit_model_load, _load_c(f, weights_bytes, kv_bytes, die))
+
+
+def admit_model_load_die(weights_bytes: int, kv_bytes: int, die: int) -> Answer:
+    """pnmem_admit_model_load_die: one die's slice of a model split over several dies."""
+    f = "pnmem_admit_model_load_die"
+    return _load_check(f, _lib.pnmem_admit_model_load_die, _load_c(f, weights_bytes, kv_bytes, die))
+
+
+def admit_load_spike() -> Answer:
+    """pnmem_admit_load_spike: the host staging burst of a weight upload, before it starts."""
+    f = "pnmem_admit_load_spike"
+    out = _ffi.pnmem_admit_answer()
+    _begin()
+    if _lib.pnmem_admit_load_spike(ctypes.byref(out)) != 0:
+        raise _fail(f, "failed")
+    return _answer(out)
+
+
+# --- The ladder ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Plan:
+    """The degradation ladder's plan for a level (pnmem_ladder_plan)."""
+    level: Level
+    max_slots: int
+    force_kv_q4: bool
+    kv_evict: bool
+    prefill_window: int
+    degraded: bool
+    note: str
+    _c: Any = field(default=None, repr=False, compare=False)
+
+
+def plan(level: Any, max_slots: int = 1, prefill_window: int = 0, kv_q4: bool = False) -> Plan:
+    """pnmem_plan_ladder: decode slots, prefill window, forced 4-bit KV and eviction for a level and the
+    operator's config (max_slots below 1 is 1; prefill_window 0: no clamp)."""
+    f = "pnmem_plan_ladder"
+    lv = _enum(f, "level", level, Level)
+    s = _int(f, "max_slots", max_slots, INT32_MIN, INT32_MAX)
+    w = _int(f, "prefill_window", prefill_window, INT32_MIN, INT32_MAX)
+    if not isinstance(kv_q4, (bool, int)):
+        raise ArgumentTypeError(f"{f}: kv_q4 must be a bool", f)
+    _begin()
+    p = _lib.pnmem_plan_ladder(int(lv), s, w, bool(kv_q4))
+    note = (p.note or b"").decode("utf-8", "replace")
+    if note.startswith("error:"):
+        raise _fail(f, note)
+    return Plan(level=Level(p.level), max_slots=p.max_slots, force_kv_q4=bool(p.force_kv_q4),
+                kv_evict=bool(p.kv_evict), prefill_window=p.prefill_window, degraded=bool(p.degraded), note=note,
+                _c=p)
+
+
+@dataclass(frozen=True)
+class KvAllocation:
+    """The format and bytes of a KV cache allocated now (pnmem_kv_allocation)."""
+    format: KvFormat
+    bytes: int
+
+
+def kv_allocation(plan_: Plan, tokens: int, model: Optional[Model] = None) -> KvAllocation:
+    """pnmem_kv_allocation_for: the format a cache allocated now must be in (rung 4a) and its KV bytes
+    for `tokens` tokens of one sequence."""
+    f = "pnmem_kv_allocation_for"
+    if not isinstance(plan_, Plan) or plan_._c is None:
+        raise ArgumentTypeError(f"{f}: plan must be a pnmem.Plan, not {type(plan_).__name__}", f)
+    t = _u64(f, "tokens", tokens)
+    m = _model_c(f, model)
+    out = _ffi.pnmem_kv_allocation()
+    _begin()
+    if _lib.pnmem_kv_allocation_for(ctypes.byref(plan_._c), ctypes.byref(m), t, ctypes.byref(out)) != 0:
+        raise _fail(f, "model refused")
+    return KvAllocation(KvFormat(out.format), out.bytes)
+
+
+# --- Policy and budget -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Policy:
+    """The policy in force (pnmem_policy; percentages in basis points, 1500 = 15.00 %)."""
+    host_reserve_min_bytes: int
+    host_reserve_bp: int
+    psi_full_reject_bp: int
+    psi_some_tight_bp: int
+    psi_full_window_ms: int
+    die_tight_divisor: int
+    die_watch_divisor: int
+    die_reserve_bytes: int
+    die_scratch_bytes: int
+    load_spike_bytes: int
+    ladder_disabled: bool
+    host_total_bytes: int
+    host_reserve_bytes: int
+
+
+def policy() -> Policy:
+    """pnmem_policy_get: the policy the PN_* environment set, and the reserve for the latest snapshot."""
+    out = _ffi.pnmem_policy()
+    _begin()
+    if _lib.pnmem_policy_get(ctypes.byref(out)) != 0:
+        raise _fail("pnmem_policy_get", "failed")
+    return Policy(**{name: (bool(getattr(out, name)) if name == "ladder_disabled" else getattr(out, name))
+                     for name, _ in _ffi.pnmem_policy._fields_})
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The host's budget now, as admission sees it (pnmem_budget)."""
+    total_bytes: int
+    avail_bytes: int
+    reserve_bytes: int
+    headroom_bytes: int
+    pending_bytes: int
+    unpromised_bytes: int
+    level: Level
+    seq: int
+
+
+def budget() -> Budget:
+    """pnmem_host_budget."""
+    out = _ffi.pnmem_budget()
+    _begin()
+    if _lib.pnmem_host_budget(ctypes.byref(out)) != 0:
+        raise _fail("pnmem_host_budget", "failed")
+    return Budget(total_bytes=out.total_bytes, avail_bytes=out.avail_bytes, reserve_bytes=out.reserve_bytes,
+                  headroom_bytes=out.headroom_bytes, pending_bytes=out.pending_bytes,
+                  unpromised_bytes=out.unpromised_bytes, level=Level(out.level), seq=out.seq)
+
+
+# --- The gate --------------------------------------------------------------------------------
+
+class Gate:
+    """The back-pressure gate in front of decode slots (pnmem_gate): Gate(max_slots, max_waiters) or
+    Gate.for_model(model, max_waiters). Start the watcher first: the gate follows its samples.
+
+        with gate:                          # waits for a slot; GateRefused (OVERLOADED...) if none
+            run_request()
+        st = gate.acquire(timeout=0.5)      # or by hand: GateStatus; each ACQUIRED needs one release()
+
+    acquire waits with the GIL released (other Python threads run; Ctrl-C waits for it to return).
+    close() (or the garbage collector) destroys it: not while a thread waits on it."""
+
+    def __init__(self, max_slots: int = 1, max_waiters: int = 0) -> None:
+        f = "pnmem_gate_create"
+        s = _int(f, "max_slots", max_slots, INT32_MIN, INT32_MAX)
+        w = _int(f, "max_waiters", max_waiters, INT32_MIN, INT32_MAX)
+        self._init(f, lambda: _lib.pnmem_gate_create(s, w), None)
+
+    def _init(self, f: str, create: Callable[[], Any], model: Optional[Model]) -> None:
+        self._handle = None
+        self._lock = threading.Lock()
+        self._busy = 0
+        self.model = model
+        _begin()
+        h = create()
+        if not h:
+            raise _fail(f, "no gate")
+        self._handle = h
+
+    @classmethod
+    def for_model(cls, model: Model, max_waiters: int = 0) -> "Gate":
+        """pnmem_gate_create_for: model.max_slots slots; a hold's release re-checks admission of this
+        model's requests (acquire(tokens=n), notify_denied)."""
+        f = "pnmem_gate_create_for"
+        if not isinstance(model, Model):
+            raise ArgumentTypeError(f"{f}: model must be a pnmem.Model, not {type(model).__name__}", f)
+        m = model._to_c(f)
+        w = _int(f, "max_waiters", max_waiters, INT32_MIN, INT32_MAX)
+        g = cls.__new__(cls)
+        g._init(f, lambda: _lib.pnmem_gate_create_for(ctypes.byref(m), w), model)
+        return g
+
+    create_for = for_model
+
+    def _enter(self, f: str) -> Any:
+        with self._lock:
+            if self._handle is None:
+                raise Error(f"{f}: the gate is closed", f)
+            self._busy += 1
+            return self._handle
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._busy -= 1
+
+    def acquire(self, timeout: Optional[float] = None, tokens: Optional[int] = None) -> GateStatus:
+        """Waits up to `timeout` seconds (None: indefinitely; 0: no wait) for a slot. With tokens (a
+        request of that many tokens of the gate's model) a hold ends as soon as that request would be
+        admitted. Returns ACQUIRED, OVERLOADED (CRITICAL: fail the request now, "retry"), TIMED_OUT or
+        QUEUE_FULL."""
+        f = "pnmem_gate_acquire" if tokens is None else "pnmem_gate_acquire_tokens"
+        ms = _seconds_to_ms(f, "timeout", timeout)
+        n = None if tokens is None else _tokens(f, tokens)
+        h = self._enter(f)
+        try:
+            _begin()
+            st = _lib.pnmem_gate_acquire(h, ms) if n is None else _lib.pnmem_gate_acquire_tokens(h, n, ms)
+        finally:
+            self._leave()
+        status = GateStatus(st)
+        if status == GateStatus.ERROR:
+            raise _fail(f, "failed")
+        return status
+
+    def release(self) -> None:
+        """pnmem_gate_release: gives back one slot acquired (one more than acquired does nothing)."""
+        h = self._enter("pnmem_gate_release")
+        try:
+            _lib.pnmem_gate_release(h)
+        finally:
+            self._leave()
+
+    def set_capacity(self, max_slots: int) -> None:
+        """pnmem_gate_set_capacity: the slot ceiling now (below 1: 1)."""
+        f = "pnmem_gate_set_capacity"
+        s = _int(f, "max_slots", max_slots, INT32_MIN, INT32_MAX)
+        h = self._enter(f)
+        try:
+            _lib.pnmem_gate_set_capacity(h, s)
+        finally:
+            self._leave()
+
+    def notify_pressure(self, level: Any) -> None:
+        """pnmem_gate_notify_pressure: a denied admission pushes its level."""
+        f = "pnmem_gate_notify_pressure"
+        lv = _enum(f, "level", level, Level)
+        h = self._enter(f)
+        try:
+            _lib.pnmem_gate_notify_pressure(h, int(lv))
+        finally:
+            self._leave()
+
+    def notify_denied(self, answer: Answer, n_tokens: int) -> None:
+        """pnmem_gate_notify_denied: a denied admission of n_tokens of the gate's model (others ignored)."""
+        f = "pnmem_gate_notify_denied"
+        if not isinstance(answer, Answer) or answer._c is None:
+            raise ArgumentTypeError(f"{f}: answer must be a pnmem.Answer, not {type(answer).__name__}", f)
+        n = _tokens(f, n_tokens)
+        h = self._enter(f)
+        try:
+            _lib.pnmem_gate_notify_denied(h, ctypes.byref(answer._c), n)
+        finally:
+            self._leave()
+
+    def slot(self, timeout: Optional[float] = None, tokens: Optional[int] = None) -> "_GateSlot":
+        """A context manager holding one slot: GateRefused (with .status) if acquire did not get one."""
+        return _GateSlot(self, timeout, tokens)
+
+    def __enter__(self) -> GateStatus:
+        st = self.acquire()
+        if st != GateStatus.ACQUIRED:
+            raise GateRefused(st)
+        return st
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def close(self) -> None:
+        """pnmem_gate_destroy (idempotent). Error if a thread is inside a call on this gate."""
+        with self._lock:
+            h = getattr(self, "_handle", None)
+            if h is None:
+                return
+            if self._busy:
+                raise Error("pnmem_gate_destroy: a thread is waiting on this gate", "pnmem_gate_destroy")
+            self._handle = None
+        _lib.pnmem_gate_destroy(h)
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    def __del__(self) -> None:
+        try:
+            if getattr(self, "_handle", None) is not None and not self._busy:
+                self.close()
+        except BaseException:
+            pass
+
+
+class _GateSlot:
+    def __init__(self, gate: Gate, timeout: Optional[float], tokens: Optional[int]) -> None:
+        self.gate, self.timeout, self.tokens = gate, timeout, tokens
+
+    def __enter__(self) -> GateStatus:
+        st = self.gate.acquire(self.timeout, self.tokens)
+        if st != GateStatus.ACQUIRED:
+            raise GateRefused(st, "pnmem_gate_acquire" if self.tokens is None else "pnmem_gate_acquire_tokens")
+        return st
+
+    def __exit__(self, *exc: Any) -> None:
+        self.gate.release()
+
+
+# --- Process setup ---------------------------------------------------------------------------
+
+_lib.pnmem_set_log_sink(_c_sink, None)  # first: the PN_* errors and startup lines reach it
+
+
+@atexit.register
+def _at_exit() -> None:
+    # No Python callback may run once the interpreter is finalising: the C watcher thread outlives it.
+    with _subs_lock:
+        subs = list(_subs.values())
+    for s in subs:
+        try:
+            s.unsubscribe()
+        except BaseException:
+            pass
+    _lib.pnmem_set_log_sink(_ffi.LOG_FN(), None)  # a NULL sink

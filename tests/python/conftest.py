@@ -1,0 +1,68 @@
+"""Shared setup for the pnmem Python tests.
+
+The C ABI reads its policy from the environment once, at the first pnmem call, and its watcher is
+one per process, created once: so the environment is set here, before `import pnmem`, and the
+tests share one watcher (the `watcher` fixture), started once and stopped at the end of the session.
+
+As in tests/c/test_c_api.c: a host reserve of 1 byte and a PSI full stall of 100 % for CRITICAL keep
+the host's byte bands at OK and PSI at most TIGHT on any box, so a die fed with 0 bytes free (CRITICAL)
+always changes the level, and a roomy one leaves it at the box's PSI level.
+
+Run from meson (suite 'python': PNMEM_LIBRARY, PNMEM_LAYOUT_DUMP and PYTHONPATH set), or by hand:
+  PYTHONPATH=python /usr/bin/python3 -m pytest tests/python
+(the package then finds a build*/integration/libpnmem_c.so of this checkout)."""
+import os
+import pathlib
+import sys
+
+import pytest
+
+os.environ["PN_HOST_RESERVE_BYTES"] = "1"
+os.environ["PN_PSI_FULL_REJECT"] = "100"
+os.environ.pop("PN_LADDER_DISABLE", None)
+
+SOURCE_ROOT = pathlib.Path(os.environ.get("PNMEM_SOURCE_ROOT", pathlib.Path(__file__).resolve().parents[2]))
+if str(SOURCE_ROOT / "python") not in sys.path and not os.environ.get("PYTHONPATH"):
+    sys.path.insert(0, str(SOURCE_ROOT / "python"))
+
+import pnmem  # noqa: E402  (after the environment above)
+
+GIB = 1 << 30
+
+
+@pytest.fixture(scope="session")
+def source_root() -> pathlib.Path:
+    return SOURCE_ROOT
+
+
+@pytest.fixture(scope="session")
+def header_text() -> str:
+    return (SOURCE_ROOT / "include" / "pnmem" / "pnmem_c.h").read_text()
+
+
+@pytest.fixture(scope="session")
+def watcher():
+    w = pnmem.Watcher()
+    try:
+        w.start()
+    except pnmem.Error as e:
+        pytest.skip(f"the watcher does not start here: {e}")
+    yield w
+    w.stop()
+
+
+@pytest.fixture()
+def roomy_die(watcher):
+    """Die 0 fed roomy before and after the test: the level is the box's PSI level (not a die's)."""
+    pnmem.set_die(0, 16 * GIB, 16 * GIB, 0, 0)
+    yield 0
+    pnmem.set_die(0, 16 * GIB, 16 * GIB, 0, 0)
+
+
+def child_env(**extra: str) -> dict:
+    """The environment for a child python that imports pnmem the way these tests do."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(SOURCE_ROOT / "python")  # absolute: children run in other directories
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra)
+    return env

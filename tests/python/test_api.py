@@ -1,0 +1,240 @@
+"""Every public function with valid input, and with bad input: a pnmem.Error (ArgumentError /
+ArgumentTypeError for what Python refuses before C), never a crash."""
+import dataclasses
+import threading
+
+import pnmem
+import pytest
+from conftest import GIB
+
+BAD_INTS = [None, "1", 1.5, True, object()]
+GOOD_JSON = ('{"format": "pnmem-model", "version": 1, "kv_bytes_per_token": 131072, '
+             '"activation": {"fixed_bytes": "256MiB"}}')
+
+
+def test_library_path_is_a_loaded_file():
+    assert pnmem.library_path.endswith("libpnmem_c.so")
+
+
+# --- admit ---------------------------------------------------------------------------------------
+
+def test_admit_default_model(roomy_die):
+    a = pnmem.admit(1024)
+    assert isinstance(a.status, pnmem.Status) and isinstance(a.reason, pnmem.Reason)
+    assert a.status in (pnmem.Status.ADMITTED, pnmem.Status.CAPPED, pnmem.Status.DENIED)
+    assert isinstance(a.level, pnmem.Level)
+    assert a.need_bytes > 0
+    line = a.explain()
+    assert line.startswith(f"{a.status} ({a.reason}): need ") and line == pnmem.explain(a)
+    assert dataclasses.is_dataclass(a)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.fit_tokens = 1
+
+
+def test_admit_gpu_resident_window_caps(roomy_die):
+    m = pnmem.Model(gpu_resident=True, max_window=1000, max_slots=4)
+    a = pnmem.admit(5000, m)
+    assert a.status == pnmem.Status.CAPPED and a.reason == pnmem.Reason.WINDOW and a.fit_tokens <= 1000
+    assert a.admitted
+
+
+@pytest.mark.parametrize("n", [-1, -(2 ** 31), 2 ** 31, 10 ** 30, None, "5", 5.0, True])
+def test_admit_bad_tokens(watcher, n):
+    with pytest.raises(pnmem.Error):
+        pnmem.admit(n)
+
+
+@pytest.mark.parametrize("changes", [
+    dict(die=-2), dict(die=pnmem.MAX_DIES), dict(die=None), dict(kv=7), dict(kv=-1), dict(kv="f16"),
+    dict(normal_kv=99), dict(compact_kv=None), dict(max_window=2 ** 31), dict(max_slots="8"),
+    dict(full_kv_bytes_per_token=(1, 2)), dict(full_kv_bytes_per_token=(-1,) * 7),
+    dict(sliding_window=-1), dict(state_bytes_per_seq=2 ** 64), dict(activation_fixed_bytes=1.0),
+    dict(anchors=((1, 1),) * 9), dict(anchors=((1,),)), dict(anchors=((-1, 1),)), dict(anchors="x"),
+    dict(gpu_resident="yes"),
+])
+def test_admit_bad_model_fields(watcher, changes):
+    with pytest.raises(pnmem.Error):
+        pnmem.admit(10, dataclasses.replace(pnmem.Model(), **changes))
+
+
+def test_admit_model_refused_by_c_carries_the_c_line(watcher):
+    # Anchors whose tokens do not increase: only C checks it; its log line becomes the message.
+    m = pnmem.Model(anchors=((100, 1), (10, 2)))
+    with pytest.raises(pnmem.Error, match=r"pnmem_admit: .*anchors\[1\]\.tokens is 10.*must increase") as e:
+        pnmem.admit(10, m)
+    assert e.value.function == "pnmem_admit"
+    m = pnmem.Model(anchors=((0, 1),), activation_fixed_bytes=5)
+    with pytest.raises(pnmem.Error, match="not both"):
+        pnmem.admit(10, m)
+
+
+@pytest.mark.parametrize("model", ["model", 1, object(), pnmem.Model])
+def test_admit_model_of_the_wrong_type(model):
+    with pytest.raises(pnmem.ArgumentTypeError):
+        pnmem.admit(1, model)
+
+
+def test_explain_bad_arguments():
+    for bad in (None, "denied", 1, dataclasses.replace):
+        with pytest.raises(pnmem.ArgumentTypeError):
+            pnmem.explain(bad)
+
+
+# --- models --------------------------------------------------------------------------------------
+
+def test_model_defaults_are_the_seeds():
+    m = pnmem.Model()
+    assert m.kv == pnmem.KvFormat.Q4 and m.die == -1 and m.max_slots == 1 and not m.gpu_resident
+    assert m.full_kv_bytes_per_token[pnmem.KvFormat.FP32] == 40960
+    assert m.full_kv_bytes_per_token[pnmem.KvFormat.Q4] == 5898
+    assert m.normal_kv == pnmem.KvFormat.FP32 and m.compact_kv == pnmem.KvFormat.Q4
+    assert len(m.anchors) == 6 and m.anchors[0] == (0, 256 << 20)
+
+
+def test_model_from_json():
+    m = pnmem.Model.from_json(GOOD_JSON, kv=pnmem.KvFormat.F16, max_window=8192)
+    assert m.kv == pnmem.KvFormat.F16 and m.max_window == 8192
+    assert m.full_kv_bytes_per_token[pnmem.KvFormat.F16] == 131072
+    assert m.anchors == () and m.activation_fixed_bytes == 256 << 20
+    assert pnmem.Model.from_json(GOOD_JSON.encode()) == pnmem.Model.from_json(GOOD_JSON)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{bad", "not JSON"), ("", ""), ('{"format": "pnmem-model", "version": 2}', "version"),
+    ("\0", ""),
+])
+def test_model_from_json_refused_with_the_c_message(text, message):
+    with pytest.raises(pnmem.Error, match=r"pnmem_model_cost_from_json: .*" + message) as e:
+        pnmem.Model.from_json(text)
+    assert e.value.function == "pnmem_model_cost_from_json"
+    assert len(str(e.value)) > len("pnmem_model_cost_from_json: ")
+
+
+def test_model_from_json_bad_arguments():
+    for bad in (None, 1, ["{}"]):
+        with pytest.raises(pnmem.ArgumentTypeError):
+            pnmem.Model.from_json(bad)
+    with pytest.raises(pnmem.ArgumentTypeError):
+        pnmem.Model.from_json(GOOD_JSON, sliding_window=4)  # a cost field, not a request one
+    with pytest.raises(pnmem.ArgumentError):
+        pnmem.Model.from_json(GOOD_JSON, die=99)
+
+
+# --- plan and kv_allocation ---------------------------------------------------------------------
+
+def test_plan_every_level():
+    plans = {lv: pnmem.plan(lv, 8, 16384) for lv in pnmem.Level}
+    assert plans[pnmem.Level.OK].max_slots == 8 and not plans[pnmem.Level.OK].degraded
+    assert plans[pnmem.Level.WATCH].force_kv_q4
+    assert plans[pnmem.Level.TIGHT].max_slots == 4 and plans[pnmem.Level.TIGHT].prefill_window == 8192
+    assert plans[pnmem.Level.CRITICAL].max_slots == 1 and plans[pnmem.Level.CRITICAL].kv_evict
+    assert "critical" in plans[pnmem.Level.CRITICAL].note
+    assert pnmem.plan(2, 8).level == pnmem.Level.TIGHT  # an int level
+    assert pnmem.plan(pnmem.Level.OK, -(2 ** 31), -(2 ** 31)).max_slots == 1  # C defines every int
+
+
+@pytest.mark.parametrize("args", [(4,), (-1,), (None,), ("ok",), (1.0,), (0, 2 ** 31), (0, 1, "x"), (0, 1, 0, "q")])
+def test_plan_bad_arguments(args):
+    with pytest.raises(pnmem.Error):
+        pnmem.plan(*args)
+
+
+def test_kv_allocation():
+    m = pnmem.Model(kv=pnmem.KvFormat.FP32)
+    ok = pnmem.kv_allocation(pnmem.plan(pnmem.Level.OK, 1), 1000, m)
+    assert ok.format == pnmem.KvFormat.FP32 and ok.bytes == 1000 * 40960
+    watch = pnmem.kv_allocation(pnmem.plan(pnmem.Level.WATCH, 1), 1000, m)
+    assert watch.format == pnmem.KvFormat.Q4 and watch.bytes == 1000 * 5898
+    assert pnmem.kv_allocation(pnmem.plan(pnmem.Level.OK, 1), 0).bytes == 0
+
+
+def test_kv_allocation_bad_arguments():
+    p = pnmem.plan(pnmem.Level.OK, 1)
+    for args in ((None, 1), ("plan", 1), (p, -1), (p, 2 ** 64), (p, None), (p, 1, "m"), (p, 1, pnmem.Model(die=-5))):
+        with pytest.raises(pnmem.Error):
+            pnmem.kv_allocation(*args)
+
+
+# --- model loads -------------------------------------------------------------------------------
+
+def test_model_load_checks(watcher):
+    pnmem.set_die(0, 2 * GIB, 16 * GIB, 14 * GIB, 0)
+    try:
+        a = pnmem.admit_model_load(GIB, GIB)  # 1 + 1 + 1.5 GiB scratch > 2 GiB free - 1 GiB reserve
+        assert a.status == pnmem.Status.DENIED and a.reason == pnmem.Reason.DIE_VRAM and a.die == 0
+        assert a.need_bytes == 7 * GIB // 2
+        assert pnmem.admit_model_load(0, 0, die=0).status == pnmem.Status.DENIED
+        a = pnmem.admit_model_load_die(0, 0, 0)  # the 1.5 GiB scratch fits in 2 GiB (no die reserve)
+        assert a.status == pnmem.Status.ADMITTED and a.reason == pnmem.Reason.FITS
+        assert pnmem.admit_model_load_die(0, 0, 1).reason == pnmem.Reason.BAD_REQUEST  # not fed
+        spike = pnmem.admit_load_spike()
+        assert spike.status in (pnmem.Status.ADMITTED, pnmem.Status.DENIED) and spike.need_bytes > 0
+        assert "need" in spike.explain()
+    finally:
+        pnmem.set_die(0, 16 * GIB, 16 * GIB, 0, 0)
+
+
+@pytest.mark.parametrize("fn", [pnmem.admit_model_load, pnmem.admit_model_load_die])
+@pytest.mark.parametrize("args", [(-1, 0, 0), (0, -1, 0), (0, 0, -2), (0, 0, pnmem.MAX_DIES), (None, 0, 0),
+                                  (0, 0, "0"), (2 ** 64, 0, 0), (1.0, 0, 0)])
+def test_model_load_bad_arguments(fn, args):
+    with pytest.raises(pnmem.Error):
+        fn(*args)
+
+
+# --- dies, policy, budget, log sink -------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [(-1, 1, 1), (pnmem.MAX_DIES, 1, 1), (0, -1, 1), (0, 1, 2 ** 64), (None, 1, 1),
+                                  (0, 1.0, 1), (0, 1, 1, "0"), (0, 1, 1, 0, -5)])
+def test_set_die_bad_arguments(args):
+    with pytest.raises(pnmem.Error):
+        pnmem.set_die(*args)
+
+
+def test_policy_is_the_environments():
+    p = pnmem.policy()
+    assert p.host_reserve_min_bytes == 1 and p.host_reserve_bp == 0  # PN_HOST_RESERVE_BYTES=1
+    assert p.psi_full_reject_bp == 10000  # PN_PSI_FULL_REJECT=100
+    assert p.die_tight_divisor == 16 and p.die_scratch_bytes == 3 * GIB // 2
+    assert p.ladder_disabled is False
+
+
+def test_budget(watcher):
+    b = pnmem.budget()
+    assert b.total_bytes > 0 and b.avail_bytes <= b.total_bytes
+    assert b.headroom_bytes == max(0, b.avail_bytes - b.reserve_bytes)
+    assert isinstance(b.level, pnmem.Level) and b.seq >= 1
+
+
+def test_log_sink_receives_lines_on_the_calling_thread(watcher):
+    got = []
+    pnmem.set_log_sink(lambda line: got.append((threading.get_ident(), line)))
+    try:
+        with pytest.raises(pnmem.Error):
+            pnmem.admit(1, pnmem.Model(anchors=((2, 1), (1, 1))))
+    finally:
+        pnmem.set_log_sink()
+    assert got and got[-1][0] == threading.get_ident() and "pnmem: pnmem_admit: model->anchors" in got[-1][1]
+
+
+def test_log_sink_that_raises_does_not_crash(watcher, capsys):
+    def bad(line):
+        raise RuntimeError("sink broke")
+    pnmem.set_log_sink(bad)
+    try:
+        with pytest.raises(pnmem.Error, match="must increase"):
+            pnmem.admit(1, pnmem.Model(anchors=((2, 1), (1, 1))))
+    finally:
+        pnmem.set_log_sink()
+    assert "sink broke" in capsys.readouterr().err
+
+
+def test_log_sink_none_and_bad():
+    pnmem.set_log_sink(None)
+    try:
+        with pytest.raises(pnmem.Error, match="must increase"):  # the line still travels in the Error
+            pnmem.admit(1, pnmem.Model(anchors=((2, 1), (1, 1))))
+    finally:
+        pnmem.set_log_sink()
+    with pytest.raises(pnmem.ArgumentTypeError):
+        pnmem.set_log_sink("stderr")

@@ -1,0 +1,84 @@
+"""Reservations: pnmem.admit_bytes (pnmem_reserve_bytes) and pnmem.admit_reserved, settled,
+cancelled, expired (ttl), as context managers; bad arguments."""
+import time
+
+import pnmem
+import pytest
+
+MIB = 1 << 20
+
+
+def pending_now() -> int:
+    return pnmem.pending_bytes()
+
+
+def test_settled_reservation(roomy_die):
+    base = pending_now()
+    r = pnmem.admit_bytes(8 * MIB, ttl=60)
+    assert r.granted and r.handle != 0 and r.answer.status == pnmem.Status.ADMITTED
+    assert r.answer.need_bytes == 8 * MIB and r.answer.pending_bytes == base
+    assert pending_now() >= base + 8 * MIB
+    r.settle()
+    assert r.done
+    r.settle()
+    r.cancel()  # once only: later calls do nothing
+    pnmem.poll_now()  # a sample that began after the settle has the memory in its numbers
+    assert pending_now() <= base
+
+
+def test_expired_reservation(roomy_die):
+    base = pending_now()
+    r = pnmem.admit_bytes(16 * MIB, ttl=0.05)
+    assert r.granted and pending_now() >= base + 16 * MIB
+    time.sleep(0.2)
+    assert pending_now() <= base  # expired: it stopped counting
+    r.settle()  # its handle is forgotten: ignored
+    assert r.done
+
+
+def test_cancelled_and_context_managers(roomy_die):
+    base = pending_now()
+    with pnmem.admit_bytes(4 * MIB) as r:
+        assert r.granted and pending_now() >= base + 4 * MIB
+    assert r.done  # settled
+    with pytest.raises(KeyError):
+        with pnmem.admit_bytes(4 * MIB) as r2:
+            assert pending_now() >= base + 4 * MIB
+            raise KeyError("allocation failed")
+    assert r2.done and pending_now() <= base + 4 * MIB  # cancelled: its bytes came back at once
+    r3 = pnmem.admit_bytes(4 * MIB)
+    r3.cancel()
+    assert r3.done
+
+
+def test_bytes_beyond_the_budget_are_capped(roomy_die):
+    b = pnmem.budget()
+    r = pnmem.admit_bytes(b.total_bytes * 4)
+    assert not r.granted and r.handle == 0 and r.done
+    assert r.answer.status in (pnmem.Status.CAPPED, pnmem.Status.DENIED)
+    assert r.answer.reason in (pnmem.Reason.HOST_BUDGET, pnmem.Reason.HOST_RESERVE)
+    r.settle()  # nothing held: nothing happens
+    assert pnmem.admit_bytes(0).answer.status == pnmem.Status.ADMITTED
+
+
+def test_admit_reserved(roomy_die):
+    base = pending_now()
+    with pnmem.admit_reserved(512) as r:
+        assert r.granted and r.answer.fit_tokens == 512 and r.handle != 0
+        assert pending_now() > base
+    r2 = pnmem.admit_reserved(512, pnmem.Model(gpu_resident=True))
+    assert r2.granted and r2.handle == 0  # a GPU-resident request costs the host nothing
+    r2.cancel()
+
+
+@pytest.mark.parametrize("args", [(-1,), (2 ** 64,), (None,), ("1",), (1.0,), (1, 0), (1, -1), (1, "5"),
+                                  (1, float("nan"))])
+def test_admit_bytes_bad_arguments(args):
+    with pytest.raises(pnmem.Error):
+        pnmem.admit_bytes(*args)
+
+
+@pytest.mark.parametrize("args", [(-1,), (None,), (2 ** 31,), (1, "m"), (1, pnmem.Model(die=99))])
+def test_admit_reserved_bad_arguments(args):
+    with pytest.raises(pnmem.Error):
+        pnmem.admit_reserved(*args)

@@ -1,0 +1,205 @@
+"""The process's watcher from Python: start/stop, state() with its provenance, subscriptions that
+receive level changes (and survive callbacks that raise), and what a fresh process sees."""
+import dataclasses
+import subprocess
+import sys
+import threading
+import time
+
+import pnmem
+import pytest
+from conftest import GIB, child_env
+
+
+def test_state_and_provenance(watcher):
+    s = watcher.state()
+    assert isinstance(s, pnmem.State) and isinstance(s.level, pnmem.Level)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.level = pnmem.Level.OK
+    assert s.seq >= 1 and s.host_total_bytes > 0 and s.host_avail_bytes <= s.host_total_bytes
+    p = s.provenance
+    assert isinstance(p, pnmem.Provenance)
+    assert pnmem.Source.MEMINFO in p.sources_read  # Linux: /proc/meminfo
+    assert not (p.sources_read & p.sources_failed)
+    assert p.meminfo_total_bytes > 0 and p.meminfo_avail_bytes <= p.meminfo_total_bytes
+    assert isinstance(p.cgroup_mode, pnmem.CgroupMode) and isinstance(p.psi_mode, pnmem.PsiMode)
+    assert isinstance(p.limit_cgroup, str) and len(p.limit_cgroup) < pnmem.CGROUP_PATH_MAX
+    assert str(s.level) in ("ok", "watch", "tight", "critical")
+    assert pnmem.read().seq >= s.seq
+    assert watcher.running and pnmem.running() and watcher.started
+
+
+def test_state_dies(roomy_die):
+    pnmem.set_die(1, 3 * GIB, 8 * GIB, 5 * GIB, 1 * GIB)
+    try:
+        dies = pnmem.read().dies
+        assert len(dies) == 2
+        assert dies[1] == pnmem.Die(1, 3 * GIB, 8 * GIB, 5 * GIB, 1 * GIB)
+    finally:
+        pnmem.set_die(1, 8 * GIB, 8 * GIB, 0, 0)
+
+
+def test_subscription_receives_the_first_level_change(roomy_die):
+    before = pnmem.read().level
+    assert before != pnmem.Level.CRITICAL  # a roomy die; PSI alone is at most TIGHT here
+    got = []
+    with pnmem.subscribe(lambda c: got.append((threading.get_ident(), c))) as sub:
+        assert sub.active
+        pnmem.set_die(0, 0, 16 * GIB, 16 * GIB, 0)  # no VRAM left: CRITICAL, delivered on this thread
+        assert got, "no level change delivered"
+        tid, change = got[0]
+        assert tid == threading.get_ident()
+        assert change.from_level == before and change.to_level == pnmem.Level.CRITICAL
+        assert isinstance(change, pnmem.LevelChange) and change.seq >= 1
+        assert change.state.level == pnmem.Level.CRITICAL and change.state.dies[0].free_bytes == 0
+        assert change.state.provenance is None
+        pnmem.set_die(0, 16 * GIB, 16 * GIB, 0, 0)
+        assert got[-1][1].to_level != pnmem.Level.CRITICAL
+    assert not sub.active
+    n = len(got)
+    pnmem.set_die(0, 0, 16 * GIB, 16 * GIB, 0)
+    pnmem.set_die(0, 16 * GIB, 16 * GIB, 0, 0)
+    assert len(got) == n, "a change reached a callback after unsubscribe"
+
+
+def test_a_raising_callback_is_logged_and_the_others_still_run(roomy_die, caplog):
+    seen = []
+
+    def bad(change):
+        raise RuntimeError("callback broke")
+    s1 = pnmem.subscribe(bad)
+    s2 = pnmem.subscribe(seen.append)
+    try:
+        pnmem.set_die(0, 0, 16 * GIB, 16 * GIB, 0)
+        pnmem.set_die(0, 16 * GIB, 16 * GIB, 0, 0)
+    finally:
+        s1.unsubscribe()
+        s2()
+    assert s1.errors == 2 and len(seen) == 2
+    assert "callback broke" in caplog.text
+    assert pnmem.read().seq > 0  # the process carries on
+
+
+def test_unsubscribe_from_inside_the_callback(roomy_die):
+    calls = []
+
+    def once(change):
+        calls.append(change)
+        holder[0].unsubscribe()
+    holder = [None]
+    holder[0] = pnmem.subscribe(once)
+    pnmem.set_die(0, 0, 16 * GIB, 16 * GIB, 0)
+    pnmem.set_die(0, 16 * GIB, 16 * GIB, 0, 0)
+    assert len(calls) == 1 and not holder[0].active
+
+
+def test_callbacks_from_the_poll_thread_and_other_threads(roomy_die):
+    threads = set()
+    sub = pnmem.subscribe(lambda c: threads.add(threading.get_ident()))
+    try:
+        def flip():
+            pnmem.set_die(0, 0, 16 * GIB, 16 * GIB, 0)
+            pnmem.set_die(0, 16 * GIB, 16 * GIB, 0, 0)
+        t = threading.Thread(target=flip)
+        t.start()
+        t.join()
+        time.sleep(0.3)  # the poll thread samples meanwhile (it may publish changes of its own)
+    finally:
+        sub.unsubscribe()
+    assert t.ident in threads
+
+
+def test_watcher_cannot_stop_from_a_callback(roomy_die):
+    errors = []
+
+    def stop_it(change):
+        try:
+            watcher_ = pnmem.Watcher()
+            watcher_.start()
+        except pnmem.Error as e:
+            errors.append(e)
+    with pnmem.subscribe(stop_it):
+        pnmem.set_die(0, 0, 16 * GIB, 16 * GIB, 0)
+        pnmem.set_die(0, 16 * GIB, 16 * GIB, 0, 0)
+    assert len(errors) == 2 and "level callback" in str(errors[0])
+
+
+def test_watchers_share_the_process_watcher(watcher):
+    with pnmem.Watcher() as w2:
+        assert w2.started and pnmem.running()
+        got = []
+        w2.subscribe(got.append)
+    assert not w2.started and pnmem.running()  # the session's watcher still holds it
+    assert all(not s.active for s in w2._subscriptions) and not w2._subscriptions
+    w2.stop()  # idempotent
+
+
+def test_watcher_other_options_refused_with_the_c_line(watcher):
+    with pytest.raises(pnmem.Error, match="exists already with other options"):
+        pnmem.Watcher(step_down_dwell_ms=5000).start()
+    assert pnmem.running()
+
+
+@pytest.mark.parametrize("kw", [dict(poll_interval_ms=0), dict(pressure_poll_interval_ms=-1),
+                                dict(step_down_dwell_ms=2 ** 32), dict(poll_interval_ms="250"),
+                                dict(step_down_dwell_ms=1.5)])
+def test_watcher_bad_options(kw):
+    with pytest.raises(pnmem.Error):
+        pnmem.Watcher(**kw)
+    with pytest.raises(TypeError):
+        pnmem.Watcher(250)  # keywords only
+
+
+def test_subscribe_bad_arguments():
+    for bad in (None, 1, "f"):
+        with pytest.raises(pnmem.ArgumentTypeError):
+            pnmem.subscribe(bad)
+
+
+def run_child(code: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=child_env(**env))
+
+
+def test_fresh_process_the_issues_one_liner():
+    r = run_child("import pnmem; print(pnmem.Watcher().__enter__().state().level)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() in ("ok", "watch", "tight", "critical")
+
+
+def test_fresh_process_fails_open_before_the_watcher_and_starts_with_options():
+    code = """
+import pnmem
+assert not pnmem.running() and pnmem.read().seq == 0 and pnmem.read().provenance.sources_read == 0
+a = pnmem.admit(10 ** 6)
+assert a.status == pnmem.Status.FAIL_OPEN and a.fit_tokens == 10 ** 6, a
+assert pnmem.admit_model_load(1 << 40).status == pnmem.Status.FAIL_OPEN
+assert pnmem.admit_load_spike().status == pnmem.Status.FAIL_OPEN
+r = pnmem.admit_bytes(1 << 40)
+assert r.granted and r.handle == 0 and r.answer.status == pnmem.Status.FAIL_OPEN
+levels = []
+sub = pnmem.subscribe(lambda c: levels.append(c.to_level))
+with pnmem.Watcher(poll_interval_ms=50, pressure_poll_interval_ms=20, step_down_dwell_ms=0) as w:
+    assert pnmem.running() and w.state().seq >= 1
+    pnmem.set_die(0, 0, 1 << 34, 1 << 34, 0)
+    assert levels[-1] == pnmem.Level.CRITICAL
+assert not pnmem.running()
+assert pnmem.admit(10).status == pnmem.Status.FAIL_OPEN
+print("fresh ok")
+"""
+    r = run_child(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "fresh ok"
+
+
+def test_exit_with_a_subscription_and_a_running_watcher_is_clean():
+    code = """
+import pnmem, threading
+w = pnmem.Watcher(poll_interval_ms=1, pressure_poll_interval_ms=1).start()
+pnmem.subscribe(lambda c: None)
+pnmem.set_log_sink(lambda line: None)
+print("bye")
+"""
+    for _ in range(3):
+        r = run_child(code)
+        assert r.returncode == 0 and r.stdout.strip() == "bye", r.stderr
