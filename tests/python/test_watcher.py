@@ -41,7 +41,7 @@ def test_state_dies(roomy_die):
 
 def test_subscription_receives_the_first_level_change(roomy_die):
     before = pnmem.read().level
-    assert before != pnmem.Level.CRITICAL  # a roomy die; PSI alone is at most TIGHT here
+    assert before != pnmem.Level.CRITICAL  # a roomy die, a roomy host, PSI not read (conftest)
     got = []
     with pnmem.subscribe(lambda c: got.append((threading.get_ident(), c))) as sub:
         assert sub.active
