@@ -221,7 +221,11 @@ class Runner:
             if not cmd:
                 continue
             here = f"{where}+{k + 1}"
-            words = shlex.split(cmd, comments=True)
+            try:
+                words = shlex.split(cmd, comments=True)
+            except ValueError as e:  # a line continued with '\\', or an open quote: the checker reads lines
+                fail(here, f"cannot split the line into words ({e}); keep each command on one line: {cmd}")
+                continue
             env_words = 0
             while env_words < len(words) and re.match(r"^[A-Z_]+=", words[env_words]):
                 env_words += 1
