@@ -161,9 +161,13 @@ owner_status buffer_owner::allocate(buffer_set& out, int slots, int max_seq_toke
   out.max_seq_tokens = max_seq_tokens;
   out.kv = kv;
   device_status failed;
+  const bool plain = memory_mode() == alloc_mode::plain;
   auto one = [&](std::vector<void*>& into, std::uint64_t bytes) {
     void* p = nullptr;
-    if (failed.ok() && bytes > 0) failed = backend_->alloc_async(options_.device, bytes, options_.home_stream, p);
+    if (failed.ok() && bytes > 0) {
+      failed = plain ? backend_->alloc_plain(options_.device, static_cast<std::size_t>(bytes), p)
+                     : backend_->alloc_async(options_.device, static_cast<std::size_t>(bytes), options_.home_stream, p);
+    }
     into.push_back(failed.ok() ? p : nullptr);
   };
   const auto attention = static_cast<std::size_t>(std::max(0, m.attention_layers));
@@ -189,10 +193,17 @@ owner_status buffer_owner::allocate(buffer_set& out, int slots, int max_seq_toke
       options_.tally->add_used(decode_device_bytes(m, kv, slots, max_seq_tokens));
     return {};
   }
-  // Nothing has used the new buffers: a stream-ordered free on home is safe.
+  // Nothing has used the new buffers: a stream-ordered free on home is safe, and
+  // so is a plain free at once (its device-wide wait is a failed bind's cost).
   auto drop = [&](std::vector<void*>& v) {
-    for (void* p : v)
-      if (p != nullptr) (void)backend_->free_async(p, options_.home_stream);
+    for (void* p : v) {
+      if (p == nullptr) continue;
+      if (plain) {
+        (void)backend_->free_plain(p);
+      } else {
+        (void)backend_->free_async(p, options_.home_stream);
+      }
+    }
   };
   drop(out.k), drop(out.v), drop(out.sink), drop(out.window), drop(out.conv), drop(out.ssm), drop(scratch);
   out = buffer_set{};
@@ -251,9 +262,11 @@ void buffer_owner::retire_ptrs(std::span<const retired_buffer> buffers) {
 void buffer_owner::retire_set(buffer_set& set) {
   const model_shape& m = options_.shape;
   std::vector<retired_buffer> out;
+  // Freed by the call matching their allocation (allocate()): the mode never changes once set.
+  const memory_kind kind = memory_mode() == alloc_mode::plain ? memory_kind::device_plain : memory_kind::device;
   auto add = [&](const std::vector<void*>& v, std::uint64_t bytes) {
     for (void* p : v)
-      if (p != nullptr) out.push_back({p, bytes, memory_kind::device});
+      if (p != nullptr) out.push_back({p, bytes, kind});
   };
   const std::uint64_t n = static_cast<std::uint64_t>(set.slots);
   add(set.k, kv_layer_bytes(m, set.kv, set.slots, set.max_seq_tokens));
@@ -262,7 +275,7 @@ void buffer_owner::retire_set(buffer_set& set) {
   add(set.window, q4_window_layer_bytes(m, set.kv, set.slots));
   add(set.conv, n * m.conv_state_bytes_per_slot);
   add(set.ssm, n * m.ssm_state_bytes_per_slot);
-  if (set.scratch != nullptr) out.push_back({set.scratch, n * m.scratch_bytes_per_slot, memory_kind::device});
+  if (set.scratch != nullptr) out.push_back({set.scratch, n * m.scratch_bytes_per_slot, kind});
   retire_ptrs(out);
   set = buffer_set{};
 }
@@ -288,6 +301,19 @@ bind_result buffer_owner::bind_locked(slot_request request, const ladder_plan& p
     return r;
   }
   retired_.reap();
+  // Memory pools are optional: ask the device once, at the first bind, and keep
+  // the answer (buffers are freed by the call matching their allocation).
+  if (memory_mode() == alloc_mode::unknown) {
+    alloc_mode m = alloc_mode::unknown;
+    device_status st = backend_->device_alloc_mode(options_.device, m);
+    if (st && m == alloc_mode::unknown) st = device_status{device_errc::failure, 0};
+    if (!st) {
+      r.status = dev_err(st);
+      r.generation = generation();
+      return r;
+    }
+    mode_.store(m, std::memory_order_release);
+  }
   // Hazard 4: the ceiling is the plan now, not the one at scheduler creation,
   // and going over it means "fewer slots now", never "fail".
   const int ceiling = std::max(1, plan.max_slots);
@@ -495,6 +521,7 @@ owner_tally buffer_owner::tally() const noexcept {
   t.pinned_used_bytes = pinned_used_bytes_.load(std::memory_order_relaxed);
   t.retiring_bytes = retired_.retiring_bytes();
   t.generation = generation();
+  t.mode = memory_mode();
   return t;
 }
 

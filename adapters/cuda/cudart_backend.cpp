@@ -1,5 +1,32 @@
 // cudart_backend.cpp - see pnmem/cuda/cudart_backend.hpp.
 //
+// API floor: CUDA 11.4 (CUDART_VERSION 11040), the newest toolkit the Kepler
+// driver branch (470) runs. Every runtime symbol used here, with the release it
+// first appeared in; tests/cuda/cuda114_shim/cuda_runtime_api.h declares exactly
+// these (and the test cuda_cudart_api_floor compiles this file against it, with
+// no real toolkit on the include path):
+//   before 11.0 (in every toolkit the floor admits):
+//     cudaGetLastError, cudaPeekAtLastError, cudaGetErrorString, cudaGetErrorName,
+//     cudaGetDeviceCount, cudaGetDevice, cudaSetDevice, cudaMemGetInfo,
+//     cudaMalloc, cudaFree, cudaMallocHost, cudaFreeHost, cudaMemcpyAsync,
+//     cudaStreamDestroy, cudaEventDestroy, cudaEventRecord, cudaEventQuery,
+//     cudaStreamWaitEvent (3.2), cudaEventCreateWithFlags + cudaEventDisableTiming,
+//     cudaMemcpyDefault (4.0, unified addressing), cudaStreamCreateWithFlags +
+//     cudaStreamNonBlocking (5.0), cudaDeviceGetAttribute (5.0),
+//     cudaErrorSystemNotReady (10.0), cudaErrorSystemDriverMismatch and
+//     cudaErrorCompatNotSupportedOnDevice (10.1), and the older error codes below
+//   11.1: cudaErrorStubLibrary, cudaErrorCallRequiresNewerDriver
+//   11.2: cudaMallocAsync, cudaFreeAsync, cudaDevAttrMemoryPoolsSupported
+//   12.0: cudaStreamGetId - only behind `CUDART_VERSION >= 12000`; the 11.x path
+//         assigns ids itself (stream_registry.hpp, cudart_backend.hpp)
+// Anything newer than 11.4 goes behind a CUDART_VERSION check with an 11.4 path,
+// and into the shim's list only if the 11.4 path needs it.
+//
+// Memory pools are optional even at 11.2+: a device without them (some drivers,
+// MIG and vGPU setups) reports cudaDevAttrMemoryPoolsSupported 0, and the buffer
+// owner then allocates with cudaMalloc and frees with cudaFree behind its retire
+// fence (device_alloc_mode, retire_list.hpp).
+//
 // Which calls may block the host, and why none of them is on a step's path:
 //   - cudaFreeHost in practice synchronises the device (it waits for outstanding
 //     work before unpinning; PyTorch's pinned allocator caches blocks to avoid
@@ -9,16 +36,30 @@
 //     bind/resize (inside the GPU turn, after the event of the last copies into
 //     it completed), never between a step's begin and its poll and never on
 //     the decode path - a device-wide wait there would stall every model's step.
+//   - cudaMalloc / cudaFree (plain mode only): cudaFree synchronises the device
+//     and device allocation serialises streams, so the same rule holds - plain
+//     blocks are allocated at bind/resize and freed only after the retire fence
+//     completed, off the step path (retire_list::reap_scope).
 //   - cudaStreamCreate / cudaEventCreate are slow but do not synchronise: streams
 //     are created at bind time, events are pooled by the owner.
 //   - cudaMallocAsync / cudaFreeAsync / cudaMemcpyAsync / cudaEventRecord /
 //     cudaEventQuery / cudaStreamWaitEvent do not block the host. (cudaMemcpyAsync
 //     from pageable host memory can; the adapter copies only to and from pinned
 //     memory.)
-// Nothing here calls cudaDeviceSynchronize or cudaFree (which synchronises).
+// Nothing here calls cudaDeviceSynchronize; cudaFree only in free_plain.
 #include "pnmem/cuda/cudart_backend.hpp"
 
 #include <cuda_runtime_api.h>
+
+#if !defined(CUDART_VERSION) || CUDART_VERSION < 11040
+#error "pnmem's cudart backend needs the CUDA 11.4 runtime API or newer (CUDART_VERSION >= 11040)"
+#endif
+// cudaStreamGetId: CUDA 12.0.
+#if CUDART_VERSION >= 12000
+#define PNMEM_CUDART_STREAM_GET_ID 1
+#else
+#define PNMEM_CUDART_STREAM_GET_ID 0
+#endif
 
 namespace pnmem::cuda {
 
@@ -80,9 +121,12 @@ device_errc cudart_errc(int cuda_error) noexcept {
     case cudaErrorInvalidValue:
     case cudaErrorInvalidResourceHandle:
     case cudaErrorInvalidDevicePointer: return device_errc::invalid_value;
+    case cudaErrorNotSupported: return device_errc::not_supported;
     default: return device_errc::failure;
   }
 }
+
+int cudart_backend::compiled_runtime_version() noexcept { return CUDART_VERSION; }
 
 std::string_view cudart_backend::error_name(int cuda_error) noexcept {
   const char* s = cudaGetErrorName(static_cast<cudaError_t>(cuda_error));
@@ -114,9 +158,22 @@ device_status cudart_backend::mem_get_info(int device, std::uint64_t& free_bytes
   return st;
 }
 
+device_status cudart_backend::device_alloc_mode(int device, alloc_mode& out) noexcept {
+  out = alloc_mode::unknown;
+  int pools = 0;
+  // Per device: one die of a box may have pools and another not (MIG, vGPU).
+  const device_status st =
+      run([&] { return cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device); });
+  if (st) out = pools != 0 && options_.memory_pools ? alloc_mode::stream_ordered : alloc_mode::plain;
+  return st;
+}
+
 device_status cudart_backend::alloc_async(int device, std::size_t bytes, stream_handle s, void*& out) noexcept {
   out = nullptr;
   if (bytes == 0 || !s) return invalid();
+  // Pools turned off: as a device without them (where cudaMallocAsync itself
+  // answers cudaErrorNotSupported).
+  if (!options_.memory_pools) return from(cudaErrorNotSupported);
   void* p = nullptr;
   // From the pool of the stream's device; never blocks the host.
   const device_status st =
@@ -128,6 +185,23 @@ device_status cudart_backend::alloc_async(int device, std::size_t bytes, stream_
 device_status cudart_backend::free_async(void* p, stream_handle s) noexcept {
   if (p == nullptr || !s) return invalid();
   return run([&] { return cudaFreeAsync(p, to_stream(s)); });
+}
+
+device_status cudart_backend::alloc_plain(int device, std::size_t bytes, void*& out) noexcept {
+  out = nullptr;
+  if (bytes == 0) return invalid();
+  void* p = nullptr;
+  // Serialises streams (an implicit synchronisation point): bind/resize only.
+  const device_status st = run([&] { return on_device(device, [&] { return cudaMalloc(&p, bytes); }); });
+  if (st) out = p;
+  return st;
+}
+
+device_status cudart_backend::free_plain(void* p) noexcept {
+  if (p == nullptr) return invalid();
+  // Synchronises the device. The caller frees only after the retire fence
+  // completed (nothing queued still uses `p`): that wait is a cost, not the guarantee.
+  return run([&] { return cudaFree(p); });
 }
 
 device_status cudart_backend::alloc_pinned(std::size_t bytes, void*& out) noexcept {
@@ -152,14 +226,41 @@ device_status cudart_backend::stream_create(int device, stream_handle& out) noex
   // Non-blocking: no implicit synchronisation with the legacy default stream.
   const device_status st =
       run([&] { return on_device(device, [&] { return cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); }); });
-  if (st) out.value = reinterpret_cast<std::uint64_t>(s);
+  if (!st) return st;
+  const stream_handle made{reinterpret_cast<std::uint64_t>(s)};
+#if !PNMEM_CUDART_STREAM_GET_ID
+  // A fresh id even if the runtime reused a destroyed stream's handle.
+  if (streams_.add(made.value) == 0) {
+    (void)cudaStreamDestroy(s);
+    return from(cudaErrorMemoryAllocation);
+  }
+#endif
+  out = made;
   return st;
 }
 
 device_status cudart_backend::stream_destroy(stream_handle s) noexcept {
   if (!s) return invalid();
+  // Forgotten first: once destroyed, the handle may come back for another stream.
+  (void)streams_.remove(s.value);
   // Returns at once; work already queued on the stream still completes.
   return run([&] { return cudaStreamDestroy(to_stream(s)); });
+}
+
+device_status cudart_backend::adopt_stream(stream_handle s) noexcept {
+  if (!s) return invalid();
+#if PNMEM_CUDART_STREAM_GET_ID
+  std::uint64_t id = 0;
+  return stream_id(s, id);  // any stream has an id: just check the handle
+#else
+  return streams_.adopt(s.value) != 0 ? device_status{} : from(cudaErrorMemoryAllocation);
+#endif
+}
+
+device_status cudart_backend::forget_stream(stream_handle s) noexcept {
+  if (!s) return invalid();
+  (void)streams_.remove(s.value);
+  return {};
 }
 
 device_status cudart_backend::event_create(int device, event_handle& out) noexcept {
@@ -194,10 +295,15 @@ device_status cudart_backend::stream_wait_event(stream_handle s, event_handle e)
 
 device_status cudart_backend::stream_id(stream_handle s, std::uint64_t& out) noexcept {
   if (!s) return invalid();
+#if PNMEM_CUDART_STREAM_GET_ID
   unsigned long long id = 0;
   const device_status st = run([&] { return cudaStreamGetId(to_stream(s), &id); });
   if (st) out = id;
   return st;
+#else
+  // CUDA 11.x: only streams this backend created or adopted have an id.
+  return streams_.find(s.value, out) ? device_status{} : from(cudaErrorInvalidResourceHandle);
+#endif
 }
 
 device_status cudart_backend::copy_async(void* dst, const void* src, std::size_t bytes, stream_handle s) noexcept {

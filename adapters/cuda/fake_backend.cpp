@@ -115,7 +115,8 @@ std::string fake_backend::describe(const stream& st, const op& o) const {
 }
 
 std::string fake_backend::describe(const block& b) const {
-  std::string s = (b.kind == block_kind::device ? "device allocation #" : "pinned allocation #") +
+  std::string s = (b.kind == block_kind::device ? (b.plain ? "plain device allocation #" : "device allocation #")
+                                                 : "pinned allocation #") +
                   std::to_string(b.id) + " (" + std::to_string(b.bytes) + " bytes";
   if (b.kind == block_kind::device) s += " on device " + std::to_string(b.device);
   s += ")";
@@ -228,8 +229,8 @@ void fake_backend::release_block(block& b, std::string_view by) {
   std::memset(b.storage.get(), poison_byte, b.bytes);
   // A stream-ordered free has no users left on its own stream; an op elsewhere
   // that still uses the block is reported when it starts or completes.
-  // free_pinned frees at once, so every op still pending is a user.
-  if (b.kind == block_kind::pinned) report_in_flight_users(b, by);
+  // free_pinned and free_plain free at once, so every op still pending is a user.
+  if (b.kind == block_kind::pinned || b.plain) report_in_flight_users(b, by);
   quarantine(addr(b.storage.get()));
 }
 
@@ -377,6 +378,14 @@ device_status fake_backend::mem_get_info(int device, std::uint64_t& free_bytes, 
   return status(device_errc::ok);
 }
 
+device_status fake_backend::device_alloc_mode(int device, alloc_mode& out) noexcept {
+  pnmem::detail::lock_guard lk(mu_);
+  out = alloc_mode::unknown;
+  if (!valid_device(device)) return status(device_errc::no_device);
+  out = options_.memory_pools ? alloc_mode::stream_ordered : alloc_mode::plain;
+  return status(device_errc::ok);
+}
+
 device_status fake_backend::alloc_async(int device, std::size_t bytes, stream_handle s, void*& out) noexcept {
   pnmem::detail::lock_guard lk(mu_);
   out = nullptr;
@@ -384,6 +393,8 @@ device_status fake_backend::alloc_async(int device, std::size_t bytes, stream_ha
   stream* st = find_stream(s);
   // cudaMallocAsync allocates from the pool of the stream's device.
   if (bytes == 0 || st == nullptr || st->device != device) return status(device_errc::invalid_value);
+  // A device without memory pools: cudaMallocAsync answers cudaErrorNotSupported.
+  if (!options_.memory_pools) return status(device_errc::not_supported);
   const auto d = static_cast<std::size_t>(device);
   const std::uint64_t taken = used_by_others_[d] + live_device_[d] + retiring_[d];
   const std::uint64_t total = options_.total_bytes_per_device;
@@ -427,6 +438,10 @@ device_status fake_backend::free_async(void* p, stream_handle s) noexcept {
     violation(at + "double free of " + describe(b));
     return status(device_errc::invalid_value);
   }
+  if (b.plain) {
+    violation(at + "memory from alloc_plain must be freed with free_plain: " + describe(b));
+    return status(device_errc::invalid_value);
+  }
   const auto d = static_cast<std::size_t>(b.device);
   live_device_[d] -= b.bytes;
   retiring_[d] += b.bytes;
@@ -436,6 +451,59 @@ device_status fake_backend::free_async(void* p, stream_handle s) noexcept {
   o.free_base = addr(p);
   o.footprint = buffer_use{p, b.bytes, true};
   enqueue(*st, std::move(o));
+  return status(device_errc::ok);
+}
+
+device_status fake_backend::alloc_plain(int device, std::size_t bytes, void*& out) noexcept {
+  pnmem::detail::lock_guard lk(mu_);
+  out = nullptr;
+  if (!valid_device(device)) return status(device_errc::no_device);
+  if (bytes == 0) return status(device_errc::invalid_value);
+  const auto d = static_cast<std::size_t>(device);
+  const std::uint64_t taken = used_by_others_[d] + live_device_[d] + retiring_[d];
+  const std::uint64_t total = options_.total_bytes_per_device;
+  if (taken > total || bytes > total - taken) return status(device_errc::out_of_memory);
+  std::byte* mem = allocate_storage(bytes);
+  if (mem == nullptr) return status(device_errc::out_of_memory);
+  block b;
+  b.id = next_block_id_++;
+  b.kind = block_kind::device;
+  b.plain = true;
+  b.device = device;
+  b.bytes = bytes;
+  b.storage.reset(mem);
+  live_device_[d] += bytes;
+  blocks_.emplace(addr(mem), std::move(b));
+  // cudaMalloc is not stream-ordered: usable by every stream at once, no op queued.
+  out = mem;
+  return status(device_errc::ok);
+}
+
+device_status fake_backend::free_plain(void* p) noexcept {
+  pnmem::detail::lock_guard lk(mu_);
+  if (p == nullptr) return status(device_errc::invalid_value);
+  const auto it = blocks_.find(addr(p));
+  const std::string at = "t=" + std::to_string(now_) + " free_plain(" + hex(p) + "): ";
+  if (it == blocks_.end()) {
+    violation(at + "not the start of any allocation");
+    return status(device_errc::invalid_value);
+  }
+  block& b = it->second;
+  if (b.kind != block_kind::device) {
+    violation(at + "pinned memory must be freed with free_pinned");
+    return status(device_errc::invalid_value);
+  }
+  if (b.state != block_state::live) {
+    violation(at + "double free of " + describe(b));
+    return status(device_errc::invalid_value);
+  }
+  if (!b.plain) {
+    violation(at + "memory from alloc_async must be freed with free_async: " + describe(b));
+    return status(device_errc::invalid_value);
+  }
+  // At once, as cudaFree - but without its device-wide wait: every queued or
+  // running op that still uses the block is reported (release_block).
+  release_block(b, "free_plain");
   return status(device_errc::ok);
 }
 
@@ -466,7 +534,8 @@ device_status fake_backend::free_pinned(void* p) noexcept {
   }
   block& b = it->second;
   if (b.kind != block_kind::pinned) {
-    violation(at + "device memory must be freed with free_async");
+    violation(at + (b.plain ? "device memory from alloc_plain must be freed with free_plain"
+                            : "device memory must be freed with free_async"));
     return status(device_errc::invalid_value);
   }
   if (b.state != block_state::live) {

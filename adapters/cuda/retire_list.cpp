@@ -26,7 +26,7 @@ device_status retire_list::retire(stream_handle home, std::span<const stream_han
     if (r.ptr == nullptr) continue;
     b.buffers.push_back(r);
     b.bytes += r.bytes;
-    if (r.kind == memory_kind::device) b.device_bytes += r.bytes;
+    if (r.kind != memory_kind::pinned) b.device_bytes += r.bytes;
   }
   if (b.buffers.empty()) return {};
   retiring_bytes_.fetch_add(b.bytes, std::memory_order_relaxed);
@@ -56,6 +56,7 @@ device_status retire_list::fence(batch& b) noexcept {
     if (const device_status st = backend_->stream_wait_event(b.home, e); !st) return st;
   }
   // Step 2: device memory goes back stream-ordered, after the waits above.
+  // (Plain device memory has no stream-ordered free: it waits for `done`, release().)
   for (retired_buffer& r : b.buffers) {
     if (r.kind != memory_kind::device || r.ptr == nullptr) continue;
     if (const device_status st = backend_->free_async(r.ptr, b.home); !st) return st;
@@ -74,9 +75,13 @@ device_status retire_list::fence(batch& b) noexcept {
 
 void retire_list::release(batch& b) noexcept {
   for (retired_buffer& r : b.buffers) {
-    // Only pinned memory is still here; a failed free_pinned keeps nothing we
-    // could retry safely, so the bytes are accounted as gone either way.
-    if (r.kind == memory_kind::pinned && r.ptr != nullptr) (void)backend_->free_pinned(r.ptr);
+    // Only pinned and plain device memory is still here, and `done` completed:
+    // no queued work uses it. A failed free keeps nothing we could retry safely,
+    // so the bytes are accounted as gone either way.
+    if (r.ptr != nullptr) {
+      if (r.kind == memory_kind::pinned) (void)backend_->free_pinned(r.ptr);
+      if (r.kind == memory_kind::device_plain) (void)backend_->free_plain(r.ptr);
+    }
     r.ptr = nullptr;
   }
   for (const event_handle e : b.events) events_->release(e);
@@ -98,7 +103,7 @@ std::size_t retire_list::reap(reap_scope scope) noexcept {
     }
     if (complete && scope == reap_scope::step_path) {
       complete = std::none_of(b.buffers.begin(), b.buffers.end(), [](const retired_buffer& r) {
-        return r.kind == memory_kind::pinned && r.ptr != nullptr;
+        return r.kind != memory_kind::device && r.ptr != nullptr;  // pinned or plain: a synchronising free
       });
     }
     if (complete) {

@@ -426,6 +426,67 @@ TEST_CASE_TEMPLATE_DEFINE("an allocation larger than the device is out_of_memory
   f.check_clean();
 }
 
+// Memory pools are optional (device_alloc_mode); the plain pair (cudaMalloc /
+// cudaFree) is the fallback and works on every device, pools or not.
+TEST_CASE_TEMPLATE_DEFINE("plain alloc/free (the no-pools fallback): any stream uses it, freed after its work", F,
+                          conformance_plain) {
+  rig<F> r;
+  auto& [f, b, sc] = r;
+  alloc_mode mode = alloc_mode::unknown;
+  REQUIRE(b.device_alloc_mode(dev0, mode).ok());
+  CHECK(mode != alloc_mode::unknown);
+  MESSAGE("device 0 allocation mode: " << doctest::String(to_string(mode).data()));
+  int n_dev = 0;
+  REQUIRE(b.device_count(n_dev).ok());
+  alloc_mode none = alloc_mode::stream_ordered;
+  CHECK(!b.device_alloc_mode(n_dev, none).ok());
+  CHECK(none == alloc_mode::unknown);
+  if (mode == alloc_mode::plain) {
+    // No pools: stream-ordered allocation is refused, never half-done.
+    const stream_handle s0 = sc.stream();
+    void* q = nullptr;
+    CHECK(b.alloc_async(dev0, 4096, s0, q).code == device_errc::not_supported);
+    CHECK(q == nullptr);
+  }
+  const stream_handle s = sc.stream();
+  const stream_handle t = sc.stream();
+  f.settle();
+  constexpr std::size_t n = 1 * MiB;
+  std::byte* src = sc.host(n);
+  std::byte* dst = sc.host(n);
+  fill_pattern(src, n, 3);
+  std::memset(dst, 0, n);
+  const std::uint64_t before = free_bytes(b);
+  void* d = nullptr;
+  REQUIRE(b.alloc_plain(dev0, n, d).ok());
+  REQUIRE(d != nullptr);
+  if constexpr (F::simulated) {
+    CHECK(free_bytes(b) == before - n);
+  } else {
+    CHECK(free_bytes(b) + n <= before + 2 * MiB);  // the driver's granularity
+  }
+  // Usable at once by any stream: written on s, read on t after an event.
+  REQUIRE(b.copy_async(d, src, n, s).ok());
+  event_handle written = sc.event();
+  REQUIRE(b.event_record(written, s).ok());
+  REQUIRE(b.stream_wait_event(t, written).ok());
+  REQUIRE(b.copy_async(dst, d, n, t).ok());
+  f.settle();  // the caller's guarantee before free_plain: no queued work uses d
+  CHECK(has_pattern(dst, n, 3));
+  REQUIRE(b.free_plain(d).ok());
+  if constexpr (F::simulated) CHECK(free_bytes(b) == before);
+  void* p = nullptr;
+  CHECK(b.alloc_plain(dev0, 0, p).code == device_errc::invalid_value);
+  CHECK(p == nullptr);
+  CHECK(b.free_plain(nullptr).code == device_errc::invalid_value);
+  std::uint64_t free_b = 0;
+  std::uint64_t total_b = 0;
+  REQUIRE(b.mem_get_info(dev0, free_b, total_b).ok());
+  CHECK(b.alloc_plain(dev0, static_cast<std::size_t>(total_b + total_b / 2), p).code == device_errc::out_of_memory);
+  CHECK(p == nullptr);
+  f.check_clean();
+}
+
 }  // namespace pnmem::cuda::test
 
 // Instantiates every conformance test for one fixture type.
@@ -438,4 +499,5 @@ TEST_CASE_TEMPLATE_DEFINE("an allocation larger than the device is out_of_memory
   TEST_CASE_TEMPLATE_INVOKE(conformance_copy, fixture);                         \
   TEST_CASE_TEMPLATE_INVOKE(conformance_stream_ids, fixture);                   \
   TEST_CASE_TEMPLATE_INVOKE(conformance_invalid, fixture);                      \
-  TEST_CASE_TEMPLATE_INVOKE(conformance_out_of_memory, fixture)
+  TEST_CASE_TEMPLATE_INVOKE(conformance_out_of_memory, fixture);               \
+  TEST_CASE_TEMPLATE_INVOKE(conformance_plain, fixture)

@@ -18,16 +18,22 @@ namespace pnmem::cuda::test {
 
 // Holding a stream without a kernel: a host function queued on it spins until
 // released, so everything queued behind it waits, deterministically.
-struct cudart_fixture {
+// Pools: the device's own allocation mode (memory pools where it has them), or
+// (false) pools turned off, so the plain fallback (cudaMalloc / cudaFree behind
+// the retire fence) runs on a device that has pools too: scripts/gpu-check runs
+// both on the GPU.
+template <bool Pools>
+struct cudart_fixture_t {
   static constexpr bool simulated = false;
+  static constexpr bool force_plain = !Pools;
 
-  cudart_backend dev;
+  cudart_backend dev{cudart_options{.memory_pools = Pools}};
   std::atomic<bool> open{true};
 
-  cudart_fixture() = default;
-  cudart_fixture(const cudart_fixture&) = delete;
-  cudart_fixture& operator=(const cudart_fixture&) = delete;
-  ~cudart_fixture() {
+  cudart_fixture_t() = default;
+  cudart_fixture_t(const cudart_fixture_t&) = delete;
+  cudart_fixture_t& operator=(const cudart_fixture_t&) = delete;
+  ~cudart_fixture_t() {
     release();  // a failed REQUIRE must not leave a stream spinning
     (void)cudaDeviceSynchronize();
   }
@@ -51,6 +57,9 @@ struct cudart_fixture {
   void check_clean() { CHECK(cudaPeekAtLastError() == cudaSuccess); }
 };
 
+using cudart_fixture = cudart_fixture_t<true>;
+using cudart_fixture_plain = cudart_fixture_t<false>;
+
 // main() of a cudart suite: exit 77 (Meson: SKIP) with one line when there is
 // no usable device, so a machine without a GPU reports "skipped", never "passed".
 inline int run_if_device(int argc, char** argv) {
@@ -63,6 +72,11 @@ inline int run_if_device(int argc, char** argv) {
                 std::string(cudart_backend::error_string(st.native)).c_str());
     return 77;
   }
+  alloc_mode mode = alloc_mode::unknown;
+  const device_status ms = probe.device_alloc_mode(0, mode);
+  std::printf("cudart (built against CUDART_VERSION %d): %d device(s); device 0 allocation mode: %s%s\n",
+              cudart_backend::compiled_runtime_version(), n, std::string(to_string(mode)).c_str(),
+              ms ? "" : " (device_alloc_mode failed)");
   doctest::Context ctx(argc, argv);
   return ctx.run();
 }

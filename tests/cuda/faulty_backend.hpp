@@ -15,7 +15,15 @@
 
 namespace pnmem::cuda::test {
 
-enum class device_call : std::uint8_t { event_create, event_record, stream_wait_event, free_async, copy_async, count };
+enum class device_call : std::uint8_t {
+  event_create,
+  event_record,
+  stream_wait_event,
+  free_async,
+  copy_async,
+  free_plain,
+  count
+};
 
 class faulty_backend final : public device_backend {
  public:
@@ -41,8 +49,14 @@ class faulty_backend final : public device_backend {
     if (d == failing_die) return {device_errc::failure, 999};
     return fake_.mem_get_info(d, f, t);
   }
+  device_status device_alloc_mode(int d, alloc_mode& m) noexcept override { return fake_.device_alloc_mode(d, m); }
   device_status alloc_async(int d, std::size_t n, stream_handle s, void*& p) noexcept override {
     return fake_.alloc_async(d, n, s, p);
+  }
+  device_status alloc_plain(int d, std::size_t n, void*& p) noexcept override { return fake_.alloc_plain(d, n, p); }
+  device_status free_plain(void* p) noexcept override {
+    if (const auto st = refuse(device_call::free_plain); !st) return st;
+    return fake_.free_plain(p);
   }
   device_status free_async(void* p, stream_handle s) noexcept override {
     if (const auto st = refuse(device_call::free_async); !st) return st;

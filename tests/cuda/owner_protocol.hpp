@@ -1,10 +1,13 @@
 // owner_protocol.hpp - the buffer owner's protocol tests, written once over a device fixture.
 //
 // Instantiated on the fake (test_buffer_owner_protocol.cpp) and on the real
-// runtime (test_buffer_owner_cudart.cpp, exit 77 without a GPU). No fake-only
-// API here: the "kernel" is a copy between the owner's own buffers, and a
-// step is kept in flight by holding its stream. A fixture supplies:
+// runtime (test_buffer_owner_cudart.cpp, exit 77 without a GPU), each in both
+// allocation modes: with memory pools where the device has them, and with the
+// plain fallback (cudaMalloc/cudaFree behind the retire fence) forced. No
+// fake-only API here: the "kernel" is a copy between the owner's own buffers,
+// and a step is kept in flight by holding its stream. A fixture supplies:
 //   device_backend& backend();
+//   static constexpr bool force_plain;  // pools turned off: the owner must be in plain mode
 //   void hold(stream_handle s);  // work queued on s after this waits for release()
 //   void release();
 //   void settle();               // every queued op has finished
@@ -135,6 +138,22 @@ TEST_CASE_TEMPLATE_DEFINE("protocol: a move under queued work retires, and the g
   r.finish(*s.token);
 }
 
+TEST_CASE_TEMPLATE_DEFINE("protocol: the owner says how the device allocates, from its first bind on", F, owner_mode) {
+  owner_rig<F> r;
+  CHECK(r.owner->memory_mode() == alloc_mode::unknown);
+  alloc_mode device_mode = alloc_mode::unknown;
+  REQUIRE(r.f.backend().device_alloc_mode(0, device_mode));
+  MESSAGE("device 0 allocation mode: " << doctest::String(to_string(device_mode).data()));
+  if (F::force_plain) CHECK(device_mode == alloc_mode::plain);
+  REQUIRE(r.owner->try_bind({2, 8}, plan_at(pnmem::mem_level::ok)).status.ok());
+  CHECK(r.owner->memory_mode() == device_mode);
+  CHECK(r.owner->tally().mode == device_mode);
+  auto s = r.owner->try_step_begin(r.home);
+  REQUIRE(s.status.ok());
+  r.work(*s.token);
+  r.finish(*s.token);
+}
+
 TEST_CASE_TEMPLATE_DEFINE("protocol: ladder ceiling clamps, rung 4a picks Q4 at allocation only", F, owner_ladder) {
   owner_rig<F> r;
   const auto b = r.owner->try_bind({8, 8}, plan_at(pnmem::mem_level::critical));
@@ -213,6 +232,7 @@ TEST_CASE_TEMPLATE_DEFINE("protocol: work on a second stream before a move is fe
 }  // namespace pnmem::cuda::test
 
 #define PNMEM_OWNER_PROTOCOL(fixture)                                  \
+  TEST_CASE_TEMPLATE_INVOKE(owner_mode, fixture);                       \
   TEST_CASE_TEMPLATE_INVOKE(owner_turn, fixture);                       \
   TEST_CASE_TEMPLATE_INVOKE(owner_retire, fixture);                     \
   TEST_CASE_TEMPLATE_INVOKE(owner_ladder, fixture);                     \

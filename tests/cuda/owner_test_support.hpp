@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "pnmem/cuda/buffer_owner.hpp"
@@ -11,6 +13,17 @@
 namespace pnmem::cuda::test {
 
 using namespace pnmem::cuda;
+
+// The fake's memory-pool mode for the owner suites meson runs once per mode:
+// cuda_buffer_owner (pools: alloc_async / free_async) and cuda_buffer_owner_no_pools
+// (PNMEM_TEST_FAKE_POOLS=0: a device without pools, so the owner falls back to
+// alloc_plain / free_plain behind its retire fence).
+inline bool fake_pools_from_env() {
+  const char* e = std::getenv("PNMEM_TEST_FAKE_POOLS");
+  return e == nullptr || std::string_view(e) != "0";
+}
+
+inline alloc_mode expected_mode(bool pools) { return pools ? alloc_mode::stream_ordered : alloc_mode::plain; }
 
 // Small on purpose: the fake backs every byte with host memory.
 inline model_shape small_shape() {

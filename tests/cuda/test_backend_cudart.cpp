@@ -8,10 +8,14 @@
 
 #include "cudart_fixture.hpp"
 
+TYPE_TO_STRING(pnmem::cuda::test::cudart_fixture);
+TYPE_TO_STRING(pnmem::cuda::test::cudart_fixture_plain);
+
 namespace pnmem::cuda::test {
 
-using test::cudart_fixture;
 PNMEM_BACKEND_CONFORMANCE(cudart_fixture);
+// Pools turned off (cudart_options::memory_pools): alloc_async refused, the plain path works.
+TEST_CASE_TEMPLATE_INVOKE(conformance_plain, cudart_fixture_plain);
 
 }  // namespace pnmem::cuda::test
 

@@ -1,5 +1,10 @@
 // test_buffer_owner.cpp - the buffer owner's protocol on the fake backend.
 //
+// Meson runs this program twice: cuda_buffer_owner on a fake with memory pools
+// (stream-ordered alloc/free) and cuda_buffer_owner_no_pools with
+// PNMEM_TEST_FAKE_POOLS=0, a device without them, where the owner falls back to
+// alloc_plain/free_plain behind its retire fence. Every test below runs in both.
+//
 // Each hazard test says how the seed's design fails it. The fake (fake_backend.hpp)
 // runs queued work on a simulated timeline and reports every op that touches
 // memory freed before the op completed: violations() is the use-after-free
@@ -36,9 +41,15 @@ std::string joined(const std::vector<std::string>& lines) {
   return out;
 }
 
+// `o` in the memory-pool mode this run tests (fake_pools_from_env).
+fake_options in_mode(fake_options o) {
+  o.memory_pools = fake_pools_from_env();
+  return o;
+}
+
 // A fake device, a home (decode) stream, a second stream, and an owner.
 struct rig {
-  explicit rig(fake_options o = {}, pnmem::kv_format configured = pnmem::kv_format::fp32) : dev(o) {
+  explicit rig(fake_options o = {}, pnmem::kv_format configured = pnmem::kv_format::fp32) : dev(in_mode(o)) {
     REQUIRE(dev.stream_create(0, home));
     REQUIRE(dev.stream_create(0, other));
     owner_options opt;
@@ -89,27 +100,36 @@ struct rig {
 
 // The seed's shape of the code: bind/resize reallocate and free the old
 // buffer at once (fc_buffer_free), from the thread and stream that binds,
-// with no regard for a decode step in flight on the decode stream.
+// with no regard for a decode step in flight on the decode stream. Without
+// pools its free is cudaFree at once, trusting cudaFree's device-wide wait.
 class naive_owner {
  public:
-  naive_owner(fake_backend& dev, stream_handle bind_stream) : dev_(&dev), bind_stream_(bind_stream) {}
+  naive_owner(fake_backend& dev, stream_handle bind_stream)
+      : dev_(&dev), bind_stream_(bind_stream), pools_(fake_pools_from_env()) {}
   void* k() const { return k_; }
   std::size_t k_bytes() const { return bytes_; }
   void resize(std::size_t bytes) {
     void* fresh = nullptr;
-    REQUIRE(dev_->alloc_async(0, bytes, bind_stream_, fresh));
-    if (k_ != nullptr) REQUIRE(dev_->free_async(k_, bind_stream_));  // the seed's immediate free
+    const device_status st = pools_ ? dev_->alloc_async(0, bytes, bind_stream_, fresh) : dev_->alloc_plain(0, bytes, fresh);
+    REQUIRE(st.ok());
+    free_now();  // the seed's immediate free
     k_ = fresh;
     bytes_ = bytes;
   }
   void release() {
-    if (k_ != nullptr) REQUIRE(dev_->free_async(k_, bind_stream_));
+    free_now();
     k_ = nullptr;
   }
 
  private:
+  void free_now() {
+    if (k_ == nullptr) return;
+    const device_status st = pools_ ? dev_->free_async(k_, bind_stream_) : dev_->free_plain(k_);
+    REQUIRE(st.ok());
+  }
   fake_backend* dev_;
   stream_handle bind_stream_;
+  bool pools_;
   void* k_ = nullptr;
   std::size_t bytes_ = 0;
 };
@@ -117,7 +137,7 @@ class naive_owner {
 }  // namespace
 
 TEST_CASE("the detector works: a naive owner that frees on resize under an in-flight step is caught") {
-  fake_backend dev;
+  fake_backend dev{in_mode({})};
   stream_handle decode, prefill;
   REQUIRE(dev.stream_create(0, decode));
   REQUIRE(dev.stream_create(0, prefill));
@@ -504,15 +524,98 @@ TEST_CASE("ordering 2: work on another stream before a move is fenced before the
   REQUIRE(r.owner->try_resize({4, 16}, plan_at(mem_level::ok)).status.ok());
   INFO(joined(r.dev.violations()));
   CHECK(r.dev.violations().empty());  // the free is ordered after the read: no race
+  // Device bytes the allocator has not got back, beyond the live (new) buffers:
+  // with pools the old ones wait on their free_async, without they are still live.
+  const auto old_held = [&] {
+    return r.dev.live_device_bytes(0) + r.dev.retiring_bytes(0) - r.owner->tally().device_used_bytes;
+  };
   r.dev.advance(20);
   // The old buffers are not back with the allocator while the read goes on.
-  CHECK(r.dev.retiring_bytes(0) == device_before);
+  CHECK(old_held() == device_before);
   CHECK(r.owner->reap() == 0);
   CHECK(r.owner->tally().retiring_bytes > 0);
   r.dev.advance(15);
+  // With pools the stream-ordered free already ran; without, the reap frees them.
+  if (fake_pools_from_env()) CHECK(r.dev.retiring_bytes(0) == 0);
+  if (!fake_pools_from_env()) CHECK(old_held() == device_before);
+  CHECK(r.owner->reap() >= 1);
+  CHECK(old_held() == 0);
+  CHECK(r.owner->tally().retiring_bytes == 0);
+  r.shutdown();
+  r.check_clean();
+}
+
+// Memory pools are optional (device_alloc_mode): the owner asks at its first
+// bind, keeps the answer, and says which it is. Without pools its device
+// buffers come from alloc_plain and never go through free_async.
+TEST_CASE("the owner reports the device's allocation mode, asked at the first bind") {
+  rig r;
+  const bool pools = fake_pools_from_env();
+  MESSAGE("fake device memory pools: " << doctest::String(pools ? "yes (stream_ordered)" : "no (plain)"));
+  CHECK(r.owner->memory_mode() == alloc_mode::unknown);
+  CHECK(r.owner->tally().mode == alloc_mode::unknown);
+  REQUIRE(r.owner->try_bind({2, 16}, plan_at(mem_level::ok)).status.ok());
+  CHECK(r.owner->memory_mode() == expected_mode(pools));
+  CHECK(r.owner->tally().mode == expected_mode(pools));
+  CHECK(to_string(r.owner->memory_mode()) == (pools ? "stream_ordered" : "plain"));
+  // A move: in plain mode nothing is ever stream-ordered-freed (the fake would
+  // report a free_async of plain memory as a violation).
+  REQUIRE(r.owner->try_resize({3, 16}, plan_at(mem_level::ok)).status.ok());
+  r.dev.run_until_idle();
   CHECK(r.dev.retiring_bytes(0) == 0);
   CHECK(r.owner->reap() >= 1);
+  CHECK(r.owner->memory_mode() == expected_mode(pools));  // kept across release_all too
+  REQUIRE(r.owner->try_release_all().ok());
+  CHECK(r.owner->memory_mode() == expected_mode(pools));
+  r.shutdown();
+  r.check_clean();
+}
+
+// The fallback's own hazard: cudaFree frees at once (after a device-wide wait
+// the owner must not count on). A moved plain buffer is freed only once the
+// retire fence completed - here the step that still reads it runs 12 ticks -
+// and never by step_begin or poll (a decode step never waits for cudaFree).
+TEST_CASE("no pools: a moved buffer is freed only after its fence, and never on the step path") {
+  rig r;
+  REQUIRE(r.owner->try_bind({2, 16}, plan_at(mem_level::ok)).status.ok());
+  // A step on `other` makes it one of the model's streams; work the engine then
+  // queues there outside a step still reads the ring (12 ticks) when it moves.
+  void* old_k = nullptr;
+  {
+    auto s = r.owner->try_step_begin(r.other);
+    REQUIRE(s.status.ok());
+    old_k = s.token->buffers().k[0];
+    r.poll_to_completion(*s.token);
+  }
+  const auto kv_bytes = static_cast<std::size_t>(kv_layer_bytes(r.shape, pnmem::kv_format::fp32, 2, 16));
+  r.dev.submit(r.other, {{old_k, kv_bytes, false}}, 12);
+  REQUIRE(r.owner->try_resize({4, 16}, plan_at(mem_level::ok)).status.ok());
+  const std::uint64_t retired = r.tally.retiring();  // device bytes (the die's); the owner adds pinned
+  CHECK(retired > 0);
+  for (int i = 0; i < 3; ++i) {  // steps meanwhile: they reap only on the step path
+    auto s = r.owner->try_step_begin(r.home);
+    REQUIRE(s.status.ok());
+    r.kernel(*s.token, 1);
+    r.poll_to_completion(*s.token);
+  }
+  INFO(joined(r.dev.violations()));
+  CHECK(r.dev.violations().empty());  // nothing freed under the read
+  r.dev.advance(20);                  // the read and the fence are done
+  {
+    auto s = r.owner->try_step_begin(r.home);
+    REQUIRE(s.status.ok());
+    r.poll_to_completion(*s.token);
+  }
+  if (fake_pools_from_env()) {
+    (void)r.owner->reap();  // stream-ordered frees: the step path already released the batch
+  } else {
+    // Plain memory waits for a reap off the step path, even with its fence done.
+    CHECK(r.owner->tally().retiring_bytes >= retired);
+    CHECK(r.tally.retiring() == retired);
+    CHECK(r.owner->reap() >= 1);
+  }
   CHECK(r.owner->tally().retiring_bytes == 0);
+  CHECK(r.tally.retiring() == 0);
   r.shutdown();
   r.check_clean();
 }
@@ -555,8 +658,8 @@ TEST_CASE("protocol errors") {
 namespace {
 
 void run_interleavings(std::uint64_t seed, int iterations) {
-  std::printf("randomized interleavings: seed=0x%llx x %d (set PN_OWNER_SEED to replay one seed)\n",
-              static_cast<unsigned long long>(seed), iterations);
+  std::printf("randomized interleavings: seed=0x%llx x %d, memory pools %s (set PN_OWNER_SEED to replay one seed)\n",
+              static_cast<unsigned long long>(seed), iterations, fake_pools_from_env() ? "on" : "off (plain)");
   INFO("seed=" << seed << " (PN_OWNER_SEED)");
   std::mt19937_64 rng(seed);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
@@ -566,6 +669,7 @@ void run_interleavings(std::uint64_t seed, int iterations) {
   fake_options o;
   o.copy_ticks = 1;
   rig r(o);
+  INFO("memory pools: " << doctest::String(fake_pools_from_env() ? "on" : "off"));
   stream_handle copy;
   REQUIRE(r.dev.stream_create(0, copy));
   // The engine's own ordering inside and between steps (not the owner's job):

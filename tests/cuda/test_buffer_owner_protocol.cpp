@@ -9,9 +9,12 @@
 namespace pnmem::cuda::test {
 
 // hold(): a long kernel at the head of the stream; release() is a no-op and
-// settle() runs the timeline, so "held" means "not yet run".
-struct fake_fixture {
-  fake_backend dev;
+// settle() runs the timeline, so "held" means "not yet run". Pools: a device
+// with stream-ordered memory pools, or (false) one without: the plain fallback.
+template <bool Pools>
+struct fake_fixture_t {
+  static constexpr bool force_plain = !Pools;
+  fake_backend dev{fake_options{.memory_pools = Pools}};
   device_backend& backend() { return dev; }
   void hold(stream_handle s) { dev.submit(s, {}, 1000); }
   void release() {}
@@ -25,6 +28,17 @@ struct fake_fixture {
   }
 };
 
+using fake_fixture = fake_fixture_t<true>;
+using fake_fixture_no_pools = fake_fixture_t<false>;
+
+}  // namespace pnmem::cuda::test
+
+TYPE_TO_STRING(pnmem::cuda::test::fake_fixture);
+TYPE_TO_STRING(pnmem::cuda::test::fake_fixture_no_pools);
+
+namespace pnmem::cuda::test {
+
 PNMEM_OWNER_PROTOCOL(fake_fixture);
+PNMEM_OWNER_PROTOCOL(fake_fixture_no_pools);
 
 }  // namespace pnmem::cuda::test

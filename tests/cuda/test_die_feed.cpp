@@ -51,8 +51,11 @@ class no_driver_backend final : public device_backend {
     return {device_errc::driver_insufficient, 35};
   }
   device_status mem_get_info(int, std::uint64_t&, std::uint64_t&) noexcept override { return fail(); }
+  device_status device_alloc_mode(int, alloc_mode&) noexcept override { return fail(); }
   device_status alloc_async(int, std::size_t, stream_handle, void*&) noexcept override { return fail(); }
   device_status free_async(void*, stream_handle) noexcept override { return fail(); }
+  device_status alloc_plain(int, std::size_t, void*&) noexcept override { return fail(); }
+  device_status free_plain(void*) noexcept override { return fail(); }
   device_status alloc_pinned(std::size_t, void*&) noexcept override { return fail(); }
   device_status free_pinned(void*) noexcept override { return fail(); }
   device_status stream_create(int, stream_handle&) noexcept override { return fail(); }

@@ -225,6 +225,88 @@ TEST_CASE("double frees and wrong-kind frees are reported and refused") {
   CHECK(any_contains(r.dev.violations(), "double free"));
 }
 
+// Memory pools are optional: a fake without them is a device where
+// cudaDevAttrMemoryPoolsSupported is 0. Its plain path (cudaMalloc / cudaFree)
+// gets the same hazard detection as the stream-ordered one.
+constexpr fake_options no_pools{.devices = 1, .total_bytes_per_device = 64 * MiB, .memory_pools = false};
+
+TEST_CASE("no pools: device_alloc_mode says plain, alloc_async is refused, alloc_plain works") {
+  rig pools;
+  rig r{no_pools};
+  alloc_mode m = alloc_mode::unknown;
+  REQUIRE(pools.dev.device_alloc_mode(0, m).ok());
+  CHECK(m == alloc_mode::stream_ordered);
+  REQUIRE(r.dev.device_alloc_mode(0, m).ok());
+  CHECK(m == alloc_mode::plain);
+  CHECK(r.dev.device_alloc_mode(1, m).code == device_errc::no_device);
+  CHECK(m == alloc_mode::unknown);
+  void* p = nullptr;
+  CHECK(r.dev.alloc_async(0, 64, r.s, p).code == device_errc::not_supported);
+  CHECK(p == nullptr);
+  const std::uint64_t before = r.free_bytes();
+  REQUIRE(r.dev.alloc_plain(0, 4096, p).ok());
+  CHECK(r.free_bytes() == before - 4096);
+  CHECK(r.dev.live_device_bytes(0) == 4096);
+  CHECK(r.dev.pending_ops() == 0);  // not stream-ordered: nothing queued
+  // Any stream may use it at once (no allocation to be ordered after).
+  const stream_handle t = r.stream();
+  r.dev.submit(t, {{p, 4096, true}}, 2);
+  r.dev.run_until_idle();
+  REQUIRE(r.dev.free_plain(p).ok());
+  CHECK(r.free_bytes() == before);
+  CHECK(all_bytes(p, 4096, fake_backend::poison_byte));
+  CHECK_MESSAGE(r.dev.violations().empty(), lines(r.dev.violations()));
+  // Plain allocation works on a device with pools too (cudaMalloc always does).
+  REQUIRE(pools.dev.alloc_plain(0, 256, p).ok());
+  REQUIRE(pools.dev.free_plain(p).ok());
+  CHECK(pools.dev.violations().empty());
+}
+
+TEST_CASE("no pools: free_plain while queued or running work still uses the block is reported") {
+  rig r{no_pools};
+  void* p = nullptr;
+  REQUIRE(r.dev.alloc_plain(0, 1024, p).ok());
+  const stream_handle t = r.stream();
+  r.dev.submit(r.s, {{p, 1024, false}}, 5);  // a read, running
+  r.dev.submit(t, {{p, 1024, false}}, 3);    // another read on another stream, running too
+  r.dev.advance(1);
+  // cudaFree would wait for both first; the owner must not rely on that, and the fake says so.
+  REQUIRE(r.dev.free_plain(p).ok());
+  CHECK(r.dev.violations().size() == 2);
+  CHECK(any_contains(r.dev.violations(), "free_plain"));
+  CHECK(any_contains(r.dev.violations(), "freed while in use"));
+  CHECK(any_contains(r.dev.violations(), "plain device allocation"));
+  r.dev.run_until_idle();
+  CHECK(r.dev.violations().size() == 2);  // one report per (op, buffer)
+  // Work queued after the free is a use of freed memory.
+  r.dev.submit(r.s, {{p, 8, false}}, 1);
+  CHECK(any_contains(r.dev.violations(), "use of freed memory"));
+  r.dev.run_until_idle();
+}
+
+TEST_CASE("no pools: a block is freed by the call matching its allocation") {
+  rig r;  // pools on, so both kinds exist
+  void* async = r.device(64);
+  void* plain = nullptr;
+  REQUIRE(r.dev.alloc_plain(0, 64, plain).ok());
+  void* h = r.pinned(64);
+  CHECK(r.dev.free_async(plain, r.s).code == device_errc::invalid_value);
+  CHECK(r.dev.free_plain(async).code == device_errc::invalid_value);
+  CHECK(r.dev.free_plain(h).code == device_errc::invalid_value);
+  CHECK(r.dev.free_pinned(plain).code == device_errc::invalid_value);
+  CHECK(r.dev.free_plain(static_cast<std::byte*>(plain) + 8).code == device_errc::invalid_value);
+  CHECK(r.dev.violations().size() == 5);
+  REQUIRE(r.dev.free_plain(plain).ok());
+  CHECK(r.dev.free_plain(plain).code == device_errc::invalid_value);
+  CHECK(any_contains(r.dev.violations(), "double free"));
+  CHECK(any_contains(r.dev.violations(), "must be freed with free_plain"));
+  CHECK(any_contains(r.dev.violations(), "must be freed with free_async"));
+  REQUIRE(r.dev.free_async(async, r.s).ok());
+  REQUIRE(r.dev.free_pinned(h).ok());
+  r.dev.run_until_idle();
+  CHECK(r.dev.leaks().size() == 1);  // the stream only
+}
+
 TEST_CASE("freed memory is poisoned and quarantined: its address is not handed out again") {
   rig r;
   void* p = r.device(4096);

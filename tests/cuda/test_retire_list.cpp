@@ -131,6 +131,66 @@ TEST_CASE("step 3: pinned memory is freed only by a reap after the batch's event
   r.check_clean();
 }
 
+// A device without memory pools: plain device memory (alloc_plain) has no
+// stream-ordered free. It is freed (free_plain, i.e. cudaFree) only by a reap
+// after the batch's `done` event - never at retire, whatever cudaFree's own
+// device-wide wait would cover - and never on the step path.
+TEST_CASE("plain device memory is freed only by a reap after the batch's event, never on the step path") {
+  rig r;
+  void* p = nullptr;
+  REQUIRE(r.dev.alloc_plain(0, 4096, p).ok());
+  r.tally.add_used(4096);
+  r.fake().submit(r.other, {{p, 4096, false}}, 10);  // read on another stream
+  r.fake().submit(r.home, {{p, 4096, false}}, 3);    // and on home
+  const stream_handle users[] = {r.other};
+  const retired_buffer buf{p, 4096, memory_kind::device_plain};
+  REQUIRE(r.list.retire(r.home, users, {&buf, 1}).ok());
+  r.check_clean();  // nothing freed at retire
+  CHECK(r.list.retiring_bytes() == 4096);
+  CHECK(r.tally.read().used == 0);
+  CHECK(r.tally.read().retiring == 4096);  // device memory: the die's
+  CHECK(r.fake().retiring_bytes(0) == 0);  // no stream-ordered free was queued
+  r.fake().advance(9);
+  CHECK(r.list.reap() == 0);  // the read is pending
+  CHECK(r.fake().live_device_bytes(0) == 4096);
+  r.fake().advance(1);
+  CHECK(r.list.reap(retire_list::reap_scope::step_path) == 0);  // done, but cudaFree waits for the device
+  CHECK(r.fake().live_device_bytes(0) == 4096);
+  CHECK(r.list.reap() == 1);
+  CHECK(r.fake().live_device_bytes(0) == 0);
+  CHECK(r.list.retiring_bytes() == 0);
+  CHECK(r.tally.read().retiring == 0);
+  r.check_clean();
+}
+
+TEST_CASE("plain device memory: a failed fence frees nothing; a failed free_plain still accounts the bytes gone") {
+  rig r;
+  void* p = nullptr;
+  REQUIRE(r.dev.alloc_plain(0, 512, p).ok());
+  r.fake().submit(r.other, {{p, 512, false}}, 5);
+  const stream_handle users[] = {r.other};
+  const retired_buffer buf{p, 512, memory_kind::device_plain};
+  r.dev.fail_next(device_call::event_record, 1);
+  CHECK_FALSE(r.list.retire(r.home, users, {&buf, 1}).ok());
+  r.fake().run_until_idle();
+  CHECK(r.list.reap() == 0);  // fenced now, not released on a guess
+  CHECK(r.fake().live_device_bytes(0) == 512);
+  r.fake().run_until_idle();
+  SUBCASE("the free works") {
+    CHECK(r.list.reap() == 1);
+    CHECK(r.fake().live_device_bytes(0) == 0);
+  }
+  SUBCASE("the free fails") {
+    r.dev.fail_next(device_call::free_plain, 1);
+    CHECK(r.list.reap() == 1);
+    CHECK(r.dev.refused(device_call::free_plain) == 1);
+    CHECK(r.fake().live_device_bytes(0) == 512);  // leaked, never retried on a guess
+    REQUIRE(r.dev.free_plain(p).ok());
+  }
+  CHECK(r.list.retiring_bytes() == 0);
+  r.check_clean();
+}
+
 TEST_CASE("a batch mixes kinds and streams; repeats, the home stream among the users and null entries are harmless") {
   rig r;
   stream_handle third;

@@ -47,6 +47,20 @@
 //     fp32 cache is never converted: that would move every live token); the
 //     format is chosen again only after release_all().
 //
+// Memory pools are optional. The first bind asks the backend how `device`
+// allocates (device_backend::device_alloc_mode) and keeps the answer for the
+// owner's life (memory_mode(), tally().mode; "unknown" before the first bind):
+//   stream_ordered  buffers come from alloc_async on the home stream and go back
+//                   with free_async behind the retire fence;
+//   plain           (no pools: some drivers, MIG/vGPU setups, or turned off)
+//                   buffers come from alloc_plain (cudaMalloc) and are freed with
+//                   free_plain (cudaFree) only once the retire fence's event has
+//                   completed, and only off the step path, because cudaFree waits
+//                   for the whole device (retire_list.hpp). The owner never relies
+//                   on that wait. In this mode retired device memory stays
+//                   "retiring" until the next bind/resize/release_all or reap():
+//                   an engine that rarely binds calls reap() between steps.
+//
 // Moves keep live slots: a resize copies, stream-ordered on the home stream,
 // each slot's stripe that exists in both layouts (slots beyond a smaller
 // capacity, and tokens beyond a smaller max_seq, are dropped: the engine
@@ -157,6 +171,7 @@ struct owner_tally {
   std::uint64_t pinned_used_bytes = 0;  // live staging arena
   std::uint64_t retiring_bytes = 0;     // moved, waiting for their fence: neither used nor free
   std::uint64_t generation = 0;
+  alloc_mode mode = alloc_mode::unknown;  // how device buffers are allocated (unknown before the first bind)
 };
 
 // A captured graph: the engine's handle and the generation it was captured at.
@@ -261,6 +276,8 @@ class buffer_owner {
 
   owner_tally tally() const noexcept;
   std::uint64_t generation() const noexcept { return generation_.load(std::memory_order_acquire); }
+  // stream_ordered or plain once the first bind asked the device; unknown before.
+  alloc_mode memory_mode() const noexcept { return mode_.load(std::memory_order_acquire); }
   std::uint64_t events_created() const noexcept { return events_.created(); }
 
  private:
@@ -317,6 +334,7 @@ class buffer_owner {
   // An abandoned step's fence: the turn is not really free until it completes.
   std::optional<step_fence> pending_;
   std::atomic<std::uint64_t> generation_{0};
+  std::atomic<alloc_mode> mode_{alloc_mode::unknown};  // set once, by the first bind (under the turn)
   std::atomic<std::uint64_t> device_used_bytes_{0};
   std::atomic<std::uint64_t> pinned_used_bytes_{0};
 };

@@ -11,7 +11,10 @@
 //
 // Rules every implementation keeps:
 //   - no call synchronises the whole device (no cudaDeviceSynchronize, no
-//     implicit-sync frees on the hot path): stream-ordered frees exist for that;
+//     implicit-sync frees on the hot path): stream-ordered frees exist for that.
+//     The one exception is free_plain (cudaFree), the fallback for a device
+//     without memory pools: callers free with it only after an event covering
+//     every use completed, and never on a step's path (see alloc_mode);
 //   - every call is noexcept and reports failure as a device_status;
 //   - handles are opaque non-zero 64-bit values; 0 is "none".
 #pragma once
@@ -30,6 +33,7 @@ enum class device_errc : std::uint8_t {
   driver_insufficient,  // the toolkit is newer than the driver (or no driver at all)
   invalid_value,        // a bad argument: null pointer, unknown handle, zero size
   failure,              // anything else the runtime reported
+  not_supported,        // the device cannot do this (alloc_async on a device without memory pools)
 };
 
 constexpr std::string_view to_string(device_errc e) noexcept {
@@ -41,6 +45,28 @@ constexpr std::string_view to_string(device_errc e) noexcept {
     case device_errc::driver_insufficient: return "driver_insufficient";
     case device_errc::invalid_value: return "invalid_value";
     case device_errc::failure: return "failure";
+    case device_errc::not_supported: return "not_supported";
+  }
+  return "invalid";
+}
+
+// How device memory is allocated and freed on one device.
+//   stream_ordered  alloc_async / free_async (cudaMallocAsync / cudaFreeAsync) from the
+//                   device's memory pool: a free waits for the stream, never for the host.
+//   plain           alloc_plain / free_plain (cudaMalloc / cudaFree): the device has no
+//                   memory pools (cudaDevAttrMemoryPoolsSupported is 0: some drivers, MIG
+//                   and vGPU setups), or pools were turned off (cudart_options). free_plain
+//                   frees at once and synchronises the device, so memory that queued work
+//                   may still read is freed only after an event recorded behind that work
+//                   completed, off the step path (retire_list.hpp).
+//   unknown         not asked yet (a buffer_owner before its first bind).
+enum class alloc_mode : std::uint8_t { unknown, stream_ordered, plain };
+
+constexpr std::string_view to_string(alloc_mode m) noexcept {
+  switch (m) {
+    case alloc_mode::unknown: return "unknown";
+    case alloc_mode::stream_ordered: return "stream_ordered";
+    case alloc_mode::plain: return "plain";
   }
   return "invalid";
 }
@@ -88,11 +114,23 @@ class device_backend {
   virtual device_status mem_get_info(int device, std::uint64_t& free_bytes, std::uint64_t& total_bytes) noexcept = 0;
 
   // --- device memory ---
+  // Which pair below `device` supports (see alloc_mode): stream_ordered where the
+  // device has memory pools, else plain. Never unknown on success.
+  virtual device_status device_alloc_mode(int device, alloc_mode& out) noexcept = 0;
   // Stream-ordered: the memory is usable by work queued on `s` after this call
   // (cudaMallocAsync), and free_async returns it once the work queued on `s`
   // before the free has finished (cudaFreeAsync). Neither blocks the host.
+  // On a device in plain mode alloc_async answers not_supported.
   virtual device_status alloc_async(int device, std::size_t bytes, stream_handle s, void*& out) noexcept = 0;
   virtual device_status free_async(void* p, stream_handle s) noexcept = 0;
+  // Plain (cudaMalloc / cudaFree), on every device: the fallback where there are
+  // no pools. The memory is usable by any stream once alloc_plain returns.
+  // free_plain frees at once: the caller guarantees (by an event) that no queued
+  // work still uses the block. On a real device it also waits for the whole
+  // device; that wait is a cost, never the guarantee - the fake does not wait
+  // and reports a free under queued work as a violation.
+  virtual device_status alloc_plain(int device, std::size_t bytes, void*& out) noexcept = 0;
+  virtual device_status free_plain(void* p) noexcept = 0;
 
   // --- pinned host memory (staging for device-to-host copies) ---
   // free_pinned frees at once: the caller guarantees (by an event) that no copy
@@ -112,8 +150,10 @@ class device_backend {
   virtual device_status event_query(event_handle e) noexcept = 0;
   // Work queued on `s` after this waits for `e` (device-side; the host does not block).
   virtual device_status stream_wait_event(stream_handle s, event_handle e) noexcept = 0;
-  // A stable identity for a stream (cudaStreamGetId): handles may be reused after
-  // destruction, ids are not.
+  // A stable identity for a stream: handles may be reused after destruction,
+  // ids are not. (cudart: cudaStreamGetId from CUDA 12.0; built against an older
+  // toolkit, an id the backend assigns to the streams it knows - see
+  // cudart_backend.hpp.)
   virtual device_status stream_id(stream_handle s, std::uint64_t& out) noexcept = 0;
 
   // --- copies ---

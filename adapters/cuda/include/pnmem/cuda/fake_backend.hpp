@@ -14,8 +14,15 @@
 //     when it completes. Anything else is recorded as a violation.
 //   - free_async frees in stream order: the bytes are "retiring" (not free, not
 //     usable by new work) until the work queued on that stream before the free has
-//     finished. free_pinned frees at once; an op that has not completed and still
-//     uses the memory is a violation ("freed while in use").
+//     finished. free_pinned and free_plain free at once; an op that has not
+//     completed and still uses the memory is a violation ("freed while in use").
+//     (A real cudaFree waits for the device first; the fake does not, so a caller
+//     that frees plain memory under queued work - relying on that wait - is caught.)
+//   - Memory pools: with fake_options::memory_pools false the fake is a device
+//     without them (cudaDevAttrMemoryPoolsSupported 0): device_alloc_mode answers
+//     plain and alloc_async not_supported; alloc_plain / free_plain work in both
+//     modes. A block is freed by the call matching its allocation (free_async for
+//     alloc_async, free_plain for alloc_plain), anything else is a violation.
 //   - Freed memory is poisoned (0xDD) and quarantined: it is not handed out again,
 //     so a late access lands in memory the fake still owns and is reported, and a
 //     late write is visible (an op fills the bytes it writes with its tag byte at
@@ -92,6 +99,8 @@ struct fake_options {
   // Report unordered conflicting work on different streams when it is queued
   // (see the header comment). Off only for tests of the timeline detector alone.
   bool report_races = true;
+  // false: a device without stream-ordered memory pools (see the header comment).
+  bool memory_pools = true;
 };
 
 class fake_backend final : public device_backend {
@@ -106,8 +115,11 @@ class fake_backend final : public device_backend {
   std::string_view name() const noexcept override { return "fake"; }
   device_status device_count(int& out) noexcept override;
   device_status mem_get_info(int device, std::uint64_t& free_bytes, std::uint64_t& total_bytes) noexcept override;
+  device_status device_alloc_mode(int device, alloc_mode& out) noexcept override;
   device_status alloc_async(int device, std::size_t bytes, stream_handle s, void*& out) noexcept override;
   device_status free_async(void* p, stream_handle s) noexcept override;
+  device_status alloc_plain(int device, std::size_t bytes, void*& out) noexcept override;
+  device_status free_plain(void* p) noexcept override;
   device_status alloc_pinned(std::size_t bytes, void*& out) noexcept override;
   device_status free_pinned(void* p) noexcept override;
   device_status stream_create(int device, stream_handle& out) noexcept override;
@@ -185,10 +197,11 @@ class fake_backend final : public device_backend {
     block_kind kind = block_kind::device;
     block_state state = block_state::live;
     int device = 0;  // device blocks only
+    bool plain = false;  // device blocks: from alloc_plain (freed by free_plain), not alloc_async
     std::size_t bytes = 0;
     std::unique_ptr<std::byte[], storage_delete> storage;
     std::uint64_t freed_at = 0;
-    std::string_view freed_by;  // "free_async" / "free_pinned"
+    std::string_view freed_by;  // "free_async" / "free_pinned" / "free_plain"
   };
 
   enum class op_kind : std::uint8_t { kernel, copy, free, record, wait, alloc };

@@ -13,9 +13,13 @@
 //      without the owner having to poll;
 //   3. record the batch's `done` event on the home stream after all of that.
 // Pinned host memory has no stream-ordered free, so it is freed (free_pinned)
-// only when reap() sees `done` complete. Until then every byte of the batch is
-// *retiring*: memory pending free is not free (vllm-ascend#16315),
-// so it is reported apart from used and free bytes.
+// only when reap() sees `done` complete. Neither has device memory on a device
+// without memory pools (alloc_mode::plain, from alloc_plain): step 2 skips it and
+// it is freed (free_plain, i.e. cudaFree) only when reap() sees `done` complete -
+// never earlier, whatever cudaFree's own device-wide wait would paper over - and,
+// like pinned memory, never on the step path (cudaFree synchronises the device).
+// Until then every byte of the batch is *retiring*: memory pending free is not
+// free (vllm-ascend#16315), so it is reported apart from used and free bytes.
 //
 // If an event cannot be had (no memory), the batch is kept unfenced and nothing
 // in it is freed; reap() fences it again later. A later fence is still "after
@@ -38,7 +42,10 @@
 namespace pnmem::cuda {
 
 
-enum class memory_kind : std::uint8_t { device, pinned };
+// device: from alloc_async (freed stream-ordered, free_async); pinned: alloc_pinned;
+// device_plain: from alloc_plain (a device without memory pools; freed with
+// free_plain once the batch's fence completed, off the step path).
+enum class memory_kind : std::uint8_t { device, pinned, device_plain };
 
 struct retired_buffer {
   void* ptr = nullptr;
@@ -56,9 +63,10 @@ class retire_list {
   retire_list(const retire_list&) = delete;
   retire_list& operator=(const retire_list&) = delete;
   // Batches still pending here are the caller's bug (see buffer_owner::close):
-  // their device memory is already freed stream-ordered, their events are
-  // destroyed (allowed while pending), but pinned memory is deliberately leaked:
-  // freeing it would be the very use-after-free this class prevents.
+  // their stream-ordered device memory is already freed, their events are
+  // destroyed (allowed while pending), but pinned and plain device memory is
+  // deliberately leaked: freeing it would be the very use-after-free this class
+  // prevents.
   ~retire_list();
 
   // Retires `buffers`, last used by work queued on `home` and on `other_users`
@@ -67,11 +75,11 @@ class retire_list {
   device_status retire(stream_handle home, std::span<const stream_handle> other_users,
                        std::span<const retired_buffer> buffers);
 
-  // Where a reap runs. Freeing pinned host memory (cudaFreeHost) synchronises
-  // the whole device in practice, so on the step path (step_begin, poll) a
-  // completed batch that still holds pinned memory is left for the next reap
-  // off that path (bind, resize, release_all, an explicit reap()): a decode
-  // step never waits for a retire.
+  // Where a reap runs. Freeing pinned host memory (cudaFreeHost) or plain device
+  // memory (cudaFree) synchronises the whole device, so on the step path
+  // (step_begin, poll) a completed batch that still holds either is left for the
+  // next reap off that path (bind, resize, release_all, an explicit reap()): a
+  // decode step never waits for a retire.
   enum class reap_scope : std::uint8_t { step_path, anywhere };
 
   // Releases every batch whose `done` event completed (within `scope`); fences
@@ -84,7 +92,7 @@ class retire_list {
 
  private:
   struct batch {
-    std::vector<retired_buffer> buffers;  // a device entry's ptr is nulled once free_async took it
+    std::vector<retired_buffer> buffers;  // a `device` entry's ptr is nulled once free_async took it
     std::vector<stream_handle> others;
     std::vector<event_handle> events;  // recorded on `others`; pooled again when `done` completed
     stream_handle home;
