@@ -39,6 +39,8 @@
 #include <type_traits>
 
 #include "pnmem/cost_model.hpp"
+#include "pnmem/detail/cxx.hpp"
+#include "pnmem/detail/equality.hpp"
 #include "pnmem/detail/saturating.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/mem_state.hpp"
@@ -92,7 +94,7 @@ struct admit_result {
   std::uint64_t need_bytes = 0;         // cost of what was asked (capped to the window)
   std::uint64_t limit_bytes = 0;        // the binding budget it was checked against
 
-  friend constexpr bool operator==(const admit_result&, const admit_result&) = default;
+  PNMEM_DEFAULTED_EQUALITY(admit_result)
 };
 
 // What the engine asks about one request.
@@ -244,7 +246,11 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
   // away from it, and a bisection of the bracket finishes. A close guess (the usual case) takes 2 costs
   // where bisecting [lo, hi) took ~17; a bad one costs a few more; the answer is exact either way
   // (it is only ever decided by cost() <= limit). In constant evaluation (no sqrt) the bracket is [lo, hi).
+#if PNMEM_HAS_IS_CONSTANT_EVALUATED
   if (!std::is_constant_evaluated() && hi - lo > 2) {
+#else
+  if (!__builtin_is_constant_evaluated() && hi - lo > 2) {
+#endif
     const double kv_const = window != 0 && lo >= window ? static_cast<double>(slide) * static_cast<double>(window) : 0.0;
     double a = static_cast<double>(m.state_bytes_per_seq) + kv_const;
     double b = static_cast<double>(k);

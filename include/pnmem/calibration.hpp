@@ -68,16 +68,24 @@
 // Not on the decision path: it allocates (std::vector, std::string). Pure: no OS, no exceptions.
 #pragma once
 
+#include "pnmem/detail/cxx.hpp"  // PNMEM_HAS_*: which of the standard headers below this C++ has
+
 #include <algorithm>
+#if !PNMEM_HAS_SPAN
+#include <array>
+#endif
 #include <cstddef>
 #include <cstdint>
+#if PNMEM_HAS_SPAN
 #include <span>
+#endif
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "pnmem/cost_model.hpp"
+#include "pnmem/detail/equality.hpp"
 #include "pnmem/detail/saturating.hpp"
 #include "pnmem/parse.hpp"
 
@@ -86,8 +94,38 @@ namespace pnmem {
 struct calibration_point {
   std::uint64_t tokens = 0;      // prompt length
   std::uint64_t peak_bytes = 0;  // the host peak measured for it
-  friend constexpr bool operator==(const calibration_point&, const calibration_point&) = default;
+  PNMEM_DEFAULTED_EQUALITY(calibration_point)
 };
+
+// The measurements a calibration reads: a std::span (an array, a std::array, a std::vector of them).
+#if PNMEM_HAS_SPAN
+using calibration_points = std::span<const calibration_point>;
+#else
+// C++17 (no std::span: detail/cxx.hpp): the same view, made from the same things, or (pointer, count).
+class calibration_points {
+ public:
+  constexpr calibration_points() noexcept = default;
+  constexpr calibration_points(const calibration_point* data, std::size_t size) noexcept : data_(data), size_(size) {}
+  template <std::size_t N>
+  constexpr calibration_points(const calibration_point (&a)[N]) noexcept : data_(a), size_(N) {}  // NOLINT
+  template <std::size_t N>
+  constexpr calibration_points(const std::array<calibration_point, N>& a) noexcept  // NOLINT
+      : data_(a.data()), size_(N) {}
+  calibration_points(const std::vector<calibration_point>& v) noexcept  // NOLINT
+      : data_(v.data()), size_(v.size()) {}
+
+  constexpr const calibration_point* data() const noexcept { return data_; }
+  constexpr std::size_t size() const noexcept { return size_; }
+  constexpr bool empty() const noexcept { return size_ == 0; }
+  constexpr const calibration_point* begin() const noexcept { return data_; }
+  constexpr const calibration_point* end() const noexcept { return data_ + size_; }
+  constexpr const calibration_point& operator[](std::size_t i) const noexcept { return data_[i]; }
+
+ private:
+  const calibration_point* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+#endif
 
 inline constexpr std::uint64_t max_calibration_tokens = 1ULL << 22;  // 4 Mi tokens
 inline constexpr std::uint64_t max_calibration_bytes = 1ULL << 40;   // 1 TiB
@@ -178,7 +216,7 @@ struct series {
   std::size_t size() const noexcept { return t.size(); }
 };
 
-inline series merge(std::span<const calibration_point> m) {
+inline series merge(calibration_points m) {
   std::vector<calibration_point> s(m.begin(), m.end());
   std::sort(s.begin(), s.end(), [](const calibration_point& x, const calibration_point& y) {
     return x.tokens != y.tokens ? x.tokens < y.tokens : x.peak_bytes > y.peak_bytes;
@@ -368,7 +406,7 @@ inline std::uint64_t excess_bp(std::uint64_t over, std::uint64_t of) noexcept {
 }
 
 // Fills the residuals and maxima of `r` for r.table over the measurements `m`.
-inline void report(calibration_result& r, std::span<const calibration_point> m) {
+inline void report(calibration_result& r, calibration_points m) {
   r.residuals.clear();
   r.residuals.reserve(m.size());
   r.max_excess_bytes = r.max_excess_bp = 0;
@@ -394,7 +432,7 @@ inline void report(calibration_result& r, std::span<const calibration_point> m) 
 }
 
 // Validates the measurements; error set on r when one is bad.
-inline bool check_input(calibration_result& r, std::span<const calibration_point> m) noexcept {
+inline bool check_input(calibration_result& r, calibration_points m) noexcept {
   if (m.empty()) {
     r.error = calibration_errc::no_measurements;
     return false;
@@ -420,7 +458,7 @@ inline bool check_input(calibration_result& r, std::span<const calibration_point
 
 // The residuals of r.table, and the guarantee checked: not_covered (and no table) when a measurement is
 // above it.
-inline void finish(calibration_result& r, std::span<const calibration_point> m) {
+inline void finish(calibration_result& r, calibration_points m) {
   report(r, m);
   for (const calibration_residual& x : r.residuals) {
     if (!x.covered) {
@@ -435,7 +473,7 @@ inline void finish(calibration_result& r, std::span<const calibration_point> m) 
 
 // The residuals of any activation model over measurements (no fitting): how far `table` is above (or,
 // `covered` false, below) each, and the maxima. error is ok, or not_covered when one is below.
-inline calibration_result calibration_report(const activation_model& table, std::span<const calibration_point> m) {
+inline calibration_result calibration_report(const activation_model& table, calibration_points m) {
   calibration_result r;
   r.table = table;
   detail::calibration::report(r, m);
@@ -446,7 +484,7 @@ inline calibration_result calibration_report(const activation_model& table, std:
 }
 
 // An anchor table (1 .. options.max_anchors anchors) never below any measurement; see the top of the file.
-inline calibration_result calibrate_activation(std::span<const calibration_point> m,
+inline calibration_result calibrate_activation(calibration_points m,
                                                calibration_options options = {}) {
   namespace c = detail::calibration;
   calibration_result r;
@@ -546,7 +584,7 @@ inline calibration_result calibrate_activation(std::span<const calibration_point
 
 // Coefficients (fixed + per_token x N + per_token_sq x N^2) never below any measurement; see the top.
 // options.max_anchors is not used.
-inline calibration_result calibrate_activation_coefficients(std::span<const calibration_point> m,
+inline calibration_result calibrate_activation_coefficients(calibration_points m,
                                                             calibration_options options = {}) {
   namespace c = detail::calibration;
   calibration_result r;

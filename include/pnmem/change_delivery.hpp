@@ -21,6 +21,11 @@
 // Locking: one mutex, a leaf (nothing else is taken while it is held).
 #pragma once
 
+#include "pnmem/detail/cxx.hpp"  // PNMEM_HAS_*: which of the standard headers below this C++ has
+
+#if !PNMEM_HAS_ERASE_IF
+#include <algorithm>
+#endif
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -64,11 +69,16 @@ class change_delivery {
 
   void unsubscribe(subscription_id id) PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
-    std::erase_if(subs_, [&](const subscription& s) {
+    const auto unsubscribed = [&](const subscription& s) {
       if (s.id != id) return false;
       if (s.mode == delivery::every_sample) every_sample_subs_.fetch_sub(1, std::memory_order_relaxed);
       return true;
-    });
+    };
+#if PNMEM_HAS_ERASE_IF
+    std::erase_if(subs_, unsubscribed);
+#else
+    subs_.erase(std::remove_if(subs_.begin(), subs_.end(), unsubscribed), subs_.end());
+#endif
   }
 
   // Whether a snapshot that did not change the level must be queued: someone wants every sample.

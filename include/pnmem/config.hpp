@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "pnmem/detail/ascii.hpp"
+#include "pnmem/detail/equality.hpp"
 #include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/format.hpp"
@@ -107,7 +108,7 @@ struct env_settings {
   std::chrono::milliseconds step_down_dwell{0};           // PN_STEP_DOWN_DWELL_MS: 0 = step down at once
   pnmem::psi_source psi_source = pnmem::psi_source::host;  // PN_PSI_SOURCE
 
-  friend constexpr bool operator==(const env_settings&, const env_settings&) = default;
+  PNMEM_DEFAULTED_EQUALITY(env_settings)
 };
 
 inline constexpr env_settings default_env_settings{};

@@ -62,6 +62,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "pnmem/detail/equality.hpp"
 #include "pnmem/detail/saturating.hpp"
 #include "pnmem/units.hpp"
 
@@ -139,7 +140,7 @@ constexpr std::uint64_t kv_row_bytes(std::uint64_t values, kv_format f) noexcept
 struct activation_anchor {
   std::uint64_t tokens;
   std::uint64_t peak_bytes;
-  friend constexpr bool operator==(const activation_anchor&, const activation_anchor&) = default;
+  PNMEM_DEFAULTED_EQUALITY(activation_anchor)
 };
 
 inline constexpr std::size_t max_activation_anchors = 8;
@@ -152,7 +153,7 @@ struct activation_model {
   std::uint64_t per_token_bytes = 0;
   std::uint64_t per_token_sq_bytes = 0;
 
-  friend constexpr bool operator==(const activation_model&, const activation_model&) = default;
+  PNMEM_DEFAULTED_EQUALITY(activation_model)
 };
 
 // Builds an anchor-table activation model (the first n <= 8 entries of a list).
@@ -218,7 +219,7 @@ struct model_cost {
   kv_format compact_kv = kv_format::q4;   // the one the ladder's rung 4a forces on new caches
   activation_model activation{};
 
-  friend constexpr bool operator==(const model_cost&, const model_cost&) = default;
+  PNMEM_DEFAULTED_EQUALITY(model_cost)
 };
 
 // A model's shape, the input of from_shape. Zero fields count as zero (a shape with no K/V heads costs no KV).
@@ -236,7 +237,7 @@ struct model_shape {
   kv_format normal_kv = kv_format::f16;
   kv_format compact_kv = kv_format::q4_0;
 
-  friend constexpr bool operator==(const model_shape&, const model_shape&) = default;
+  PNMEM_DEFAULTED_EQUALITY(model_shape)
 };
 
 // The token counts from_shape samples the activation formula at.
@@ -278,9 +279,17 @@ constexpr model_cost from_shape(const model_shape& s) noexcept {
 
 // The seed's model: Qwen3.5-MoE's 10 full-attention layers x 2 KV heads x 256 dims, hidden 2048, 16 query
 // heads; its KV caches are fp32, compacted to the seed's Q4.
-inline constexpr model_shape seed_model_shape{.layers = 10, .kv_heads = 2, .key_dim = 256, .query_heads = 16,
-                                              .hidden_size = 2048, .normal_kv = kv_format::fp32,
-                                              .compact_kv = kv_format::q4};
+inline constexpr model_shape seed_model_shape = [] {
+  model_shape s;
+  s.layers = 10;
+  s.kv_heads = 2;
+  s.key_dim = 256;
+  s.query_heads = 16;
+  s.hidden_size = 2048;
+  s.normal_kv = kv_format::fp32;
+  s.compact_kv = kv_format::q4;
+  return s;
+}();
 inline constexpr model_cost seed_model_cost = from_shape(seed_model_shape);
 
 // A model whose KV and compute buffers were allocated at load: each request costs the host nothing more.

@@ -10,9 +10,17 @@
 // of 0 is no pressure. Never a false CRITICAL.
 #pragma once
 
+#include "pnmem/detail/cxx.hpp"  // PNMEM_HAS_*: which of the standard headers below this C++ has
+
 #include <chrono>
+#if PNMEM_HAS_CONCEPTS
 #include <concepts>
+#endif
 #include <cstdint>
+#if !PNMEM_HAS_CONCEPTS
+#include <type_traits>
+#include <utility>
+#endif
 
 #include "pnmem/mem_level.hpp"
 #include "pnmem/mem_state.hpp"
@@ -61,6 +69,9 @@ enum class wake : std::uint8_t {
   interrupted,  // interrupt() was called (the watcher is stopping)
 };
 
+// C++17 (no concepts: detail/cxx.hpp): both below are constexpr bools with the same answers,
+// and watcher<Sampler> static_asserts host_sampler<Sampler>.
+#if PNMEM_HAS_CONCEPTS
 // Every sampler can sample.
 template <class S>
 concept host_sampler = requires(S& s) {
@@ -76,5 +87,28 @@ concept event_sampler = host_sampler<S> && requires(S& s, std::chrono::nanosecon
   { s.wait_for(d) } -> std::same_as<wake>;
   { s.interrupt() } -> std::same_as<void>;
 };
+#else
+namespace detail {
+template <class S, class = void>
+struct is_host_sampler : std::false_type {};
+template <class S>
+struct is_host_sampler<S, std::void_t<decltype(std::declval<S&>().sample())>>
+    : std::is_same<decltype(std::declval<S&>().sample()), host_sample> {};
+template <class S, class = void>
+struct waits_for_events : std::false_type {};
+template <class S>
+struct waits_for_events<S, std::void_t<decltype(std::declval<S&>().wait_for(std::declval<std::chrono::nanoseconds&>())),
+                                       decltype(std::declval<S&>().interrupt())>>
+    : std::bool_constant<std::is_same_v<decltype(std::declval<S&>().wait_for(std::declval<std::chrono::nanoseconds&>())),
+                                        wake> &&
+                         std::is_same_v<decltype(std::declval<S&>().interrupt()), void>> {};
+}  // namespace detail
+
+template <class S>
+inline constexpr bool host_sampler = detail::is_host_sampler<S>::value;
+
+template <class S>
+inline constexpr bool event_sampler = host_sampler<S> && detail::waits_for_events<S>::value;
+#endif
 
 }  // namespace pnmem

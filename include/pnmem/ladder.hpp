@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "pnmem/cost_model.hpp"
+#include "pnmem/detail/equality.hpp"
 #include "pnmem/mem_level.hpp"
 #include "pnmem/mem_state.hpp"
 #include "pnmem/policy.hpp"
@@ -45,7 +46,7 @@ struct ladder_plan {
   const char* note = "";            // one line for logs; a static string
 
   // Notes come from one inline table, so equal plans have the same pointer.
-  friend constexpr bool operator==(const ladder_plan&, const ladder_plan&) = default;
+  PNMEM_DEFAULTED_EQUALITY(ladder_plan)
 };
 
 namespace detail {
@@ -118,7 +119,7 @@ struct kv_allocation {
   kv_format format = kv_format::fp32;
   std::uint64_t bytes = 0;  // KV bytes of `tokens` tokens of one sequence in `format`
 
-  friend constexpr bool operator==(const kv_allocation&, const kv_allocation&) = default;
+  PNMEM_DEFAULTED_EQUALITY(kv_allocation)
 };
 
 // Rung 4a at KV-cache init (the seed asks the ladder when it allocates a cache): a cache allocated

@@ -35,15 +35,24 @@
 // the snapshot's own; a torn one is clamped (die_count) and the attempt retried.
 #pragma once
 
+#include "pnmem/detail/cxx.hpp"  // PNMEM_HAS_*: which of the standard headers below this C++ has
+
 #include <array>
 #include <atomic>
+#if PNMEM_HAS_BIT_CAST
 #include <bit>
+#endif
 #include <chrono>
+#if PNMEM_HAS_CONCEPTS
 #include <concepts>
+#endif
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <utility>
+#if !PNMEM_HAS_CONCEPTS
+#include <type_traits>
+#endif
 
 #include "pnmem/mem_state.hpp"
 #include "pnmem/seqlock.hpp"
@@ -115,7 +124,11 @@ static_assert(seqlock_shaped_layout<mem_state_live_layout, mem_state>);
 inline mem_state live_part(const mem_state& s) noexcept {
   using layout = mem_state_live_layout;
   constexpr std::size_t word = sizeof(std::uint64_t);
+#if PNMEM_HAS_BIT_CAST
   mem_state out = std::bit_cast<mem_state>(std::array<unsigned char, sizeof(mem_state)>{});
+#else
+  mem_state out = __builtin_bit_cast(mem_state, (std::array<unsigned char, sizeof(mem_state)>{}));
+#endif
   const auto* from = reinterpret_cast<const unsigned char*>(&s);
   auto* to = reinterpret_cast<unsigned char*>(&out);
   std::memcpy(to, from, layout::head_words * word);
@@ -153,7 +166,11 @@ template <class Model>
                                                 std::uint64_t& version) noexcept {
   const int had = live.n_dies;  // raw: die_count is monotonic, so fewer dies means a smaller raw count
   if (!lock.refresh_ranges_into(live, mem_state_live_layout{}, version)) return false;
+#if PNMEM_HAS_LIKELY_ATTRIBUTES
   if (live.n_dies < had) [[unlikely]] detail::clear_dies(live, die_count(live), die_count(had));
+#else
+  if (__builtin_expect(live.n_dies < had, 0)) detail::clear_dies(live, die_count(live), die_count(had));
+#endif
   return true;
 }
 
@@ -203,13 +220,38 @@ bool try_read_live(const seqlock<mem_state, Model>& lock, mem_state& out) noexce
   return lock.try_read_ranges(out, mem_state_live_layout{});
 }
 
+#if !PNMEM_HAS_CONCEPTS
+// C++17 (no requires-expressions: detail/cxx.hpp): what the functions below ask of a source.
+namespace detail {
+template <class Source, class = void>
+struct reads_live_value : std::false_type {};  // { source.read_live() } -> std::same_as<mem_state>
+template <class Source>
+struct reads_live_value<Source, std::void_t<decltype(std::declval<const Source&>().read_live())>>
+    : std::is_same<decltype(std::declval<const Source&>().read_live()), mem_state> {};
+template <class Source, class = void>
+struct refreshes_live : std::false_type {};  // source.refresh_live(s, v)
+template <class Source>
+struct refreshes_live<Source, std::void_t<decltype(std::declval<const Source&>().refresh_live(
+                                  std::declval<mem_state&>(), std::declval<live_version&>()))>> : std::true_type {};
+template <class Source, class = void>
+struct reads_live_into : std::false_type {};  // source.read_live(s)
+template <class Source>
+struct reads_live_into<Source, std::void_t<decltype(std::declval<const Source&>().read_live(std::declval<mem_state&>()))>>
+    : std::true_type {};
+}  // namespace detail
+#endif
+
 // The snapshot a decision should read from a watcher-like source: its live part
 // when the source offers read_live() (pnmem::watcher does), else read().
 template <class Source>
 mem_state read_for_decision(const Source& source) {
+#if PNMEM_HAS_CONCEPTS
   if constexpr (requires {
                   { source.read_live() } -> std::same_as<mem_state>;
                 }) {
+#else
+  if constexpr (detail::reads_live_value<Source>::value) {
+#endif
     return source.read_live();
   } else {
     return source.read();
@@ -240,8 +282,12 @@ inline live_slot& this_thread_live_slot() noexcept {
 // gets a snapshot of its own, never changing the one the outer f holds.
 template <class Source, class F>
 decltype(auto) with_live_snapshot(const Source& source, F&& f) {
+#if PNMEM_HAS_CONCEPTS
   if constexpr (requires(mem_state& s, live_version& v) { source.refresh_live(s, v); } ||
                 requires(mem_state& s) { source.read_live(s); }) {
+#else
+  if constexpr (detail::refreshes_live<Source>::value || detail::reads_live_into<Source>::value) {
+#endif
     detail::live_slot& t = detail::this_thread_live_slot();
     if (!t.busy) {
       struct release {
@@ -250,7 +296,11 @@ decltype(auto) with_live_snapshot(const Source& source, F&& f) {
       };
       t.busy = true;
       const release guard{t.busy};  // f may throw (a log sink)
+#if PNMEM_HAS_CONCEPTS
       if constexpr (requires(mem_state& s, live_version& v) { source.refresh_live(s, v); }) {
+#else
+      if constexpr (detail::refreshes_live<Source>::value) {
+#endif
         source.refresh_live(t.live, t.version);  // copies nothing when the source has not published since
       } else {
         source.read_live(t.live);

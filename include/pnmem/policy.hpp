@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "pnmem/detail/equality.hpp"
 #include "pnmem/detail/saturating.hpp"
 #include "pnmem/mem_state.hpp"
 #include "pnmem/units.hpp"
@@ -64,7 +65,7 @@ struct policy {
   // PN_LADDER_DISABLE: the ladder plans the operator config at every level.
   bool ladder_disabled = false;
 
-  friend constexpr bool operator==(const policy&, const policy&) = default;
+  PNMEM_DEFAULTED_EQUALITY(policy)
 };
 
 inline constexpr policy default_policy{};

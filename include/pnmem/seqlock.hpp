@@ -64,17 +64,25 @@
 //   pnmem::mem_state live = snapshot.read_ranges(pnmem::mem_state_live_layout{});  // the live part only
 #pragma once
 
+#include "pnmem/detail/cxx.hpp"  // PNMEM_HAS_*: which of the standard headers below this C++ has
+
 #include <algorithm>
 #include <array>
 #include <atomic>
+#if PNMEM_HAS_BIT_CAST
 #include <bit>
+#endif
+#if PNMEM_HAS_CONCEPTS
 #include <concepts>
+#endif
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+
+#include "pnmem/detail/equality.hpp"
 
 // ThreadSanitizer does not model standalone fences: it would report the fence
 // protocol above as a race. Under TSan every word is stored with release and
@@ -156,7 +164,7 @@ struct seqlock_test_access;
 struct seqlock_word_range {
   std::size_t first = 0;
   std::size_t count = 0;
-  friend constexpr bool operator==(const seqlock_word_range&, const seqlock_word_range&) = default;
+  PNMEM_DEFAULTED_EQUALITY(seqlock_word_range)
 };
 
 // Which words of T a partial read copies (seqlock::read_ranges):
@@ -170,6 +178,7 @@ struct seqlock_word_range {
 //                     to the payload, and discards the attempt.
 // A layout is called between the two seq loads: it must be cheap, and must not
 // touch the seqlock.
+#if PNMEM_HAS_CONCEPTS
 template <class L, class T>
 concept seqlock_layout = requires(const L& layout, const T& head) {
   { L::head_words } -> std::convertible_to<std::size_t>;
@@ -177,6 +186,25 @@ concept seqlock_layout = requires(const L& layout, const T& head) {
   { *layout.ranges(head).begin() } -> std::same_as<seqlock_word_range&>;
   std::tuple_size<decltype(layout.ranges(head))>::value;
 };
+#else
+// C++17 (detail/cxx.hpp): the same requirements as a constexpr bool.
+namespace detail {
+template <class L, class T>
+using layout_ranges_t = decltype(std::declval<const L&>().ranges(std::declval<const T&>()));
+template <class L, class T, class = void>
+struct is_seqlock_layout : std::false_type {};
+template <class L, class T>
+struct is_seqlock_layout<L, T,
+                         std::void_t<decltype((L::head_words)), decltype(std::declval<layout_ranges_t<L, T>>().size()),
+                                     decltype(*std::declval<layout_ranges_t<L, T>>().begin()),
+                                     decltype(std::tuple_size<layout_ranges_t<L, T>>::value)>>
+    : std::bool_constant<std::is_convertible_v<decltype((L::head_words)), std::size_t> &&
+                         std::is_convertible_v<decltype(std::declval<layout_ranges_t<L, T>>().size()), std::size_t> &&
+                         std::is_same_v<decltype(*std::declval<layout_ranges_t<L, T>>().begin()), seqlock_word_range&>> {};
+}  // namespace detail
+template <class L, class T>
+inline constexpr bool seqlock_layout = detail::is_seqlock_layout<L, T>::value;
+#endif
 
 // A layout may also say that its ranges depend on the head only through a small
 // number, its shape (mem_state: the die count), and give the ranges of each shape
@@ -188,12 +216,28 @@ concept seqlock_layout = requires(const L& layout, const T& head) {
 // time: no loop, no bounds arithmetic, one load and one store per word (a 2-die
 // live read was 147 instructions through the loops, BENCHMARKS.md). Other
 // shapes take the loops. tests/test_seqlock.cpp checks both agree.
+#if PNMEM_HAS_CONCEPTS
 template <class L, class T>
 concept seqlock_shaped_layout = seqlock_layout<L, T> && requires(const T& head) {
   { L::shapes } -> std::convertible_to<std::size_t>;
   { L::shape(head) } -> std::convertible_to<std::size_t>;
   { L::ranges_of_shape(std::size_t{0}) } -> std::same_as<decltype(std::declval<const L&>().ranges(head))>;
 };
+#else
+namespace detail {
+template <class L, class T, class = void>
+struct is_seqlock_shaped_layout : std::false_type {};
+template <class L, class T>
+struct is_seqlock_shaped_layout<L, T,
+                                std::void_t<decltype((L::shapes)), decltype(L::shape(std::declval<const T&>())),
+                                            decltype(L::ranges_of_shape(std::size_t{0})), layout_ranges_t<L, T>>>
+    : std::bool_constant<seqlock_layout<L, T> && std::is_convertible_v<decltype((L::shapes)), std::size_t> &&
+                         std::is_convertible_v<decltype(L::shape(std::declval<const T&>())), std::size_t> &&
+                         std::is_same_v<decltype(L::ranges_of_shape(std::size_t{0})), layout_ranges_t<L, T>>> {};
+}  // namespace detail
+template <class L, class T>
+inline constexpr bool seqlock_shaped_layout = detail::is_seqlock_shaped_layout<L, T>::value;
+#endif
 
 // The version of "no copy yet" for seqlock::refresh_ranges_into: odd, and a reader's
 // copy is only ever validated at an even seq.
@@ -218,9 +262,14 @@ class seqlock {
   static constexpr std::size_t word_count = (sizeof(T) + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t);
 
   explicit seqlock(const T& initial) noexcept { write_words(to_words(initial)); }
+#if PNMEM_HAS_CONCEPTS
   seqlock() noexcept
     requires std::is_default_constructible_v<T>
       : seqlock(T{}) {}
+#else
+  template <class U = T, std::enable_if_t<std::is_default_constructible_v<U>, int> = 0>
+  seqlock() noexcept : seqlock(T{}) {}
+#endif
 
   // Readers hold references to it; copying or moving would tear them apart.
   seqlock(const seqlock&) = delete;
@@ -259,7 +308,9 @@ class seqlock {
   // that same head, every other word of T zero (see "Reading part of T"
   // above). Spins as read() does.
   template <class Layout>
+#if PNMEM_HAS_CONCEPTS
     requires seqlock_layout<Layout, T>
+#endif
   T read_ranges(const Layout& layout) const noexcept {
     T out = zeroed();
     read_ranges_into(out, layout);
@@ -272,7 +323,9 @@ class seqlock {
   // T and knows which of its words the new copy leaves stale (live_state.hpp:
   // the dies past a smaller n_dies), it saves zero-filling the whole of T.
   template <class Layout>
+#if PNMEM_HAS_CONCEPTS
     requires seqlock_layout<Layout, T>
+#endif
   void read_ranges_into(T& out, const Layout& layout) const noexcept {
     std::uint64_t none = seqlock_no_version;  // names no copy: always copies
     refresh_ranges_into(out, layout, none);
@@ -285,13 +338,19 @@ class seqlock {
   // reader that calls again and again between stores (admission, per request, while the
   // watcher publishes every 0.1-1 s) pays one load. True when it copied.
   template <class Layout>
+#if PNMEM_HAS_CONCEPTS
     requires seqlock_layout<Layout, T>
+#endif
   [[gnu::always_inline]] bool refresh_ranges_into(T& out, const Layout& layout, std::uint64_t& version) const noexcept {
     if (holds(version)) return false;
     std::uint64_t seen = 0;
     // The first attempt inline, the retries out of line: with the loop here g++ hoisted the
     // words' addresses out of it and spilled them, a load each on every read.
+#if PNMEM_HAS_LIKELY_ATTRIBUTES
     if (!try_copy_ranges(out, layout, &seen)) [[unlikely]] {
+#else
+    if (__builtin_expect(!try_copy_ranges(out, layout, &seen), 0)) {
+#endif
       retry_copy_ranges(out, layout, seen);
     }
     version = seen;
@@ -309,7 +368,9 @@ class seqlock {
   // One attempt of read_ranges(): false, leaving `out` untouched, if a store
   // was in progress or overlapped the copy.
   template <class Layout>
+#if PNMEM_HAS_CONCEPTS
     requires seqlock_layout<Layout, T>
+#endif
   bool try_read_ranges(T& out, const Layout& layout) const noexcept {
     T staged = zeroed();
     if (!try_copy_ranges(staged, layout)) return false;
@@ -333,7 +394,11 @@ class seqlock {
   }
 
   // A T to fill in place; works whether or not T is default-constructible.
+#if PNMEM_HAS_BIT_CAST
   static T zeroed() noexcept { return std::bit_cast<T>(std::array<unsigned char, sizeof(T)>{}); }
+#else
+  static T zeroed() noexcept { return __builtin_bit_cast(T, (std::array<unsigned char, sizeof(T)>{})); }
+#endif
 
   static unsigned char* as_bytes(T& value) noexcept { return reinterpret_cast<unsigned char*>(&value); }
 
@@ -413,6 +478,9 @@ class seqlock {
   // behind. ranges() is a function of the head, so recomputing it finds them.
   template <class Layout>
   [[gnu::always_inline]] bool try_copy_ranges(T& out, const Layout& layout, std::uint64_t* seen = nullptr) const noexcept {
+#if !PNMEM_HAS_CONCEPTS
+    static_assert(seqlock_layout<Layout, T>, "read_ranges: Layout is not a seqlock_layout of T");
+#endif
     constexpr std::size_t head = std::min<std::size_t>(Layout::head_words, word_count);
     unsigned char* dst = as_bytes(out);
     const bool ok = attempt([&]() __attribute__((always_inline)) {
@@ -459,14 +527,19 @@ class seqlock {
     if constexpr (Count > 32 || (First + Count == word_count && tail_bytes != sizeof(std::uint64_t))) {
       load_words(dst, First, First + Count);
     } else {
+#if PNMEM_HAS_TEMPLATE_LAMBDAS
       [&]<std::size_t... I>(std::index_sequence<I...>) { (load_word(dst, First + I), ...); }(
           std::make_index_sequence<Count>{});
+#else
+      load_word_each<First>(dst, std::make_index_sequence<Count>{});
+#endif
     }
   }
 
   // The ranges of shape k < Layout::shapes, unrolled; false (nothing copied) for any other k.
   template <class Layout, std::size_t... K>
   [[gnu::always_inline]] bool load_shaped(unsigned char* dst, std::size_t k, std::index_sequence<K...>) const noexcept {
+#if PNMEM_HAS_TEMPLATE_LAMBDAS
     const auto copy = [&]<std::size_t S>(std::integral_constant<std::size_t, S>) {
       constexpr auto& r = shaped_ranges<Layout, S>::value;
       [&]<std::size_t... I>(std::index_sequence<I...>) {
@@ -475,16 +548,43 @@ class seqlock {
       return true;
     };
     return ((k == K && copy(std::integral_constant<std::size_t, K>{})) || ...);
+#else
+    return ((k == K && load_shape<Layout, K>(dst, std::make_index_sequence<shaped_ranges<Layout, K>::value.size()>{})) ||
+            ...);
+#endif
   }
+
+#if !PNMEM_HAS_TEMPLATE_LAMBDAS
+  // C++17 (no template lambdas: detail/cxx.hpp): the lambdas above as member templates.
+  template <std::size_t First, std::size_t... I>
+  [[gnu::always_inline]] void load_word_each(unsigned char* dst, std::index_sequence<I...>) const noexcept {
+    static_cast<void>(dst);  // an empty range uses no word
+    (load_word(dst, First + I), ...);
+  }
+  template <class Layout, std::size_t S, std::size_t... I>
+  [[gnu::always_inline]] bool load_shape(unsigned char* dst, std::index_sequence<I...>) const noexcept {
+    using shape = shaped_ranges<Layout, S>;
+    (load_fixed<shape::value[I].first, shape::value[I].count>(dst), ...);
+    return true;
+  }
+  template <class Ranges, class F, std::size_t... I>
+  [[gnu::always_inline]] static void for_each_range_at(const Ranges& ranges, F& f, std::index_sequence<I...>) noexcept {
+    (f(clamp(ranges[I])), ...);
+  }
+#endif
 
   // f(r) for each of a layout's ranges, clamped to the payload (whatever a torn
   // head made of it), unrolled over the layout's fixed number of ranges so its
   // constant offsets fold into the copy loops.
   template <class Ranges, class F>
   static void for_each_range(const Ranges& ranges, F&& f) noexcept {
+#if PNMEM_HAS_TEMPLATE_LAMBDAS
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (f(clamp(ranges[I])), ...);
     }(std::make_index_sequence<std::tuple_size_v<Ranges>>{});
+#else
+    for_each_range_at(ranges, f, std::make_index_sequence<std::tuple_size_v<Ranges>>{});
+#endif
   }
 
   // seq_ gets a cache line of its own: readers waiting out a store spin on it,

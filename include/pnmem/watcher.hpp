@@ -44,6 +44,11 @@
 // a stall as CRITICAL (level.hpp).
 #pragma once
 
+#include "pnmem/detail/cxx.hpp"  // PNMEM_HAS_*: which of the standard headers below this C++ has
+
+#if !PNMEM_HAS_ERASE_IF
+#include <algorithm>
+#endif
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -104,8 +109,16 @@ constexpr std::string_view to_string(set_die_status s) noexcept {
   return s == set_die_status::ok ? "ok" : "die_out_of_range";
 }
 
+#if PNMEM_HAS_CONCEPTS
 template <host_sampler Sampler, class Clock = std::chrono::steady_clock>
+#else
+template <class Sampler, class Clock = std::chrono::steady_clock>
+#endif
 class watcher {
+#if !PNMEM_HAS_CONCEPTS
+  static_assert(host_sampler<Sampler>, "watcher<Sampler>: Sampler must have host_sample sample() (host_sample.hpp)");
+#endif
+
  public:
   using subscriber = change_delivery::subscriber;
   using subscription_id = change_delivery::subscription_id;
@@ -231,7 +244,12 @@ class watcher {
   // After this returns the source is not called again, except by a sample already running.
   void remove_die_source(subscription_id id) PNMEM_EXCLUDES(sources_mu_) {
     detail::lock_guard lk(sources_mu_);
+#if PNMEM_HAS_ERASE_IF
     std::erase_if(sources_, [id](const source_entry& e) { return e.id == id; });
+#else
+    sources_.erase(std::remove_if(sources_.begin(), sources_.end(), [id](const source_entry& e) { return e.id == id; }),
+                   sources_.end());
+#endif
   }
 
   // After this returns the subscriber is not called again, except for a call

@@ -23,7 +23,7 @@
 #   5. The C ABI: a C11 program includes pnmem/pnmem_c.h and its former name
 #      pnmem/pnmem.h (kept for one release), links the installed libpnmem_c, runs.
 #   6. The libraries through pkg-config (consumer_adapters/): pnmem-linux (a watcher over the
-#      real sampler), pnmem-cuda (C++ and, renamed .cu, nvcc: with no GPU the cudart backend must
+#      real sampler; and consumer_cxx17/ as C++17 with this compiler and clang++), pnmem-cuda (C++ and, renamed .cu, nvcc: with no GPU the cudart backend must
 #      print the runtime's reason and exit 0), pnmem-c (a C compiler, C11).
 #   7. The same through CMake: find_package(pnmem COMPONENTS linux cuda c model_files) and the
 #      pnmem::linux, pnmem::cuda, pnmem::c targets (a missing component must fail find_package).
@@ -147,7 +147,7 @@ export PKG_CONFIG_PATH="$prefix/${pcfile%/*}"
 pkg-config --exists --print-errors "pnmem = $version" || fail "pkg-config: pnmem = $version not found"
 pkg-config --exists "pnmem >= $version" || fail "pkg-config: pnmem >= $version not found"
 [ "$(pkg-config --modversion pnmem)" = "$version" ] || fail "pkg-config --modversion pnmem is not $version"
-[ "$(pkg-config --variable=cxx_std pnmem)" = "20" ] || fail "pkg-config --variable=cxx_std pnmem is not 20"
+[ "$(pkg-config --variable=cxx_std pnmem)" = "17" ] || fail "pkg-config --variable=cxx_std pnmem is not 17"
 read -r -a pc_cflags <<<"$(pkg-config --cflags pnmem)"
 read -r -a pc_libs <<<"$(pkg-config --libs pnmem)"
 echo "cflags: ${pc_cflags[*]}"
@@ -229,6 +229,20 @@ if [ "$(uname -s)" = Linux ]; then
   out=$("$tmp/linux-pkgconfig") || fail "pnmem-linux consumer exited with $?: $out"
   [[ "$out" =~ ^linux\ (ok|watch|tight|critical)\ (admit|cap|reject)$ ]] || fail "pnmem-linux consumer printed '$out'"
   echo "ok: pnmem-linux ($out)"
+  # A C++17 engine (llama.cpp pins C++17): the watcher, the live read, admission, the ladder, the engine
+  # layer, with this compiler and with clang++ (where installed).
+  [ "$(pkg-config --variable=cxx_std pnmem-linux)" = "17" ] || fail "pkg-config --variable=cxx_std pnmem-linux is not 17"
+  cxx17_compilers=("${cxx_cmd[*]}")
+  if command -v clang++ >/dev/null 2>&1 && [ "$compiler" != clang++ ]; then cxx17_compilers+=(clang++); fi
+  for c in "${cxx17_compilers[@]}"; do
+    read -r -a c_words <<<"$c"
+    "${c_words[@]}" -std=c++17 -Wall -Wextra -Wpedantic -Werror "${linux_cflags[@]}" \
+      "$srcdir/tests/packaging/consumer_cxx17/main.cpp" -o "$tmp/cxx17" "${linux_libs[@]}" \
+      || fail "the C++17 consumer did not compile or link with $c"
+    out=$("$tmp/cxx17") || fail "the C++17 consumer ($c) exited with $?: $out"
+    [[ "$out" =~ ^cxx17\ (ok|watch|tight|critical)\ (admit|cap|reject)\ slots=[0-9]+$ ]] || fail "the C++17 consumer ($c) printed '$out'"
+    echo "ok: C++17 consumer with $c ($out)"
+  done
 fi
 
 cudart=$(pkg-config --variable=cudart pnmem-cuda)
@@ -294,6 +308,9 @@ if [ -x "$tmp/cmake-adapters/linux_consumer" ]; then
   out=$("$tmp/cmake-adapters/linux_consumer") || fail "pnmem::linux consumer exited with $?: $out"
   [[ "$out" =~ ^linux\ (ok|watch|tight|critical)\ (admit|cap|reject)$ ]] || fail "pnmem::linux consumer printed '$out'"
   echo "ok: pnmem::linux (CMake) ($out)"
+  out=$("$tmp/cmake-adapters/cxx17_consumer") || fail "the C++17 pnmem::linux consumer exited with $?: $out"
+  [[ "$out" =~ ^cxx17\  ]] || fail "the C++17 pnmem::linux consumer printed '$out'"
+  echo "ok: C++17 pnmem::linux (CMake) ($out)"
 fi
 if [ -x "$tmp/cmake-adapters/c_consumer" ]; then
   out=$("$tmp/cmake-adapters/c_consumer") || fail "pnmem::c consumer exited with $?"

@@ -8,6 +8,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "pnmem/detail/cxx.hpp"
+
 namespace pnmem::detail {
 
 inline constexpr std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
@@ -27,7 +29,11 @@ constexpr std::uint64_t sat_sub(std::uint64_t a, std::uint64_t b) noexcept {
 // `seed_model_cost`), so there constant evaluation checks by division instead.
 constexpr bool mul_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& r) noexcept {
 #if defined(__CUDACC__)
+#if PNMEM_HAS_IS_CONSTANT_EVALUATED
   if (std::is_constant_evaluated()) {
+#else
+  if (__builtin_is_constant_evaluated()) {  // C++17 (detail/cxx.hpp)
+#endif
     r = a * b;
     return a != 0 && r / a != b;
   }
@@ -37,7 +43,11 @@ constexpr bool mul_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& r)
 
 constexpr bool add_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& r) noexcept {
 #if defined(__CUDACC__)
+#if PNMEM_HAS_IS_CONSTANT_EVALUATED
   if (std::is_constant_evaluated()) {
+#else
+  if (__builtin_is_constant_evaluated()) {  // C++17 (detail/cxx.hpp)
+#endif
     r = a + b;
     return r < a;
   }

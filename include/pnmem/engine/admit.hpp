@@ -118,12 +118,13 @@ namespace detail {
 
   // Rung 3's clamp as its own bound: a prompt it cuts is capped `prefill_window`, one past the
   // configured window `window` (admission.hpp).
-  const request_spec rq{.n_prompt = n_tokens,
-                        .kv = m.kv,
-                        .gpu_resident = m.gpu_resident,
-                        .die = die,
-                        .max_window = m.max_window,
-                        .prefill_window = clamped ? window : 0};
+  // Every member, in order (no designated initializers: this header is C++17 too).
+  const request_spec rq{/*n_prompt=*/n_tokens,
+                        /*kv=*/m.kv,
+                        /*gpu_resident=*/m.gpu_resident,
+                        /*die=*/die,
+                        /*max_window=*/m.max_window,
+                        /*prefill_window=*/clamped ? window : 0};
   // admit_request; a GPU engine's decision inlined whole (no host-path code around it: the hot path).
   const admit_result r =
       m.gpu_resident ? detail::admit_gpu_resident(rq, s, o.policy) : admit_request(m.cost, rq, s, o.policy);

@@ -53,10 +53,14 @@
 // outlive the watcher it is connected to.
 #pragma once
 
+#include "pnmem/detail/cxx.hpp"  // PNMEM_HAS_*: which of the standard headers below this C++ has
+
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#if PNMEM_HAS_STOP_TOKEN
 #include <stop_token>
+#endif
 #include <utility>
 
 #include "pnmem/admission.hpp"
@@ -122,7 +126,7 @@ class backpressure_gate {
   // counters: optional, the gate_* fields are counted when given. The other
   // options are gate_options' defaults (the ladder followed, the seed's model).
   explicit backpressure_gate(int max_slots, std::size_t max_waiters = 64, engine_counters* counters = nullptr)
-      : backpressure_gate(gate_options{.max_slots = max_slots, .max_waiters = max_waiters, .counters = counters}) {}
+      : backpressure_gate(gate_options{/*max_slots=*/max_slots, /*max_waiters=*/max_waiters, /*counters=*/counters}) {}
 
   backpressure_gate(const backpressure_gate&) = delete;
   backpressure_gate& operator=(const backpressure_gate&) = delete;
@@ -153,6 +157,8 @@ class backpressure_gate {
   // pushed level becomes CRITICAL. With `request` (what the acquirer will run),
   // a hold is released as soon as that request would be admitted while it waits
   // at the head of the queue; it must outlive the call.
+  // C++17 (no std::stop_token: detail/cxx.hpp): the same four without `st`; nothing cancels a wait.
+#if PNMEM_HAS_STOP_TOKEN
   template <class Clock, class Duration>
   gate_result acquire(const std::chrono::time_point<Clock, Duration>& deadline, std::stop_token st = {}) {
     return wrap(core_->acquire(deadline, std::move(st), true));
@@ -172,10 +178,29 @@ class backpressure_gate {
                           std::stop_token st = {}) {
     return acquire(std::chrono::steady_clock::now() + timeout, request, std::move(st));
   }
+#else
+  template <class Clock, class Duration>
+  gate_result acquire(const std::chrono::time_point<Clock, Duration>& deadline) {
+    return wrap(core_->acquire(deadline, detail::gate_stop_token{}, true));
+  }
+  template <class Clock, class Duration>
+  gate_result acquire(const std::chrono::time_point<Clock, Duration>& deadline, const request_spec& request) {
+    return wrap(core_->acquire(deadline, detail::gate_stop_token{}, true, &request));
+  }
+
+  template <class Rep, class Period>
+  gate_result acquire_for(const std::chrono::duration<Rep, Period>& timeout) {
+    return acquire(std::chrono::steady_clock::now() + timeout);
+  }
+  template <class Rep, class Period>
+  gate_result acquire_for(const std::chrono::duration<Rep, Period>& timeout, const request_spec& request) {
+    return acquire(std::chrono::steady_clock::now() + timeout, request);
+  }
+#endif
 
   // Never waits: acquired, overloaded, or timed_out when it would have to wait.
   gate_result try_acquire() {
-    return wrap(core_->acquire(std::chrono::steady_clock::time_point::min(), std::stop_token{}, false));
+    return wrap(core_->acquire(std::chrono::steady_clock::time_point::min(), detail::gate_stop_token{}, false));
   }
 
   // Returns a slot whose gate_slot was detach()ed.

@@ -48,6 +48,7 @@
 #include "pnmem/clock_ns.hpp"
 #include "pnmem/config.hpp"
 #include "pnmem/cost_model.hpp"
+#include "pnmem/detail/cxx.hpp"
 #include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/saturating.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
@@ -216,9 +217,14 @@ class host_ledger {
   // watcher's host_read_ns only grows), so an entry a sample has seen can go;
   // so can an unsettled one past its expiry.
   std::uint64_t pending_locked(std::int64_t host_read_ns, std::int64_t now) PNMEM_REQUIRES(mu_) {
-    std::erase_if(entries_, [&](const entry& e) {
+    const auto gone = [&](const entry& e) {
       return e.settled_ns != unsettled ? e.settled_ns < host_read_ns : e.expires_ns <= now;
-    });
+    };
+#if PNMEM_HAS_ERASE_IF
+    std::erase_if(entries_, gone);
+#else
+    entries_.erase(std::remove_if(entries_.begin(), entries_.end(), gone), entries_.end());
+#endif
     std::uint64_t sum = 0;
     for (const entry& e : entries_) sum = detail::sat_add(sum, e.bytes);
     return sum;
@@ -247,7 +253,12 @@ class host_ledger {
 
   void cancel(std::uint64_t id) PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
+#if PNMEM_HAS_ERASE_IF
     std::erase_if(entries_, [&](const entry& e) { return e.id == id; });
+#else
+    entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const entry& e) { return e.id == id; }),
+                   entries_.end());
+#endif
   }
 
   clock_fn now_;

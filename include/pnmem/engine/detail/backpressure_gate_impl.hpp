@@ -8,10 +8,14 @@
 // granting a slot wakes exactly the waiter at the head.
 #pragma once
 
+#include "pnmem/detail/cxx.hpp"  // PNMEM_HAS_*: which of the standard headers below this C++ has
+
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#if PNMEM_HAS_STOP_TOKEN
 #include <stop_token>
+#endif
 #include <utility>
 
 #include "pnmem/admission.hpp"
@@ -44,6 +48,16 @@ struct gate_options {
 };
 
 namespace detail {
+
+// What cancels a waiting acquirer: std::stop_token. C++17 has none (detail/cxx.hpp): there the
+// gate takes no token and this one is never stopped.
+#if PNMEM_HAS_STOP_TOKEN
+using gate_stop_token = std::stop_token;
+#else
+struct gate_stop_token {
+  constexpr bool stop_requested() const noexcept { return false; }
+};
+#endif
 
 // The shared part of the gate. The watcher's callback holds a weak_ptr to it,
 // so a connection that outlives the gate is harmless.
@@ -107,7 +121,7 @@ class gate_core {
     // Following the ladder, this is the operator's ceiling: the level's plan applies below it.
     if (follow_ladder_) {
       configured_ = slots;
-      capacity_ = ladder_plan_for(level_, ladder_config{.max_slots = configured_}, policy_).max_slots;
+      capacity_ = ladder_plan_for(level_, ladder_config{/*max_slots=*/configured_}, policy_).max_slots;
     } else {
       capacity_ = slots;
     }
@@ -121,7 +135,7 @@ class gate_core {
   }
 
   template <class Clock, class Duration>
-  gate_status acquire(const std::chrono::time_point<Clock, Duration>& deadline, std::stop_token st, bool may_wait,
+  gate_status acquire(const std::chrono::time_point<Clock, Duration>& deadline, gate_stop_token st, bool may_wait,
                       const request_spec* request = nullptr) {
     return count(acquire_uncounted(deadline, std::move(st), may_wait, request));
   }
@@ -154,7 +168,7 @@ class gate_core {
     if (pushed_ == mem_level::critical && l < mem_level::critical) pushed_ = mem_level::tight;
     level_ = l;
     if (!follow_ladder_) return;
-    const int plan = ladder_plan_for(l, ladder_config{.max_slots = configured_}, policy_).max_slots;
+    const int plan = ladder_plan_for(l, ladder_config{/*max_slots=*/configured_}, policy_).max_slots;
     capacity_ = plan;
   }
 
@@ -176,7 +190,7 @@ class gate_core {
   }
 
   template <class Clock, class Duration>
-  gate_status acquire_uncounted(const std::chrono::time_point<Clock, Duration>& deadline, std::stop_token st,
+  gate_status acquire_uncounted(const std::chrono::time_point<Clock, Duration>& deadline, gate_stop_token st,
                                 bool may_wait, const request_spec* request) PNMEM_EXCLUDES(mu_) {
     if (st.stop_requested()) return gate_status::cancelled;
     waiter w;
@@ -194,12 +208,14 @@ class gate_core {
     }
     if (counters_ != nullptr) engine_counters::bump(counters_->gate_waits);
 
+#if PNMEM_HAS_STOP_TOKEN
     // Declared after `w` and destroyed before it; destroyed with mu_ not held,
     // since its destructor waits for a callback running on another thread.
     std::stop_callback wake(st, [this, &w] {
       detail::lock_guard lk(mu_);
       w.cv.notify_all();
     });
+#endif
     detail::unique_lock lk(mu_);
     for (;;) {
       if (w.done) return w.result;

@@ -61,6 +61,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pnmem/detail/equality.hpp"
 #include "pnmem/host_sample.hpp"
 #include "pnmem/provenance.hpp"
 
@@ -83,7 +84,7 @@ struct psi_trigger_spec {
   std::chrono::microseconds stall = psi_default_stall;
   std::chrono::microseconds window = psi_default_window;
 
-  friend constexpr bool operator==(const psi_trigger_spec&, const psi_trigger_spec&) = default;
+  PNMEM_DEFAULTED_EQUALITY(psi_trigger_spec)
 };
 
 inline constexpr psi_trigger_spec default_psi_trigger{};
