@@ -82,6 +82,12 @@ constexpr auto fire_deadline = 30s;
 
 const char* const stale_prefix = "pnmem-psi-test-";
 
+// A v1 child SIGKILLed this soon after it started died before it created any pressure: the scenario is
+// set up again, at most setup_attempts times in all (run_pressure), and each time said so.
+constexpr double early_kill_seconds = 0.5;
+constexpr int exit_setup_again = 99;
+constexpr int setup_attempts = 3;
+
 // ---- the process under pressure -------------------------------------------------
 
 [[noreturn]] void child_main(pid_t parent, int go_fd, const fs::path& data_dir) {
@@ -262,6 +268,13 @@ int run_pressure_v1(const fs::path& v1_parent, bool via_watcher) {
     int status = 0;
     if (::waitpid(child, &status, WNOHANG) == child) {
       sandbox.disown(child);
+      if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && seconds < early_kill_seconds) {
+        // Seen only in the ASan build (2026-12-02, about every other run, the child SIGKILLed within
+        // 1 ms of its start, before it touched its 270 MiB): the harness's child died, not pressure
+        // built and missed. Not understood yet; the scenario is set up again (run_pressure).
+        std::printf("the child was SIGKILLed %.4f s after it started, before any pressure built up\n", seconds);
+        return exit_setup_again;
+      }
       return fail("the child ended early (" +
                   (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
                                        : "exit " + std::to_string(WEXITSTATUS(status))) +
@@ -620,7 +633,12 @@ int run_pressure(bool via_watcher) {
   if (::geteuid() != 0) return skip("not root: cannot create a memory cgroup");
   if (::access("/proc/pressure/memory", R_OK) != 0) return skip("no /proc/pressure/memory (PSI off)");
   // The memory controller is on one hierarchy only: v1 when it is mounted there.
-  if (const auto v1 = own_cgroup_dir(pnmem::cgroup_mode::v1)) return run_pressure_v1(*v1, via_watcher);
+  if (const auto v1 = own_cgroup_dir(pnmem::cgroup_mode::v1)) {
+    for (int attempt = 1; attempt <= setup_attempts; ++attempt) {
+      if (const int rc = run_pressure_v1(*v1, via_watcher); rc != exit_setup_again) return rc;
+    }
+    return fail("the child was SIGKILLed at its start in " + std::to_string(setup_attempts) + " set-ups");
+  }
   std::string why = "no cgroup v1 memory controller and no cgroup2 mounted";
   if (const auto v2 = own_cgroup(pnmem::cgroup_mode::v2)) {
     if (const auto parent = v2_memory_parent(*v2, &why)) {
