@@ -3,7 +3,7 @@
 //   kernel_psi_trigger_test pressure
 //     v1 (the memory controller on cgroup v1): real pressure, made the reliable
 //     way: a child of this process's cgroup v1 memory cgroup limited to 300 MiB,
-//     a child process in it that holds 270 MiB of touched anonymous memory and
+//     a child process in it that holds 250 MiB of touched anonymous memory and
 //     writes and re-reads a 600 MiB file. Reclaim inside the cgroup stalls it; an
 //     unprivileged `some 50000 2000000` trigger on /proc/pressure/memory must fire.
 //     v2 (the memory controller on cgroup2, delegated to this process's parent
@@ -76,17 +76,14 @@ namespace {
 
 constexpr std::size_t MiB = 1024 * 1024;
 constexpr std::size_t cgroup_limit_bytes = 300 * MiB;
-constexpr std::size_t anon_bytes = 270 * MiB;
+// 50 MiB under the limit: with 270 (30 MiB of margin) the ASan build's child, whose own runtime charges
+// the cgroup too, was OOM-killed in about every other run (2026-12-02); at 250 it never was in 8 runs, and
+// the 600 MiB file still thrashes through the rest.
+constexpr std::size_t anon_bytes = 250 * MiB;
 constexpr std::size_t file_bytes = 600 * MiB;
 constexpr auto fire_deadline = 30s;
 
 const char* const stale_prefix = "pnmem-psi-test-";
-
-// A v1 child SIGKILLed this soon after it started died before it created any pressure: the scenario is
-// set up again, at most setup_attempts times in all (run_pressure), and each time said so.
-constexpr double early_kill_seconds = 0.5;
-constexpr int exit_setup_again = 99;
-constexpr int setup_attempts = 3;
 
 // ---- the process under pressure -------------------------------------------------
 
@@ -229,7 +226,7 @@ int run_pressure_v1(const fs::path& v1_parent, bool via_watcher) {
   const auto start = steady::now();
   if (::write(go[1], "g", 1) != 1) return fail("cannot start the child: " + errno_text());
   ::close(go[1]);
-  std::printf("cgroup %s (limit 300 MiB), child %d: 270 MiB anonymous, 600 MiB file in %s; trigger %s%s\n",
+  std::printf("cgroup %s (limit 300 MiB), child %d: 250 MiB anonymous, 600 MiB file in %s; trigger %s%s\n",
               cg.c_str(), static_cast<int>(child), data_dir->c_str(),
               pnmem::psi_trigger_text(trigger.armed().at(0).armed).c_str(),
               via_watcher ? "; watched by a watcher polling once an hour" : "");
@@ -268,13 +265,6 @@ int run_pressure_v1(const fs::path& v1_parent, bool via_watcher) {
     int status = 0;
     if (::waitpid(child, &status, WNOHANG) == child) {
       sandbox.disown(child);
-      if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && seconds < early_kill_seconds) {
-        // Seen only in the ASan build (2026-12-02, about every other run, the child SIGKILLed within
-        // 1 ms of its start, before it touched its 270 MiB): the harness's child died, not pressure
-        // built and missed. Not understood yet; the scenario is set up again (run_pressure).
-        std::printf("the child was SIGKILLed %.4f s after it started, before any pressure built up\n", seconds);
-        return exit_setup_again;
-      }
       return fail("the child ended early (" +
                   (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
                                        : "exit " + std::to_string(WEXITSTATUS(status))) +
@@ -633,12 +623,7 @@ int run_pressure(bool via_watcher) {
   if (::geteuid() != 0) return skip("not root: cannot create a memory cgroup");
   if (::access("/proc/pressure/memory", R_OK) != 0) return skip("no /proc/pressure/memory (PSI off)");
   // The memory controller is on one hierarchy only: v1 when it is mounted there.
-  if (const auto v1 = own_cgroup_dir(pnmem::cgroup_mode::v1)) {
-    for (int attempt = 1; attempt <= setup_attempts; ++attempt) {
-      if (const int rc = run_pressure_v1(*v1, via_watcher); rc != exit_setup_again) return rc;
-    }
-    return fail("the child was SIGKILLed at its start in " + std::to_string(setup_attempts) + " set-ups");
-  }
+  if (const auto v1 = own_cgroup_dir(pnmem::cgroup_mode::v1)) return run_pressure_v1(*v1, via_watcher);
   std::string why = "no cgroup v1 memory controller and no cgroup2 mounted";
   if (const auto v2 = own_cgroup(pnmem::cgroup_mode::v2)) {
     if (const auto parent = v2_memory_parent(*v2, &why)) {
