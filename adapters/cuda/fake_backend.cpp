@@ -423,25 +423,10 @@ device_status fake_backend::free_async(void* p, stream_handle s) noexcept {
   pnmem::detail::lock_guard lk(mu_);
   stream* st = find_stream(s);
   if (p == nullptr || st == nullptr) return status(device_errc::invalid_value);
-  const auto it = blocks_.find(addr(p));
   const std::string at = "t=" + std::to_string(now_) + " free_async(" + hex(p) + ", stream " + std::to_string(s.value) + "): ";
-  if (it == blocks_.end()) {
-    violation(at + "not the start of any allocation");
-    return status(device_errc::invalid_value);
-  }
-  block& b = it->second;
-  if (b.kind != block_kind::device) {
-    violation(at + "pinned memory must be freed with free_pinned");
-    return status(device_errc::invalid_value);
-  }
-  if (b.state != block_state::live) {
-    violation(at + "double free of " + describe(b));
-    return status(device_errc::invalid_value);
-  }
-  if (b.plain) {
-    violation(at + "memory from alloc_plain must be freed with free_plain: " + describe(b));
-    return status(device_errc::invalid_value);
-  }
+  block* const found = block_to_free(p, free_call::async, at);
+  if (found == nullptr) return status(device_errc::invalid_value);
+  block& b = *found;
   const auto d = static_cast<std::size_t>(b.device);
   live_device_[d] -= b.bytes;
   retiring_[d] += b.bytes;
@@ -482,28 +467,11 @@ device_status fake_backend::alloc_plain(int device, std::size_t bytes, void*& ou
 device_status fake_backend::free_plain(void* p) noexcept {
   pnmem::detail::lock_guard lk(mu_);
   if (p == nullptr) return status(device_errc::invalid_value);
-  const auto it = blocks_.find(addr(p));
-  const std::string at = "t=" + std::to_string(now_) + " free_plain(" + hex(p) + "): ";
-  if (it == blocks_.end()) {
-    violation(at + "not the start of any allocation");
-    return status(device_errc::invalid_value);
-  }
-  block& b = it->second;
-  if (b.kind != block_kind::device) {
-    violation(at + "pinned memory must be freed with free_pinned");
-    return status(device_errc::invalid_value);
-  }
-  if (b.state != block_state::live) {
-    violation(at + "double free of " + describe(b));
-    return status(device_errc::invalid_value);
-  }
-  if (!b.plain) {
-    violation(at + "memory from alloc_async must be freed with free_async: " + describe(b));
-    return status(device_errc::invalid_value);
-  }
+  block* const b = block_to_free(p, free_call::plain, "t=" + std::to_string(now_) + " free_plain(" + hex(p) + "): ");
+  if (b == nullptr) return status(device_errc::invalid_value);
   // At once, as cudaFree - but without its device-wide wait: every queued or
   // running op that still uses the block is reported (release_block).
-  release_block(b, "free_plain");
+  release_block(*b, "free_plain");
   return status(device_errc::ok);
 }
 
@@ -526,24 +494,38 @@ device_status fake_backend::alloc_pinned(std::size_t bytes, void*& out) noexcept
 device_status fake_backend::free_pinned(void* p) noexcept {
   pnmem::detail::lock_guard lk(mu_);
   if (p == nullptr) return status(device_errc::invalid_value);
+  block* const b = block_to_free(p, free_call::pinned, "t=" + std::to_string(now_) + " free_pinned(" + hex(p) + "): ");
+  if (b == nullptr) return status(device_errc::invalid_value);
+  release_block(*b, "free_pinned");
+  return status(device_errc::ok);
+}
+
+fake_backend::block* fake_backend::block_to_free(void* p, free_call call, const std::string& at) {
   const auto it = blocks_.find(addr(p));
-  const std::string at = "t=" + std::to_string(now_) + " free_pinned(" + hex(p) + "): ";
   if (it == blocks_.end()) {
     violation(at + "not the start of any allocation");
-    return status(device_errc::invalid_value);
+    return nullptr;
   }
   block& b = it->second;
-  if (b.kind != block_kind::pinned) {
-    violation(at + (b.plain ? "device memory from alloc_plain must be freed with free_plain"
-                            : "device memory must be freed with free_async"));
-    return status(device_errc::invalid_value);
+  if ((b.kind == block_kind::pinned) != (call == free_call::pinned)) {
+    violation(at + (call != free_call::pinned ? std::string("pinned memory must be freed with free_pinned")
+                    : b.plain             ? std::string("device memory from alloc_plain must be freed with free_plain")
+                                          : std::string("device memory must be freed with free_async")));
+    return nullptr;
   }
   if (b.state != block_state::live) {
     violation(at + "double free of " + describe(b));
-    return status(device_errc::invalid_value);
+    return nullptr;
   }
-  release_block(b, "free_pinned");
-  return status(device_errc::ok);
+  if (call == free_call::async && b.plain) {
+    violation(at + "memory from alloc_plain must be freed with free_plain: " + describe(b));
+    return nullptr;
+  }
+  if (call == free_call::plain && !b.plain) {
+    violation(at + "memory from alloc_async must be freed with free_async: " + describe(b));
+    return nullptr;
+  }
+  return &b;
 }
 
 device_status fake_backend::stream_create(int device, stream_handle& out) noexcept {

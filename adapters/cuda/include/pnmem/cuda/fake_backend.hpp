@@ -256,6 +256,10 @@ class fake_backend final : public device_backend {
   void check_use(const stream& st, const op& o, op_use& u, std::string_view when, bool retiring_ok) PNMEM_REQUIRES(mu_);
   void check_races(const stream& st, const op& o) PNMEM_REQUIRES(mu_);
   void release_block(block& b, std::string_view by) PNMEM_REQUIRES(mu_);
+  // The three frees' shared checks: the live block at `p` if `call` is the one that frees it, else nullptr
+  // after reporting why (not an allocation, the wrong free for its kind, a double free). `at` prefixes it.
+  enum class free_call : std::uint8_t { async, plain, pinned };
+  block* block_to_free(void* p, free_call call, const std::string& at) PNMEM_REQUIRES(mu_);
   void report_in_flight_users(const block& b, std::string_view by) PNMEM_REQUIRES(mu_);
   void quarantine(std::uintptr_t base) PNMEM_REQUIRES(mu_);
   void run_to(std::uint64_t target, bool until_idle) PNMEM_REQUIRES(mu_);
