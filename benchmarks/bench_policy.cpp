@@ -582,6 +582,57 @@ BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, seed_as_data, model_id::seed)
 BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, gemma2_9b, model_id::gemma2_9b);
 BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, llama3_coefficients, model_id::llama3_coefficients);
 
+// The same models compiled in (a template argument, `admit_request<M>`), as the seed's is in the
+// overloads without a model: what an engine built for one model pays, to compare with the seed's
+// constant figures as the models above compare with seed_as_data.
+template <pnmem::model_cost M>
+void run_admit_request_compiled(benchmark::State& st, const std::vector<pnmem::request_spec>& rq_seed,
+                                const std::vector<pnmem::mem_state>& stv, pnmem::verdict expect) {
+  const std::vector<pnmem::request_spec> rqv = with_model_formats(rq_seed, M);
+  for (std::size_t i = 0; i < n_cases; ++i) {
+    const pnmem::admit_result r = pnmem::admit_request<M>(rqv[i], stv[i]);
+    if (r.verdict != expect || r != pnmem::admit_request(M, rqv[i], stv[i])) {
+      st.SkipWithError("compiled model: a case did not give the verdict this benchmark times, or differs from the model as data");
+      return;
+    }
+  }
+  const pnmem::request_spec* rq = rqv.data();
+  const pnmem::mem_state* s = stv.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(pnmem::admit_request<M>(rq[i], s[i]));
+    i = (i + 1) & case_mask;
+  }
+}
+
+template <pnmem::model_cost M>
+void BM_admit_request_host_admit_compiled(benchmark::State& st) {
+  run_admit_request_compiled<M>(st, inputs().admit_rq, inputs().admit_st, pnmem::verdict::admit);
+}
+template <pnmem::model_cost M>
+void BM_admit_request_host_cap_compiled(benchmark::State& st) {
+  run_admit_request_compiled<M>(st, inputs().cap_rq, inputs().cap_st, pnmem::verdict::cap);
+}
+template <pnmem::model_cost M>
+void BM_host_cost_bytes_compiled(benchmark::State& st) {
+  const int* n = inputs().tokens.data();
+  std::size_t i = 0;
+  for (auto _ : st) {
+    const auto kv = (i & 1) != 0 ? M.normal_kv : M.compact_kv;
+    benchmark::DoNotOptimize(pnmem::host_cost_bytes(M, n[i], kv));
+    i = (i + 1) & case_mask;
+  }
+}
+#define PNMEM_BENCH_COMPILED(bm)                                                          \
+  BENCHMARK_TEMPLATE(bm, llama3_8b_cost)->Name(#bm "/llama3_8b");                         \
+  BENCHMARK_TEMPLATE(bm, pnmem::seed_model_cost)->Name(#bm "/seed");                      \
+  BENCHMARK_TEMPLATE(bm, gemma2_9b_cost)->Name(#bm "/gemma2_9b");                         \
+  BENCHMARK_TEMPLATE(bm, llama3_coefficients_cost)->Name(#bm "/llama3_coefficients")
+PNMEM_BENCH_COMPILED(BM_admit_request_host_admit_compiled);
+PNMEM_BENCH_COMPILED(BM_admit_request_host_cap_compiled);
+PNMEM_BENCH_COMPILED(BM_host_cost_bytes_compiled);
+#undef PNMEM_BENCH_COMPILED
+
 void BM_host_cost_bytes_model(benchmark::State& st, model_id id) {
   const pnmem::model_cost& m = model_of(id);
   const int* n = inputs().tokens.data();

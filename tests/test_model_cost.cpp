@@ -377,13 +377,46 @@ TEST_CASE("admit_host_bytes: admit, or how many bytes fit, with a reason") {
 // A model fixed at compile time, as a template argument (model_cost is a structural type).
 template <model_cost M>
 struct compiled_engine {
-  static constexpr admit_result admit(int n, const mem_state& s) { return admit_request(M, {.n_prompt = n, .kv = M.normal_kv}, s); }
+  static constexpr admit_result admit(int n, const mem_state& s) { return admit_request<M>({.n_prompt = n, .kv = M.normal_kv}, s); }
 };
 constexpr model_cost llama_cost = from_shape(llama3_8b);
+constexpr model_cost gemma_cost = from_shape(gemma2_9b);
+constexpr model_cost coefficients_cost = [] {
+  model_cost m = from_shape(gemma2_9b);  // a window and an N^2 term: the quadratic piece's exact check
+  m.activation = activation_coefficients(256 * MiB, 128 * KiB, 128);
+  return m;
+}();
 static_assert(kv_bytes_per_token(llama_cost, kv_format::f16) == 131072);
 static_assert(compiled_engine<llama_cost>::admit(1000, host_state(64 * GiB, 32 * GiB)).verdict == verdict::admit);
 static_assert(compiled_engine<llama_cost>::admit(100000, host_state(16 * GiB, 8 * GiB)).verdict == verdict::cap);
+static_assert(compiled_engine<llama_cost>::admit(100000, host_state(16 * GiB, 8 * GiB)) ==
+              admit_request(llama_cost, {.n_prompt = 100000, .kv = kv_format::f16}, host_state(16 * GiB, 8 * GiB)));
 static_assert(admit_host_bytes(1 * GiB, host_state(8 * GiB, 2 * GiB)).verdict == verdict::cap);
+
+namespace {
+// admit_request<M> (the model folded into the code) against admit_request(M, ...) (the model read
+// through a reference the compiler cannot see into) on random requests and hosts.
+template <model_cost M>
+void check_compiled_matches_data(std::uint64_t seed) {
+  static const model_cost as_data = M;
+  const volatile model_cost* escaped = &as_data;  // so this copy is not folded too
+  const model_cost& data = *const_cast<const model_cost*>(escaped);
+  pnmem::test::rng g{seed};
+  int caps = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const request_spec rq{.n_prompt = static_cast<int>(g.below(g.below(4) == 0 ? 2000000 : 150000)),
+                          .kv = all_kv_formats[g.below(kv_format_count)], .die = g.below(3) == 0 ? 0 : no_die,
+                          .max_window = g.below(4) == 0 ? static_cast<int>(g.below(100000)) : 0};
+    const std::uint64_t total = (1 + g.below(512)) * GiB;
+    const mem_state s = add_die(host_state(total, g.below(total)), g.below(80 * GiB), 80 * GiB);
+    const admit_result r = admit_request<M>(rq, s);
+    CAPTURE(i);
+    REQUIRE(r == admit_request(data, rq, s));
+    caps += r.verdict == verdict::cap ? 1 : 0;
+  }
+  CHECK(caps > 1000);  // the solve ran, not only the early answers
+}
+}  // namespace
 
 TEST_CASE("a model as a template argument answers as the same model at run time") {
   volatile std::uint64_t avail = 8 * GiB;
@@ -392,6 +425,42 @@ TEST_CASE("a model as a template argument answers as the same model at run time"
   CHECK(r == admit_request(llama_cost, {.n_prompt = 100000, .kv = kv_format::f16}, s));
   CHECK(host_cost_bytes(llama_cost, r.fit_tokens, kv_format::f16) <= r.limit_bytes);
   CHECK(host_cost_bytes(llama_cost, r.fit_tokens + 1, kv_format::f16) > r.limit_bytes);
+  check_compiled_matches_data<llama_cost>(1);
+  check_compiled_matches_data<gemma_cost>(2);
+  check_compiled_matches_data<coefficients_cost>(3);
+  check_compiled_matches_data<seed_model_cost>(4);
+}
+
+TEST_CASE("a coefficient model's cost is its polynomial on either side of the window, saturated") {
+  // The CAP solve checks its guess on a quadratic piece with detail::coefficient_piece_of, not with
+  // host_cost_bytes: the two must agree for every model and n, extreme values included.
+  pnmem::test::rng g{9001};
+  auto value = [&g](std::uint64_t typical) {
+    switch (g.below(8)) {
+      case 0: return std::uint64_t{0};
+      case 1: return UINT64_MAX - g.below(3);
+      case 2: return g.next();
+      default: return g.below(typical);
+    }
+  };
+  int past = 0;
+  for (int i = 0; i < 200000; ++i) {
+    model_cost m;
+    const kv_format kv = all_kv_formats[g.below(kv_format_count)];
+    m.full_kv_bytes_per_token[at(kv)] = value(512 * KiB);
+    m.sliding_kv_bytes_per_token[at(kv)] = g.below(2) == 0 ? 0 : value(512 * KiB);
+    m.sliding_window = g.below(2) == 0 ? 0 : 1 + g.below(g.below(2) == 0 ? 64 : 100000);
+    m.state_bytes_per_seq = g.below(3) == 0 ? value(GiB) : 0;
+    m.activation = activation_coefficients(value(GiB), value(256 * KiB), g.below(3) == 0 ? 0 : value(512));
+    const int n = static_cast<int>(g.below(4) == 0 ? g.below(INT_MAX + 1ULL) : g.below(300000));
+    const bool past_window = m.sliding_window != 0 && static_cast<std::uint64_t>(n) >= m.sliding_window;
+    past += past_window ? 1 : 0;
+    const detail::cost_u128 exact = detail::coefficient_piece_of(m, kv, past_window).at(static_cast<std::uint64_t>(n));
+    const std::uint64_t saturated = exact > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(exact);
+    CAPTURE(i);
+    REQUIRE(saturated == host_cost_bytes(m, n, kv));
+  }
+  CHECK(past > 20000);  // both sides of the window were checked
 }
 
 TEST_CASE("interpolation whose product passes 2^64 is exact, not saturated below the line") {

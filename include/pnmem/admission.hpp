@@ -168,7 +168,12 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
   const activation_model& act = m.activation;
   const bool table = act.n_anchors > 0;
   const std::size_t count = !table ? 0 : act.n_anchors > max_activation_anchors ? max_activation_anchors : act.n_anchors;
-  auto kv_of = [&](std::uint64_t n) { return sat_add(sat_mul(full, n), sat_mul(slide, n < window ? n : window)); };
+  // KV of n tokens with a window: one product either side of it (the window's share is loop-invariant).
+  const std::uint64_t below_window = sat_add(full, slide);
+  const std::uint64_t window_share = sat_mul(slide, window);
+  auto kv_of = [&](std::uint64_t n) {
+    return n < window ? sat_mul(below_window, n) : sat_add(sat_mul(full, n), window_share);
+  };
   auto cost = [&](std::uint64_t n) { return host_cost_bytes(m, static_cast<int>(n), kv); };
 
   // 1. Test the breakpoints inside (lo, hi): the anchors in increasing order, then the window if it
@@ -283,8 +288,19 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
     // The usual case: the guess is the answer. Both costs are independent, so they are taken together
     // (one predictable branch) rather than one after the other, and inlined here (host_cost_bytes is;
     // the `cost` lambda, called from the loops below too, is not).
-    const bool guess_fits = host_cost_bytes(m, static_cast<int>(guess), kv) <= limit;
-    if (guess_fits && host_cost_bytes(m, static_cast<int>(guess + 1), kv) > limit) return static_cast<int>(guess);
+    bool guess_fits = false;
+    bool next_fits = false;
+    if (!table) {
+      // Coefficients: each check is one polynomial in 128 bits, without host_cost_bytes' saturating
+      // steps (limit < cost(n_max) <= 2^64-1, so comparing the unsaturated cost is the same test).
+      const coefficient_piece piece = coefficient_piece_of(m, kv, window != 0 && lo >= window);
+      guess_fits = piece.at(guess) <= limit;
+      next_fits = piece.at(guess + 1) <= limit;
+    } else {
+      guess_fits = host_cost_bytes(m, static_cast<int>(guess), kv) <= limit;
+      next_fits = host_cost_bytes(m, static_cast<int>(guess + 1), kv) <= limit;
+    }
+    if (guess_fits && !next_fits) return static_cast<int>(guess);
     std::uint64_t step = 1;
     if (guess_fits) {
       lo = guess;  // then up from it: lo + 1, lo + 2, lo + 4, ... until one does not fit
@@ -445,6 +461,17 @@ constexpr admit_result admit_request(const request_spec& rq, const mem_state& s,
                                      const policy& p = default_policy) noexcept {
   return detail::admit_request_inline(seed_model_cost, rq, s, p);
 }
+
+#if PNMEM_HAS_CLASS_NTTP
+// A model fixed at compile time (an engine built for one model): `admit_request<my_model>(rq, s)`.
+// The same answers as admit_request(my_model, rq, s); the model is folded into the code as the seed's
+// is in the overload above (its anchors become immediates and the solve's division a multiplication).
+template <model_cost M>
+constexpr admit_result admit_request(const request_spec& rq, const mem_state& s,
+                                     const policy& p = default_policy) noexcept {
+  return detail::admit_request_inline(M, rq, s, p);
+}
+#endif
 
 // A model about to be uploaded whole onto one die.
 struct model_load_spec {

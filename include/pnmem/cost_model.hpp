@@ -318,6 +318,37 @@ constexpr std::uint64_t kv_bytes_per_token(const model_cost& m, kv_format f) noe
                          activation_peak_bytes(m.activation, n));
 }
 
+namespace detail {
+
+// A model given as coefficients (no anchor table), on one side of its sliding window: its host cost
+// of n tokens is the polynomial a + b*n + c*n^2, here without saturation, in 128 bits. Every term is
+// non-negative and n < 2^31, so the sum stays below 2^127 and host_cost_bytes(m, n, kv) ==
+// min(2^64-1, at(n)) for every n on that side (tested): the CAP solve checks a guess against a limit
+// with one polynomial instead of host_cost_bytes' saturating steps.
+__extension__ typedef unsigned __int128 cost_u128;
+struct coefficient_piece {
+  cost_u128 a = 0;
+  cost_u128 b = 0;
+  cost_u128 c = 0;
+  [[gnu::always_inline]] constexpr cost_u128 at(std::uint64_t n) const noexcept { return a + b * n + c * (n * n); }
+};
+
+// past_window: n >= m.sliding_window (a sliding layer then keeps the window, not n); false when the
+// model has no window.
+[[gnu::always_inline]] constexpr coefficient_piece coefficient_piece_of(const model_cost& m, kv_format kv,
+                                                                        bool past_window) noexcept {
+  const auto i = static_cast<std::size_t>(kv) < kv_format_count ? static_cast<std::size_t>(kv) : 1;
+  const std::uint64_t slide = m.sliding_kv_bytes_per_token[i];
+  const activation_model& act = m.activation;
+  coefficient_piece p;
+  p.a = cost_u128{m.state_bytes_per_seq} + act.fixed_bytes + (past_window ? cost_u128{slide} * m.sliding_window : 0);
+  p.b = cost_u128{m.full_kv_bytes_per_token[i]} + act.per_token_bytes + (past_window ? 0 : slide);
+  p.c = act.per_token_sq_bytes;
+  return p;
+}
+
+}  // namespace detail
+
 // What is wrong with a model_cost, or "" when nothing is. Decisions take any value and stay
 // conservative; this is for values read from files and callers (the C ABI, the CLI) to refuse.
 constexpr std::string_view validate(const model_cost& m) noexcept {
