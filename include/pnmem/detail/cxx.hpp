@@ -94,10 +94,12 @@
 #define PNMEM_HAS_LIKELY_ATTRIBUTES 0
 #endif
 
-// A class type (policy, model_cost: structural types) as a non-type template argument. No pnmem
-// header needs it; for an engine's or a test's `template <pnmem::policy P>`. Clang 14 accepts
-// such arguments in C++20 but still reports 201411, so it reads 0 there.
-#if defined(__cpp_nontype_template_args) && __cpp_nontype_template_args >= 201911L
+// A class type (policy, model_cost: structural types) as a non-type template argument: an engine's
+// or a test's `template <pnmem::policy P>`, and admit_request<M> (admission.hpp). Clang 12-17 accept
+// such arguments in C++20 but still report 201411 (they lack only the class-type NTTPs that no pnmem
+// type needs: floating point and unions), so in C++20 mode Clang counts as having them.
+#if (defined(__cpp_nontype_template_args) && __cpp_nontype_template_args >= 201911L) || \
+    (defined(__clang__) && !defined(__CUDACC__) && __clang_major__ >= 12 && __cplusplus > 201703L)
 #define PNMEM_HAS_CLASS_NTTP 1
 #else
 #define PNMEM_HAS_CLASS_NTTP 0
