@@ -455,7 +455,7 @@ TEST_CASE("a coefficient model's cost is its polynomial on either side of the wi
     const int n = static_cast<int>(g.below(4) == 0 ? g.below(INT_MAX + 1ULL) : g.below(300000));
     const bool past_window = m.sliding_window != 0 && static_cast<std::uint64_t>(n) >= m.sliding_window;
     past += past_window ? 1 : 0;
-    const detail::cost_u128 exact = detail::coefficient_piece_of(m, kv, past_window).at(static_cast<std::uint64_t>(n));
+    const detail::u128 exact = detail::coefficient_piece_of(m, kv, past_window).at(static_cast<std::uint64_t>(n));
     const std::uint64_t saturated = exact > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(exact);
     CAPTURE(i);
     REQUIRE(saturated == host_cost_bytes(m, n, kv));

@@ -157,7 +157,7 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
 // into the code; out of line, g++ kept one copy reading them through the reference (CAP 24 -> 39 ns).
 [[gnu::always_inline]] constexpr int largest_fitting_prompt(const model_cost& m, int n_max, kv_format kv,
                                                           std::uint64_t limit) noexcept {
-  const auto fi = static_cast<std::size_t>(kv) < kv_format_count ? static_cast<std::size_t>(kv) : 1;
+  const std::size_t fi = kv_index(kv);
   std::uint64_t full = m.full_kv_bytes_per_token[fi];
   std::uint64_t slide = m.sliding_kv_bytes_per_token[fi];
   const std::uint64_t window = slide != 0 ? m.sliding_window : 0;

@@ -299,14 +299,21 @@ inline constexpr model_cost preallocated_model_cost = [] {
   return m;
 }();
 
+namespace detail {
+// Where format f sits in a model's per-format arrays; a value outside the enum reads as fp32's.
+constexpr std::size_t kv_index(kv_format f) noexcept {
+  return static_cast<std::size_t>(f) < kv_format_count ? static_cast<std::size_t>(f) : 1;
+}
+}  // namespace detail
+
 constexpr std::uint64_t kv_bytes_per_token(const model_cost& m, kv_format f) noexcept {
-  const auto i = static_cast<std::size_t>(f) < kv_format_count ? static_cast<std::size_t>(f) : 1;
+  const std::size_t i = detail::kv_index(f);
   return detail::sat_add(m.full_kv_bytes_per_token[i], m.sliding_kv_bytes_per_token[i]);
 }
 
 // KV bytes of n tokens of one sequence in format f.
 [[gnu::always_inline]] constexpr std::uint64_t kv_bytes(const model_cost& m, kv_format f, std::uint64_t n) noexcept {
-  const auto i = static_cast<std::size_t>(f) < kv_format_count ? static_cast<std::size_t>(f) : 1;
+  const std::size_t i = detail::kv_index(f);
   const std::uint64_t kept = m.sliding_window != 0 && n > m.sliding_window ? m.sliding_window : n;
   return detail::sat_add(detail::sat_mul(m.full_kv_bytes_per_token[i], n),
                          detail::sat_mul(m.sliding_kv_bytes_per_token[i], kept));
@@ -325,24 +332,23 @@ namespace detail {
 // non-negative and n < 2^31, so the sum stays below 2^127 and host_cost_bytes(m, n, kv) ==
 // min(2^64-1, at(n)) for every n on that side (tested): the CAP solve checks a guess against a limit
 // with one polynomial instead of host_cost_bytes' saturating steps.
-__extension__ typedef unsigned __int128 cost_u128;
 struct coefficient_piece {
-  cost_u128 a = 0;
-  cost_u128 b = 0;
-  cost_u128 c = 0;
-  [[gnu::always_inline]] constexpr cost_u128 at(std::uint64_t n) const noexcept { return a + b * n + c * (n * n); }
+  u128 a = 0;
+  u128 b = 0;
+  u128 c = 0;
+  [[gnu::always_inline]] constexpr u128 at(std::uint64_t n) const noexcept { return a + b * n + c * (n * n); }
 };
 
 // past_window: n >= m.sliding_window (a sliding layer then keeps the window, not n); false when the
 // model has no window.
 [[gnu::always_inline]] constexpr coefficient_piece coefficient_piece_of(const model_cost& m, kv_format kv,
                                                                         bool past_window) noexcept {
-  const auto i = static_cast<std::size_t>(kv) < kv_format_count ? static_cast<std::size_t>(kv) : 1;
+  const std::size_t i = kv_index(kv);
   const std::uint64_t slide = m.sliding_kv_bytes_per_token[i];
   const activation_model& act = m.activation;
   coefficient_piece p;
-  p.a = cost_u128{m.state_bytes_per_seq} + act.fixed_bytes + (past_window ? cost_u128{slide} * m.sliding_window : 0);
-  p.b = cost_u128{m.full_kv_bytes_per_token[i]} + act.per_token_bytes + (past_window ? 0 : slide);
+  p.a = u128{m.state_bytes_per_seq} + act.fixed_bytes + (past_window ? u128{slide} * m.sliding_window : 0);
+  p.b = u128{m.full_kv_bytes_per_token[i]} + act.per_token_bytes + (past_window ? 0 : slide);
   p.c = act.per_token_sq_bytes;
   return p;
 }
