@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "pnmem/admission.hpp"
+#include "pnmem/model_shape.hpp"
 #include "pnmem/cost_model.hpp"
 #include "pnmem/ladder.hpp"
 #include "pnmem/level.hpp"
@@ -518,12 +519,44 @@ BENCHMARK(BM_parse_bytes);
 // seed_as_data; the seed compiled in as a constant is faster still, its spans folded away).
 
 // Llama-3-8B: 32 layers x 8 KV heads x 128 dims, f16 (128 KiB per token); from_shape's anchor table.
-constexpr pnmem::model_cost llama3_8b_cost = pnmem::from_shape(
-    {.layers = 32, .kv_heads = 8, .key_dim = 128, .query_heads = 32, .hidden_size = 4096});
+constexpr pnmem::model_cost llama3_8b_cost = pnmem::from_shape(pnmem::uniform_shape(32, 8, 128, 32, 4096));
 // Gemma-2-9B: 42 layers, 21 of them sliding (4096-token window), 8 KV heads x 256 dims, bf16.
-constexpr pnmem::model_cost gemma2_9b_cost = pnmem::from_shape({.layers = 42, .sliding_layers = 21,
-    .sliding_window = 4096, .kv_heads = 8, .key_dim = 256, .query_heads = 16, .hidden_size = 3584,
-    .normal_kv = pnmem::kv_format::bf16});
+constexpr pnmem::model_cost gemma2_9b_cost = [] {
+  pnmem::model_shape s;
+  s.add(pnmem::attention_layers(pnmem::layer_kind::full, 21, 8, 256));
+  s.add(pnmem::attention_layers(pnmem::layer_kind::sliding, 21, 8, 256, 256, 4096));
+  s.query_heads = 16;
+  s.hidden_size = 3584;
+  s.normal_kv = pnmem::kv_format::bf16;
+  return pnmem::from_shape(s);
+}();
+// Several groups (issue 23's bar): 10 full layers, 20 sliding (1024), 18 chunked (8192) of 8 KV heads x
+// 128 dims, and 12 recurrent layers' state: two windows, per-sequence state, bf16.
+constexpr pnmem::model_cost multi_group_cost = [] {
+  pnmem::model_shape s;
+  s.add(pnmem::attention_layers(pnmem::layer_kind::full, 10, 8, 128));
+  s.add(pnmem::attention_layers(pnmem::layer_kind::sliding, 20, 8, 128, 128, 1024));
+  s.add(pnmem::attention_layers(pnmem::layer_kind::chunked, 18, 8, 128, 128, 8192));
+  s.add(pnmem::recurrent_layers(12, 24576, 524288));
+  s.query_heads = 32;
+  s.hidden_size = 4096;
+  s.normal_kv = pnmem::kv_format::bf16;
+  s.state_format = s.ssm_state_format = pnmem::kv_format::bf16;
+  return pnmem::from_shape(s);
+}();
+// Qwen3-Next-80B under vLLM's rule: KV in 544-token blocks (the CAP solve's block step), 38 MiB state.
+constexpr pnmem::model_cost qwen3_next_vllm_cost = [] {
+  pnmem::model_shape s;
+  s.add(pnmem::attention_layers(pnmem::layer_kind::full, 12, 2, 256));
+  s.add(pnmem::recurrent_layers(36, 24576, 524288));
+  s.query_heads = 16;
+  s.hidden_size = 2048;
+  s.normal_kv = pnmem::kv_format::bf16;
+  s.state_format = s.ssm_state_format = pnmem::kv_format::bf16;
+  pnmem::engine_rule e;
+  e.engine = pnmem::kv_engine::vllm;
+  return pnmem::from_shape(s, e);
+}();
 // Llama-3-8B's KV with an activation given as coefficients (fixed + per token + per token^2):
 // the CAP solve's quadratic piece (a floating-point root checked by two exact costs).
 constexpr pnmem::model_cost llama3_coefficients_cost = [] {
@@ -532,12 +565,13 @@ constexpr pnmem::model_cost llama3_coefficients_cost = [] {
   return m;
 }();
 
-enum class model_id { llama3_8b, gemma2_9b, llama3_coefficients, seed };
+enum class model_id { llama3_8b, gemma2_9b, llama3_coefficients, seed, multi_group, qwen3_next_vllm };
 
 const pnmem::model_cost& model_of(model_id id) {
   // Copied to the heap through an escaped pointer, so no field is a compile-time constant.
-  static const std::vector<pnmem::model_cost> models = to_heap(
-      std::array<pnmem::model_cost, 4>{llama3_8b_cost, gemma2_9b_cost, llama3_coefficients_cost, pnmem::seed_model_cost});
+  static const std::vector<pnmem::model_cost> models =
+      to_heap(std::array<pnmem::model_cost, 6>{llama3_8b_cost, gemma2_9b_cost, llama3_coefficients_cost,
+                                               pnmem::seed_model_cost, multi_group_cost, qwen3_next_vllm_cost});
   return models[static_cast<std::size_t>(id)];
 }
 
@@ -572,6 +606,8 @@ BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, llama3_8b, model_id::llama3
 BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, seed_as_data, model_id::seed);
 BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, gemma2_9b, model_id::gemma2_9b);
 BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, llama3_coefficients, model_id::llama3_coefficients);
+BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, multi_group, model_id::multi_group);
+BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, qwen3_next_vllm, model_id::qwen3_next_vllm);
 
 void BM_admit_request_host_cap_model(benchmark::State& st, model_id id) {
   const pnmem::model_cost& m = model_of(id);
@@ -581,6 +617,8 @@ BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, llama3_8b, model_id::llama3_8
 BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, seed_as_data, model_id::seed);
 BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, gemma2_9b, model_id::gemma2_9b);
 BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, llama3_coefficients, model_id::llama3_coefficients);
+BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, multi_group, model_id::multi_group);
+BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, qwen3_next_vllm, model_id::qwen3_next_vllm);
 
 // The same models compiled in (a template argument, `admit_request<M>`), as the seed's is in the
 // overloads without a model: what an engine built for one model pays, to compare with the seed's
@@ -627,7 +665,9 @@ void BM_host_cost_bytes_compiled(benchmark::State& st) {
   BENCHMARK_TEMPLATE(bm, llama3_8b_cost)->Name(#bm "/llama3_8b");                         \
   BENCHMARK_TEMPLATE(bm, pnmem::seed_model_cost)->Name(#bm "/seed");                      \
   BENCHMARK_TEMPLATE(bm, gemma2_9b_cost)->Name(#bm "/gemma2_9b");                         \
-  BENCHMARK_TEMPLATE(bm, llama3_coefficients_cost)->Name(#bm "/llama3_coefficients")
+  BENCHMARK_TEMPLATE(bm, llama3_coefficients_cost)->Name(#bm "/llama3_coefficients");        \
+  BENCHMARK_TEMPLATE(bm, multi_group_cost)->Name(#bm "/multi_group");                    \
+  BENCHMARK_TEMPLATE(bm, qwen3_next_vllm_cost)->Name(#bm "/qwen3_next_vllm")
 PNMEM_BENCH_COMPILED(BM_admit_request_host_admit_compiled);
 PNMEM_BENCH_COMPILED(BM_admit_request_host_cap_compiled);
 PNMEM_BENCH_COMPILED(BM_host_cost_bytes_compiled);
@@ -647,6 +687,8 @@ BENCHMARK_CAPTURE(BM_host_cost_bytes_model, llama3_8b, model_id::llama3_8b);
 BENCHMARK_CAPTURE(BM_host_cost_bytes_model, seed_as_data, model_id::seed);
 BENCHMARK_CAPTURE(BM_host_cost_bytes_model, gemma2_9b, model_id::gemma2_9b);
 BENCHMARK_CAPTURE(BM_host_cost_bytes_model, llama3_coefficients, model_id::llama3_coefficients);
+BENCHMARK_CAPTURE(BM_host_cost_bytes_model, multi_group, model_id::multi_group);
+BENCHMARK_CAPTURE(BM_host_cost_bytes_model, qwen3_next_vllm, model_id::qwen3_next_vllm);
 
 void BM_admit_host_bytes(benchmark::State& st) {
   const pnmem::mem_state* s = inputs().varied.data();

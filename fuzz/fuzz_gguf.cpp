@@ -5,9 +5,9 @@
 //   - input shorter than the 24-byte header, or not starting with "GGUF", is an error (naming the
 //     truncation or the magic);
 //   - a value: version 2 or 3; metadata_bytes within the input, at least 24 and at most 64 MiB; its
-//     cost is exactly from_shape(shape), validate()-clean; the shape keeps the documented invariants
-//     (1 to 2^20 KV layers, sliding layers at most those and present exactly when a window is, KV heads
-//     and dims >= 1, f16 normal / q4_0 compact, source "gguf");
+//     cost is exactly from_shape(shape, engine), validate()-clean; the groups keep the documented
+//     invariants (model_files_checks.hpp; the query heads at least every attention group's KV heads,
+//     both state formats fp32: llama.cpp's recurrent cache), f16 normal / q4_0 compact, source "gguf";
 //   - the reader stops at the end of the metadata: exactly the first metadata_bytes read the same, any
 //     bytes appended read the same, and one byte fewer is "truncated at byte <metadata_bytes - 1>";
 //   - write_model_json of a value reads back (read_model_json) with the same cost.
@@ -19,6 +19,7 @@
 #include "pnmem/cost_model.hpp"
 #include "pnmem/model_files/gguf.hpp"
 #include "pnmem/model_files/model_json.hpp"
+#include "pnmem/model_shape.hpp"
 
 using namespace pnmem_fuzz;
 namespace mf = pnmem::model_files;
@@ -63,7 +64,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(!sum.architecture.empty());
   check_derived_from_shape(d);
   const pnmem::model_shape& s = *d.shape;
-  FUZZ_CHECK(s.kv_heads >= 1 && s.key_dim >= 1 && s.value_dim >= 1 && s.query_heads >= s.kv_heads);
+  for (std::size_t i = 0; i < s.n_groups; ++i) {
+    const pnmem::layer_group& g = s.groups[i];
+    if (g.kind != pnmem::layer_kind::recurrent) FUZZ_CHECK(s.query_heads >= g.kv_heads);
+  }
+  FUZZ_CHECK(s.state_format == pnmem::kv_format::fp32 && s.ssm_state_format == pnmem::kv_format::fp32);
   FUZZ_CHECK(d.cost.normal_kv == pnmem::kv_format::f16 && d.cost.compact_kv == pnmem::kv_format::q4_0);
   FUZZ_CHECK(d.source == "gguf");
   FUZZ_CHECK(!d.name.empty());

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,7 +25,10 @@
 #include "pnmem/engine/backpressure_gate.hpp"
 #include "pnmem/engine/host_ledger.hpp"
 #include "pnmem/ladder.hpp"
+#include "pnmem/model_files/gguf.hpp"
+#include "pnmem/model_files/hf_config.hpp"
 #include "pnmem/model_files/model_json.hpp"
+#include "pnmem/model_shape.hpp"
 
 using pnmem::c_abi::boundary;
 using pnmem::c_abi::global_state;
@@ -68,7 +72,7 @@ pnmem::policy policy_of(const pnmem::c_abi::platform_watcher* w) {
 // pnmem_admit and pnmem_admit_reserved (reservation != nullptr): *out is written
 // only when the whole call succeeds; on any throw the held bytes go back.
 int admit_c(const char* entry, const pnmem_model& model, int n_tokens, pnmem_admit_answer& out,
-            pnmem_reservation* reservation) {
+            pnmem_reservation* reservation, int encoder_items = 0) {
   global_state& s = state();
   std::string why;
   const std::optional<pnmem::model_desc> m = pnmem::c_abi::model_from_c(model, why);
@@ -87,12 +91,12 @@ int admit_c(const char* entry, const pnmem_model& model, int n_tokens, pnmem_adm
   std::uint64_t pending = 0;
   pnmem::host_ledger::reservation held;
   if (reservation != nullptr) {
-    auto r = s.ledger.admit(view, *m, n_tokens, o);  // the ledger's mutex
+    auto r = s.ledger.admit(view, *m, n_tokens, encoder_items, o);  // the ledger's mutex
     a = r.answer;
     pending = r.pending_bytes;
     held = std::move(r.held);
   } else {
-    a = pnmem::admit(view, *m, n_tokens, o);  // a seqlock read: no lock
+    a = pnmem::admit(view, *m, n_tokens, encoder_items, o);  // a seqlock read: no lock
   }
   if (!line.empty()) s.log(line);  // the sink may call back into pnmem
   if (reservation != nullptr) *reservation = s.keep(std::move(held), 0);
@@ -148,18 +152,92 @@ pnmem_gate_status gate_status_to_c(pnmem::gate_result r) {
 
 }  // namespace
 
+namespace {
+
+// Every *_init_sized: a size below the first version's (or past a uint32_t) is refused and nothing is
+// written; else the caller's whole struct is zeroed (a newer caller's tail too), its known prefix
+// gets the defaults (`defaults()`, called inside the boundary: it may allocate), and struct_size is set.
+template <class T, class Defaults>
+int init_versioned(const char* entry, T* out, size_t struct_size, std::size_t size_v1, Defaults&& defaults) {
+  return boundary(entry, -1, {out}, [&] {
+    if (struct_size < size_v1 || struct_size > UINT32_MAX) return -1;
+    const T d = defaults();
+    std::memset(static_cast<void*>(out), 0, struct_size);
+    std::memcpy(static_cast<void*>(out), &d, std::min(struct_size, sizeof d));
+    out->struct_size = static_cast<std::uint32_t>(struct_size);
+    return 0;
+  });
+}
+
+// `msg` into the caller's error buffer (when given), truncated and NUL-terminated.
+void write_err(char* err, size_t err_len, std::string_view msg) noexcept {
+  if (err == nullptr || err_len == 0) return;
+  const std::size_t n = std::min(msg.size(), err_len - 1);
+  std::memcpy(err, msg.data(), n);
+  err[n] = '\0';
+}
+
+// What every pnmem_model_cost_from_* does around its reader: the NULL and struct_size checks naming
+// the argument, the reader's answer (a description, or the message naming the key), the cost fields
+// written only when all of it succeeded, and a failure inside pnmem (no memory) said as such.
+// `read(why)` returns the description, or nothing with `why` set.
+template <class Read>
+int cost_into(const char* entry, std::initializer_list<std::pair<const void*, const char*>> args, pnmem_model* model,
+              char* err, size_t err_len, Read&& read) {
+  write_err(err, err_len, "");
+  const int rc = boundary(entry, -1, {}, [&] {
+    for (const auto& [p, name] : args) {
+      if (p == nullptr) {
+        write_err(err, err_len, std::string(name) + " is NULL");
+        return -1;
+      }
+    }
+    if (model == nullptr) {
+      write_err(err, err_len, "model is NULL");
+      return -1;
+    }
+    const std::string size_problem = pnmem::c_abi::struct_size_problem(model->struct_size, pnmem::c_abi::model_size_v1,
+                                                                       "model", "pnmem_model_init");
+    if (!size_problem.empty()) {
+      write_err(err, err_len, size_problem);
+      return -1;
+    }
+    std::string why;
+    const std::optional<pnmem::model_files::model_description> d = read(why);
+    if (!d) {
+      write_err(err, err_len, why.empty() ? std::string_view("refused") : std::string_view(why));
+      return -1;
+    }
+    if (const std::string_view v = pnmem::validate(d->cost); !v.empty()) {
+      write_err(err, err_len, v);
+      return -1;
+    }
+    pnmem::c_abi::cost_to_c(d->cost, *model);  // the cost fields only: nothing here throws
+    return 0;
+  });
+  if (rc != 0 && err != nullptr && err_len > 0 && err[0] == '\0') write_err(err, err_len, "failure inside pnmem (see the log sink)");
+  return rc;
+}
+
+// The engine rule a caller passed (NULL: the exact rule), or nothing with `why` naming the field.
+std::optional<pnmem::engine_rule> engine_of(const pnmem_engine_rule* engine, std::string& why) {
+  if (engine == nullptr) return pnmem::exact_engine;
+  return pnmem::c_abi::engine_rule_from_c(*engine, why);
+}
+
+// A reader's result as the optional cost_into wants.
+std::optional<pnmem::model_files::model_description> taken(pnmem::model_files::read_result<pnmem::model_files::model_description> r,
+                                                           std::string& why) {
+  if (!r.value) why = r.error;
+  return std::move(r.value);
+}
+
+}  // namespace
+
 extern "C" {
 
 int pnmem_watcher_options_init_sized(pnmem_watcher_options* options, size_t struct_size) {
-  return boundary(__func__, -1, {options}, [&] {
-    if (struct_size < pnmem::c_abi::watcher_options_size_v1 || struct_size > UINT32_MAX) return -1;
-    const pnmem_watcher_options d = pnmem::c_abi::default_watcher_options();
-    // Only the caller's struct: its known prefix gets the defaults, a newer caller's tail zeros.
-    std::memset(static_cast<void*>(options), 0, struct_size);
-    std::memcpy(static_cast<void*>(options), &d, std::min(struct_size, sizeof d));
-    options->struct_size = static_cast<std::uint32_t>(struct_size);
-    return 0;
-  });
+  return init_versioned(__func__, options, struct_size, pnmem::c_abi::watcher_options_size_v1, pnmem::c_abi::default_watcher_options);
 }
 
 int pnmem_watcher_start_with(const pnmem_watcher_options* options) {
@@ -261,54 +339,84 @@ int pnmem_set_die(int die, uint64_t free_bytes, uint64_t budget_bytes, uint64_t 
 }
 
 int pnmem_model_init_sized(pnmem_model* model, size_t struct_size) {
-  return boundary(__func__, -1, {model}, [&] {
-    if (struct_size < pnmem::c_abi::model_size_v1 || struct_size > UINT32_MAX) return -1;
-    const pnmem_model d = pnmem::c_abi::default_model();
-    std::memset(static_cast<void*>(model), 0, struct_size);
-    std::memcpy(static_cast<void*>(model), &d, std::min(struct_size, sizeof d));
-    model->struct_size = static_cast<std::uint32_t>(struct_size);
-    return 0;
-  });
+  return init_versioned(__func__, model, struct_size, pnmem::c_abi::model_size_v1, pnmem::c_abi::default_model);
 }
 
 int pnmem_model_cost_from_json(const char* json, size_t len, pnmem_model* model, char* err, size_t err_len) {
-  const auto write_err = [err, err_len](std::string_view msg) noexcept {
-    if (err == nullptr || err_len == 0) return;
-    const std::size_t n = std::min(msg.size(), err_len - 1);
-    std::memcpy(err, msg.data(), n);
-    err[n] = '\0';
-  };
-  write_err("");
+  return cost_into(__func__, {{json, "json"}}, model, err, err_len, [&](std::string& why) {
+    return taken(pnmem::model_files::read_model_json(std::string_view(json, len)), why);
+  });
+}
+
+int pnmem_model_cost_from_hf_config(const char* json, size_t len, const pnmem_engine_rule* engine, pnmem_model* model,
+                                    char* err, size_t err_len) {
+  return cost_into(__func__, {{json, "json"}}, model, err, err_len,
+                   [&](std::string& why) -> std::optional<pnmem::model_files::model_description> {
+                     const std::optional<pnmem::engine_rule> e = engine_of(engine, why);
+                     if (!e) return std::nullopt;
+                     return taken(pnmem::model_files::read_hf_config(std::string_view(json, len), *e), why);
+                   });
+}
+
+int pnmem_model_cost_from_gguf_file(const char* path, const pnmem_engine_rule* engine, pnmem_model* model, char* err,
+                                    size_t err_len) {
+  return cost_into(__func__, {{path, "path"}}, model, err, err_len,
+                   [&](std::string& why) -> std::optional<pnmem::model_files::model_description> {
+                     const std::optional<pnmem::engine_rule> e = engine_of(engine, why);
+                     if (!e) return std::nullopt;
+                     return taken(pnmem::model_files::read_gguf_file(path, *e), why);
+                   });
+}
+
+int pnmem_model_cost_from_shape(const pnmem_model_shape* shape, const pnmem_engine_rule* engine, pnmem_model* model,
+                                char* err, size_t err_len) {
+  return cost_into(__func__, {{shape, "shape"}}, model, err, err_len,
+                   [&](std::string& why) -> std::optional<pnmem::model_files::model_description> {
+                     const std::optional<pnmem::engine_rule> e = engine_of(engine, why);
+                     if (!e) return std::nullopt;
+                     const std::optional<pnmem::model_shape> s = pnmem::c_abi::model_shape_from_c(*shape, why);
+                     if (!s) return std::nullopt;
+                     pnmem::model_files::model_description d;
+                     d.cost = pnmem::from_shape(*s, *e);
+                     return d;
+                   });
+}
+
+int pnmem_model_shape_from_hf_config(const char* json, size_t len, pnmem_model_shape* shape, char* err, size_t err_len) {
+  write_err(err, err_len, "");
   const int rc = boundary(__func__, -1, {}, [&] {
-    if (json == nullptr) {
-      write_err("json is NULL");
+    if (json == nullptr || shape == nullptr) {
+      write_err(err, err_len, json == nullptr ? "json is NULL" : "shape is NULL");
       return -1;
     }
-    if (model == nullptr) {
-      write_err("model is NULL");
-      return -1;
-    }
-    const std::string size_problem = pnmem::c_abi::struct_size_problem(model->struct_size, pnmem::c_abi::model_size_v1,
-                                                                       "model", "pnmem_model_init");
+    const std::string size_problem = pnmem::c_abi::struct_size_problem(shape->struct_size, pnmem::c_abi::model_shape_size_v1,
+                                                                       "shape", "pnmem_model_shape_init");
     if (!size_problem.empty()) {
-      write_err(size_problem);
+      write_err(err, err_len, size_problem);
       return -1;
     }
-    const auto r = pnmem::model_files::read_model_json(std::string_view(json, len));
+    const auto r = pnmem::model_files::read_hf_config(std::string_view(json, len));
     if (!r.value) {
-      write_err(r.error.empty() ? std::string_view("not a model description") : std::string_view(r.error));
+      write_err(err, err_len, r.error);
       return -1;
     }
-    if (const std::string_view v = pnmem::validate(r.value->cost); !v.empty()) {
-      write_err(v);
-      return -1;
-    }
-    pnmem::c_abi::cost_to_c(r.value->cost, *model);  // the cost fields only: nothing here throws
+    pnmem::c_abi::shape_to_c(*r.value->shape, *shape);
     return 0;
   });
-  // A failure inside pnmem (no memory) wrote no message: say where it went.
-  if (rc != 0 && err != nullptr && err_len > 0 && err[0] == '\0') write_err("failure inside pnmem (see the log sink)");
+  if (rc != 0 && err != nullptr && err_len > 0 && err[0] == '\0') write_err(err, err_len, "failure inside pnmem (see the log sink)");
   return rc;
+}
+
+int pnmem_engine_rule_init_sized(pnmem_engine_rule* rule, size_t struct_size) {
+  return init_versioned(__func__, rule, struct_size, pnmem::c_abi::engine_rule_size_v1, pnmem::c_abi::default_engine_rule);
+}
+
+int pnmem_model_shape_init_sized(pnmem_model_shape* shape, size_t struct_size) {
+  return init_versioned(__func__, shape, struct_size, pnmem::c_abi::model_shape_size_v1, pnmem::c_abi::default_model_shape);
+}
+
+int pnmem_request_init_sized(pnmem_request* request, size_t struct_size) {
+  return init_versioned(__func__, request, struct_size, pnmem::c_abi::request_size_v1, pnmem::c_abi::default_request);
 }
 
 int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out) {
@@ -322,6 +430,21 @@ int pnmem_admit_reserved(const pnmem_model* model, int n_tokens, pnmem_admit_ans
   const char* const entry = __func__;
   return boundary(entry, -1, {model, out, reservation},
                   [&] { return admit_c(entry, *model, n_tokens, *out, reservation); });
+}
+
+int pnmem_admit_request(const pnmem_model* model, const pnmem_request* request, pnmem_admit_answer* out,
+                        pnmem_reservation* reservation) {
+  if (reservation != nullptr) *reservation = 0;  // whatever fails below, nothing is reserved
+  const char* const entry = __func__;
+  return boundary(entry, -1, {model, request, out}, [&] {
+    std::string why;
+    const std::optional<pnmem_request> rq = pnmem::c_abi::request_from_c(*request, why);
+    if (!rq) {
+      refuse(state(), entry, why);
+      return -1;
+    }
+    return admit_c(entry, *model, rq->n_tokens, *out, reservation, rq->encoder_items);
+  });
 }
 
 int pnmem_reserve_bytes(uint64_t bytes, int64_t ttl_ms, pnmem_admit_answer* out, pnmem_reservation* reservation) {
@@ -397,14 +520,7 @@ int pnmem_explain(const pnmem_admit_answer* a, char* buf, size_t len) {
 }
 
 int pnmem_model_load_init_sized(pnmem_model_load* load, size_t struct_size) {
-  return boundary(__func__, -1, {load}, [&] {
-    if (struct_size < pnmem::c_abi::model_load_size_v1 || struct_size > UINT32_MAX) return -1;
-    const pnmem_model_load d = pnmem::c_abi::default_model_load();
-    std::memset(static_cast<void*>(load), 0, struct_size);
-    std::memcpy(static_cast<void*>(load), &d, std::min(struct_size, sizeof d));
-    load->struct_size = static_cast<std::uint32_t>(struct_size);
-    return 0;
-  });
+  return init_versioned(__func__, load, struct_size, pnmem::c_abi::model_load_size_v1, pnmem::c_abi::default_model_load);
 }
 
 int pnmem_admit_model_load(const pnmem_model_load* load, pnmem_admit_answer* out) {

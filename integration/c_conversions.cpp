@@ -69,13 +69,28 @@ static_assert(PNMEM_KV_Q4_0 + 1 == PNMEM_KV_FORMATS);
 static_assert(to_string(static_cast<kv_format>(PNMEM_KV_FORMATS)) == "invalid");
 static_assert(sizeof(pnmem_kv_format) == sizeof(int));
 static_assert(PNMEM_MAX_ACTIVATION_ANCHORS == max_activation_anchors);
+static_assert(PNMEM_MAX_KV_WINDOWS == max_kv_windows);
+static_assert(PNMEM_MAX_LAYER_GROUPS == max_layer_groups);
+static_assert(PNMEM_ENGINE_EXACT == static_cast<int>(kv_engine::exact));
+static_assert(PNMEM_ENGINE_VLLM == static_cast<int>(kv_engine::vllm));
+static_assert(PNMEM_ENGINE_LLAMA_CPP == static_cast<int>(kv_engine::llama_cpp));
+static_assert(PNMEM_LAYERS_FULL == static_cast<int>(layer_kind::full));
+static_assert(PNMEM_LAYERS_SLIDING == static_cast<int>(layer_kind::sliding));
+static_assert(PNMEM_LAYERS_CHUNKED == static_cast<int>(layer_kind::chunked));
+static_assert(PNMEM_LAYERS_CROSS == static_cast<int>(layer_kind::cross));
+static_assert(PNMEM_LAYERS_RECURRENT == static_cast<int>(layer_kind::recurrent));
 
 // The structs pnmem_c.h mirrors field by field: a field added to the C++ one breaks the
 // structured binding below (its count must match), and the C struct and its
 // conversions (cost_to_c, model_from_c, to_c(policy), watcher_options_from_c) need it too.
 namespace {
 constexpr bool mirrored_field_counts() noexcept {
-  [[maybe_unused]] const auto [full, sliding, window, state, normal, compact, activation] = model_cost{};
+  [[maybe_unused]] const auto [full, windows, n_windows, block, state, per_item, normal, compact, activation] = model_cost{};
+  [[maybe_unused]] const auto [window_bytes, window] = kv_window{};
+  [[maybe_unused]] const auto [engine, block_tokens, batched, ubatch, seqs, copies, ssm_fp32] = engine_rule{};
+  [[maybe_unused]] const auto [kind, layers, kv_heads, key_dim, value_dim, k_only, span, conv, ssm] = layer_group{};
+  [[maybe_unused]] const auto [groups, n_groups, query_heads, hidden, fixed_act, normal_kv, compact_kv, state_f, ssm_f] =
+      model_shape{};
   [[maybe_unused]] const auto [anchors, n_anchors, fixed, per_token, per_token_sq] = activation_model{};
   [[maybe_unused]] const auto [reserve_min, reserve_bp, psi_full, psi_some, psi_window, die_reserve, tight_div,
                                watch_div, scratch, spike, ladder_off] = policy{};
@@ -298,8 +313,20 @@ pnmem_level_change to_c(const level_change& c, pnmem_state& state_out) noexcept 
 
 void cost_to_c(const model_cost& m, pnmem_model& out) noexcept {
   std::copy(m.full_kv_bytes_per_token.begin(), m.full_kv_bytes_per_token.end(), out.full_kv_bytes_per_token);
-  std::copy(m.sliding_kv_bytes_per_token.begin(), m.sliding_kv_bytes_per_token.end(), out.sliding_kv_bytes_per_token);
-  out.sliding_window = m.sliding_window;
+  // The first window is the version-1 fields' sliding term, the others more_windows.
+  const std::size_t windows = m.n_windows < max_kv_windows ? m.n_windows : max_kv_windows;
+  const kv_window none{};
+  const kv_window& first = windows > 0 ? m.windows[0] : none;
+  std::copy(first.bytes_per_token.begin(), first.bytes_per_token.end(), out.sliding_kv_bytes_per_token);
+  out.sliding_window = first.window;
+  out.n_more_windows = static_cast<std::uint32_t>(windows > 0 ? windows - 1 : 0);
+  for (std::size_t i = 0; i + 1 < max_kv_windows; ++i) {
+    const kv_window& w = i + 1 < windows ? m.windows[i + 1] : none;
+    out.more_windows[i].window = w.window;
+    std::copy(w.bytes_per_token.begin(), w.bytes_per_token.end(), out.more_windows[i].bytes_per_token);
+  }
+  std::copy(m.kv_bytes_per_encoder_item.begin(), m.kv_bytes_per_encoder_item.end(), out.kv_bytes_per_encoder_item);
+  out.kv_block_tokens = m.kv_block_tokens;
   out.state_bytes_per_seq = m.state_bytes_per_seq;
   out.normal_kv = to_c(m.normal_kv);
   out.compact_kv = to_c(m.compact_kv);
@@ -335,6 +362,57 @@ pnmem_model_load default_model_load() noexcept {
   out.weights_bytes = d.weights_bytes;
   out.kv_bytes = d.kv_max_ctx_bytes;
   out.die = no_die;
+  return out;
+}
+
+pnmem_engine_rule default_engine_rule() noexcept {
+  const engine_rule d{};
+  pnmem_engine_rule out{};
+  out.struct_size = static_cast<std::uint32_t>(sizeof(pnmem_engine_rule));
+  out.engine = static_cast<pnmem_engine>(d.engine);
+  out.block_tokens = d.block_tokens;
+  out.max_batched_tokens = d.max_batched_tokens;
+  out.ubatch_tokens = d.ubatch_tokens;
+  out.seqs = d.seqs;
+  out.state_copies = d.state_copies;
+  out.ssm_state_fp32 = d.ssm_state_fp32 ? 1 : 0;
+  return out;
+}
+
+void shape_to_c(const model_shape& s, pnmem_model_shape& out) noexcept {
+  out.n_groups = s.n_groups;
+  for (std::size_t i = 0; i < max_layer_groups; ++i) {
+    const layer_group& g = s.groups[i];
+    pnmem_layer_group& c = out.groups[i];
+    c.kind = static_cast<pnmem_layer_kind>(g.kind);
+    c.layers = g.layers;
+    c.kv_heads = g.kv_heads;
+    c.key_dim = g.key_dim;
+    c.value_dim = g.value_dim;
+    c.k_only = g.k_only ? 1 : 0;
+    c.span = g.span;
+    c.conv_state_values = g.conv_state_values;
+    c.ssm_state_values = g.ssm_state_values;
+  }
+  out.query_heads = s.query_heads;
+  out.hidden_size = s.hidden_size;
+  out.fixed_activation_bytes = s.fixed_activation_bytes;
+  out.normal_kv = to_c(s.normal_kv);
+  out.compact_kv = to_c(s.compact_kv);
+  out.state_format = to_c(s.state_format);
+  out.ssm_state_format = to_c(s.ssm_state_format);
+}
+
+pnmem_model_shape default_model_shape() noexcept {
+  pnmem_model_shape out{};
+  out.struct_size = static_cast<std::uint32_t>(sizeof(pnmem_model_shape));
+  shape_to_c(model_shape{}, out);
+  return out;
+}
+
+pnmem_request default_request() noexcept {
+  pnmem_request out{};
+  out.struct_size = static_cast<std::uint32_t>(sizeof(pnmem_request));
   return out;
 }
 
@@ -440,6 +518,21 @@ std::optional<model_desc> model_from_c(const pnmem_model& in, std::string& why) 
             std::to_string(a.peak_bytes) + "): peaks must not decrease";
     }
   }
+  if (why.empty() && c.n_more_windows > max_kv_windows - 1) {
+    why = "model->n_more_windows is " + std::to_string(c.n_more_windows) + ": at most " +
+          std::to_string(max_kv_windows - 1) + " (PNMEM_MAX_KV_WINDOWS - 1)";
+  }
+  for (std::uint32_t i = 0; why.empty() && i < c.n_more_windows; ++i) {
+    const std::uint64_t w = c.more_windows[i].window;
+    const std::uint64_t before = i == 0 ? c.sliding_window : c.more_windows[i - 1].window;
+    const std::string at = "model->more_windows[" + std::to_string(i) + "].window is " + std::to_string(w);
+    if (w == 0) {
+      why = at + ": a window keeps at least one token (layers that keep every token are full_kv_bytes_per_token)";
+    } else if (w <= before) {
+      why = at + ": not above " + (i == 0 ? std::string("sliding_window") : "more_windows[" + std::to_string(i - 1) + "].window") +
+            " (" + std::to_string(before) + "): windows must increase";
+    }
+  }
   if (why.empty() && c.n_anchors > 0 &&
       (c.activation_fixed_bytes != 0 || c.activation_per_token_bytes != 0 || c.activation_per_token_sq_bytes != 0)) {
     why = "model->activation_fixed_bytes, activation_per_token_bytes, activation_per_token_sq_bytes: not 0 with "
@@ -454,9 +547,19 @@ std::optional<model_desc> model_from_c(const pnmem_model& in, std::string& why) 
   m.max_slots = c.max_slots;
   model_cost& cost = m.cost;
   std::copy(std::begin(c.full_kv_bytes_per_token), std::end(c.full_kv_bytes_per_token), cost.full_kv_bytes_per_token.begin());
-  std::copy(std::begin(c.sliding_kv_bytes_per_token), std::end(c.sliding_kv_bytes_per_token),
-            cost.sliding_kv_bytes_per_token.begin());
-  cost.sliding_window = c.sliding_window;
+  // sliding_window 0: the sliding layers grow as full ones (version 1's rule).
+  std::array<std::uint64_t, kv_format_count> sliding{};
+  std::copy(std::begin(c.sliding_kv_bytes_per_token), std::end(c.sliding_kv_bytes_per_token), sliding.begin());
+  add_kv_term(cost, sliding, c.sliding_window);
+  for (std::uint32_t i = 0; i < c.n_more_windows; ++i) {
+    kv_window& w = cost.windows[cost.n_windows++];
+    w.window = c.more_windows[i].window;
+    std::copy(std::begin(c.more_windows[i].bytes_per_token), std::end(c.more_windows[i].bytes_per_token),
+              w.bytes_per_token.begin());
+  }
+  std::copy(std::begin(c.kv_bytes_per_encoder_item), std::end(c.kv_bytes_per_encoder_item),
+            cost.kv_bytes_per_encoder_item.begin());
+  cost.kv_block_tokens = c.kv_block_tokens;
   cost.state_bytes_per_seq = c.state_bytes_per_seq;
   cost.normal_kv = *normal;
   cost.compact_kv = *compact;
@@ -491,6 +594,90 @@ std::optional<model_load_request> model_load_from_c(const pnmem_model_load& in, 
   r.spec.kv_max_ctx_bytes = c.kv_bytes;
   r.die = c.die;
   return r;
+}
+
+std::optional<engine_rule> engine_rule_from_c(const pnmem_engine_rule& in, std::string& why) {
+  why = struct_size_problem(in.struct_size, engine_rule_size_v1, "engine", "pnmem_engine_rule_init");
+  if (!why.empty()) return std::nullopt;
+  const pnmem_engine_rule c = read_versioned(in, default_engine_rule());
+  const int e = raw_int(c.engine);
+  if (e < PNMEM_ENGINE_EXACT || e > PNMEM_ENGINE_LLAMA_CPP) {
+    why = "engine->engine is " + std::to_string(e) + ": not a pnmem_engine (0 to 2)";
+    return std::nullopt;
+  }
+  engine_rule r;
+  r.engine = static_cast<kv_engine>(e);
+  r.block_tokens = c.block_tokens;
+  r.max_batched_tokens = c.max_batched_tokens;
+  r.ubatch_tokens = c.ubatch_tokens;
+  r.seqs = c.seqs;
+  r.state_copies = c.state_copies;
+  r.ssm_state_fp32 = c.ssm_state_fp32 != 0;
+  if (const std::string_view v = validate(r); !v.empty()) {
+    why = "engine: " + std::string(v);
+    return std::nullopt;
+  }
+  return r;
+}
+
+std::optional<model_shape> model_shape_from_c(const pnmem_model_shape& in, std::string& why) {
+  why = struct_size_problem(in.struct_size, model_shape_size_v1, "shape", "pnmem_model_shape_init");
+  if (!why.empty()) return std::nullopt;
+  const pnmem_model_shape c = read_versioned(in, default_model_shape());
+  if (c.n_groups > max_layer_groups) {
+    why = "shape->n_groups is " + std::to_string(c.n_groups) + ": at most " + std::to_string(max_layer_groups) +
+          " (PNMEM_MAX_LAYER_GROUPS)";
+    return std::nullopt;
+  }
+  model_shape s;
+  for (std::uint32_t i = 0; i < c.n_groups; ++i) {
+    const pnmem_layer_group& g = c.groups[i];
+    const int kind = raw_int(g.kind);
+    if (kind < PNMEM_LAYERS_FULL || kind > PNMEM_LAYERS_RECURRENT) {
+      why = "shape->groups[" + std::to_string(i) + "].kind is " + std::to_string(kind) + ": not a pnmem_layer_kind (0 to 4)";
+      return std::nullopt;
+    }
+    layer_group x;
+    x.kind = static_cast<layer_kind>(kind);
+    x.layers = g.layers;
+    x.kv_heads = g.kv_heads;
+    x.key_dim = g.key_dim;
+    x.value_dim = g.value_dim;
+    x.k_only = g.k_only != 0;
+    x.span = g.span;
+    x.conv_state_values = g.conv_state_values;
+    x.ssm_state_values = g.ssm_state_values;
+    s.add(x);
+  }
+  s.query_heads = c.query_heads;
+  s.hidden_size = c.hidden_size;
+  s.fixed_activation_bytes = c.fixed_activation_bytes;
+  const std::pair<const char*, const pnmem_kv_format*> formats[] = {{"normal_kv", &c.normal_kv},
+                                                                     {"compact_kv", &c.compact_kv},
+                                                                     {"state_format", &c.state_format},
+                                                                     {"ssm_state_format", &c.ssm_state_format}};
+  for (const auto& [name, f] : formats) {
+    if (!kv_format_from_c(*f)) {
+      why = std::string("shape->") + name + " is " + std::to_string(raw_int(*f)) + ": not a pnmem_kv_format (0 to " +
+            std::to_string(PNMEM_KV_FORMATS - 1) + ")";
+      return std::nullopt;
+    }
+  }
+  s.normal_kv = *kv_format_from_c(c.normal_kv);
+  s.compact_kv = *kv_format_from_c(c.compact_kv);
+  s.state_format = *kv_format_from_c(c.state_format);
+  s.ssm_state_format = *kv_format_from_c(c.ssm_state_format);
+  if (const std::string_view v = validate(s); !v.empty()) {
+    why = "shape: " + std::string(v);
+    return std::nullopt;
+  }
+  return s;
+}
+
+std::optional<pnmem_request> request_from_c(const pnmem_request& in, std::string& why) {
+  why = struct_size_problem(in.struct_size, request_size_v1, "request", "pnmem_request_init");
+  if (!why.empty()) return std::nullopt;
+  return read_versioned(in, default_request());
 }
 
 bool flag_from_c(const bool& b) noexcept {

@@ -19,6 +19,7 @@
 #include "pnmem/engine/admit.hpp"
 #include "pnmem/engine/backpressure_gate.hpp"
 #include "pnmem/ladder.hpp"
+#include "pnmem/model_shape.hpp"
 #include "pnmem/mem_level.hpp"
 #include "pnmem/mem_state.hpp"
 #include "pnmem/pnmem_c.h"
@@ -59,10 +60,13 @@ pnmem_kv_allocation to_c(const kv_allocation& a) noexcept;
 // --- Versioned structs ------------------------------------------------------------------
 // The first version's sizes: a caller's struct_size below these is refused. A later
 // version that adds fields keeps these (the offset of its first new field).
-inline constexpr std::size_t model_size_v1 = sizeof(pnmem_model);
+inline constexpr std::size_t model_size_v1 = offsetof(pnmem_model, n_more_windows);
 inline constexpr std::size_t watcher_options_size_v1 = sizeof(pnmem_watcher_options);
 inline constexpr std::size_t model_load_size_v1 = sizeof(pnmem_model_load);
 inline constexpr std::size_t snapshot_size_v1 = sizeof(pnmem_snapshot);
+inline constexpr std::size_t engine_rule_size_v1 = sizeof(pnmem_engine_rule);
+inline constexpr std::size_t model_shape_size_v1 = sizeof(pnmem_model_shape);
+inline constexpr std::size_t request_size_v1 = sizeof(pnmem_request);
 
 // The defaults, struct_size set to sizeof (pnmem_model_init_sized narrows it).
 pnmem_model default_model() noexcept;
@@ -70,6 +74,17 @@ pnmem_model default_model() noexcept;
 // config.hpp, read once, its errors left for the state to log); may throw std::bad_alloc.
 pnmem_watcher_options default_watcher_options();
 pnmem_model_load default_model_load() noexcept;
+pnmem_engine_rule default_engine_rule() noexcept;
+pnmem_model_shape default_model_shape() noexcept;
+pnmem_request default_request() noexcept;
+
+// A caller's engine rule / shape / request as the C++ value, or nothing with `why` naming the field
+// ("engine->seqs is 0", "shape->groups[2].kind is 9: ..."). struct_size is checked here too.
+std::optional<engine_rule> engine_rule_from_c(const pnmem_engine_rule& in, std::string& why);
+std::optional<model_shape> model_shape_from_c(const pnmem_model_shape& in, std::string& why);
+std::optional<pnmem_request> request_from_c(const pnmem_request& in, std::string& why);
+// A shape into the C struct (struct_size kept).
+void shape_to_c(const model_shape& s, pnmem_model_shape& out) noexcept;
 
 // What is wrong with a caller's struct_size, or "" if it is valid: `what` names the
 // struct ("model"), `init` the call that initialises it.

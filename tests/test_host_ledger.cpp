@@ -1,5 +1,6 @@
 // pnmem/engine/host_ledger.hpp: memory admitted is not free until a sample has seen it.
 #include "pnmem/engine/host_ledger.hpp"
+#include "pnmem/model_shape.hpp"
 
 #include <doctest/doctest.h>
 
@@ -317,7 +318,7 @@ TEST_CASE("admission: pending bytes come off MemAvailable, not off the host tota
 // --- any model, and host bytes besides requests -------------------------------------------------------------
 
 TEST_CASE("admit reserves the model's host cost, not the seed's") {
-  const model_cost llama = from_shape({.layers = 32, .kv_heads = 8, .key_dim = 128, .query_heads = 32, .hidden_size = 4096});
+  const model_cost llama = from_shape(uniform_shape(32, 8, 128, 32, 4096));
   const model_desc m{.kv = kv_format::f16, .gpu_resident = false, .max_window = 0, .cost = llama};
   ledger_rig rig(8 * GiB);
   auto r = rig.ledger.admit(rig.w, m, 3000);

@@ -1,5 +1,6 @@
 // The seed's rung table, plus the planner's guarantees over a sweep of configs.
 #include "pnmem/ladder.hpp"
+#include "pnmem/model_shape.hpp"
 
 #include <doctest/doctest.h>
 
@@ -198,8 +199,7 @@ TEST_CASE("plans compare by value: plans for different levels differ") {
 // heads x 128 dims) keeps f16 (2 x 32 x 8 x 128 x 2 B = 131072 B per token) and compacts to q4_0
 // (per layer a K and a V row of 1024 values = 32 blocks of 18 B each: 2 x 32 x 576 = 36864 B).
 namespace {
-constexpr model_cost llama_cost = from_shape({.layers = 32, .kv_heads = 8, .key_dim = 128, .query_heads = 32,
-                                              .hidden_size = 4096});
+constexpr model_cost llama_cost = from_shape(uniform_shape(32, 8, 128, 32, 4096));
 static_assert(llama_cost.normal_kv == kv_format::f16 && llama_cost.compact_kv == kv_format::q4_0);
 // Compile time: the seed's 4096-token cache at OK and at WATCH.
 static_assert(kv_allocation_for(ladder_plan_for(mem_level::ok, {8, 16384, false}), 4096) ==
@@ -264,8 +264,12 @@ TEST_CASE("kv_allocation_for: ladder disabled, the configured format at every le
 
 TEST_CASE("kv_allocation_for: the bytes are kv_bytes in the chosen format (sliding layers stop at their window)") {
   // 4 full + 4 sliding layers (window 1024) x 2 KV heads x 64 dims: f16 512 B per layer and token.
-  constexpr model_cost m = from_shape({.layers = 8, .sliding_layers = 4, .sliding_window = 1024, .kv_heads = 2,
-                                       .key_dim = 64, .query_heads = 8, .hidden_size = 512});
+  constexpr model_cost m = [] {
+    model_shape s;
+    s.add(attention_layers(layer_kind::full, 4, 2, 64));
+    s.add(attention_layers(layer_kind::sliding, 4, 2, 64, 64, 1024));
+    return from_shape(s);
+  }();
   const ladder_config cfg{4, 0, false};
   for (auto l : levels) {
     CAPTURE(l);

@@ -7,6 +7,7 @@
 
 #include "pnmem/admission.hpp"
 #include "pnmem/cost_model.hpp"
+#include "pnmem/model_shape.hpp"
 #include "test_support.hpp"
 
 using namespace pnmem;
@@ -18,16 +19,36 @@ namespace {
 constexpr std::size_t at(kv_format f) { return static_cast<std::size_t>(f); }
 
 // Three public shapes (Done when of issue 12).
-constexpr model_shape llama3_8b{.layers = 32, .kv_heads = 8, .key_dim = 128, .query_heads = 32, .hidden_size = 4096};
-constexpr model_shape qwen25_7b{.layers = 28, .kv_heads = 4, .key_dim = 128, .query_heads = 28, .hidden_size = 3584,
-                                .normal_kv = kv_format::bf16};
+constexpr model_shape llama3_8b = uniform_shape(32, 8, 128, 32, 4096);
+constexpr model_shape qwen25_7b = [] {
+  model_shape s = uniform_shape(28, 4, 128, 28, 3584);
+  s.normal_kv = kv_format::bf16;
+  return s;
+}();
 // Gemma-2-9B: 42 layers, every other one sliding with a 4096-token window, 8 KV heads x 256 dims.
-constexpr model_shape gemma2_9b{.layers = 42, .sliding_layers = 21, .sliding_window = 4096, .kv_heads = 8,
-                                .key_dim = 256, .query_heads = 16, .hidden_size = 3584, .normal_kv = kv_format::bf16};
+constexpr model_shape gemma2_9b = [] {
+  model_shape s;
+  s.add(attention_layers(layer_kind::full, 21, 8, 256));
+  s.add(attention_layers(layer_kind::sliding, 21, 8, 256, 256, 4096));
+  s.query_heads = 16;
+  s.hidden_size = 3584;
+  s.normal_kv = kv_format::bf16;
+  return s;
+}();
 
 // A model with K and V heads of different widths (DeepSeek-style 192 / 128).
-constexpr model_shape split_kv{.layers = 4, .kv_heads = 2, .key_dim = 192, .value_dim = 128, .query_heads = 8,
-                               .hidden_size = 1024};
+constexpr model_shape split_kv = [] {
+  model_shape s;
+  s.add(attention_layers(layer_kind::full, 4, 2, 192, 128));
+  s.query_heads = 8;
+  s.hidden_size = 1024;
+  return s;
+}();
+
+const kv_window& first_window(const model_cost& m) {
+  REQUIRE(m.n_windows >= 1);
+  return m.windows[0];
+}
 
 }  // namespace
 
@@ -53,15 +74,16 @@ TEST_CASE("KV bytes per token, every format, exact against hand-computed values"
   // Gemma-2-9B: 21 full + 21 sliding layers, each 2 x 8 x 256 = 4096 values per token.
   const model_cost g = from_shape(gemma2_9b);
   CHECK(g.full_kv_bytes_per_token[at(kv_format::bf16)] == 21 * 4096 * 2);
-  CHECK(g.sliding_kv_bytes_per_token[at(kv_format::bf16)] == 21 * 4096 * 2);
-  CHECK(g.sliding_kv_bytes_per_token[at(kv_format::q4_0)] == 21 * 2 * (2048 / 32) * 18);
-  CHECK(g.sliding_window == 4096);
+  CHECK(g.n_windows == 1);
+  CHECK(first_window(g).bytes_per_token[at(kv_format::bf16)] == 21 * 4096 * 2);
+  CHECK(first_window(g).bytes_per_token[at(kv_format::q4_0)] == 21 * 2 * (2048 / 32) * 18);
+  CHECK(first_window(g).window == 4096);
   // K and V of different widths: 4 layers x 2 heads x (192 + 128) values.
   const model_cost s = from_shape(split_kv);
   CHECK(kv_bytes_per_token(s, kv_format::f16) == 4 * 2 * (192 + 128) * 2);
   CHECK(kv_bytes_per_token(s, kv_format::q8_0) == 4 * ((384 / 32) * 34 + (256 / 32) * 34));
   // A row that is not a whole number of blocks is rounded up to whole blocks.
-  const model_cost odd = from_shape({.layers = 1, .kv_heads = 1, .key_dim = 33});
+  const model_cost odd = from_shape(uniform_shape(1, 1, 33, 1, 64));
   CHECK(kv_bytes_per_token(odd, kv_format::q8_0) == 2 * 2 * 34);
   CHECK(kv_bytes_per_token(odd, kv_format::q4_0) == 2 * 2 * 18);
 }
@@ -74,7 +96,9 @@ TEST_CASE("the seed's model is from_shape of the seed's shape, and the seed-only
   CHECK(seed_model_cost.normal_kv == kv_format::fp32);
   CHECK(seed_model_cost.compact_kv == kv_format::q4);
   CHECK(seed_model_cost.state_bytes_per_seq == 0);
-  CHECK(seed_model_cost.sliding_window == 0);
+  CHECK(seed_model_cost.n_windows == 0);
+  CHECK(seed_model_cost.kv_block_tokens == 0);
+  CHECK(from_shape(seed_model_shape) == seed_model_cost);
   for (int n : {0, 1, 511, 4096, 70000, 300000, INT_MAX}) {
     CHECK(host_cost_bytes(n, kv_format::q4) == host_cost_bytes(seed_model_cost, n, kv_format::q4));
     CHECK(host_cost_bytes(n, kv_format::fp32) == host_cost_bytes(seed_model_cost, n, kv_format::fp32));
@@ -85,7 +109,7 @@ TEST_CASE("the seed's model is from_shape of the seed's shape, and the seed-only
 TEST_CASE("a sliding layer's KV stops growing at its window; full layers keep growing") {
   const model_cost g = from_shape(gemma2_9b);
   const std::uint64_t full = g.full_kv_bytes_per_token[at(kv_format::bf16)];
-  const std::uint64_t slide = g.sliding_kv_bytes_per_token[at(kv_format::bf16)];
+  const std::uint64_t slide = first_window(g).bytes_per_token[at(kv_format::bf16)];
   CHECK(kv_bytes(g, kv_format::bf16, 100) == (full + slide) * 100);
   CHECK(kv_bytes(g, kv_format::bf16, 4096) == (full + slide) * 4096);
   CHECK(kv_bytes(g, kv_format::bf16, 4097) == full * 4097 + slide * 4096);
@@ -94,13 +118,16 @@ TEST_CASE("a sliding layer's KV stops growing at its window; full layers keep gr
   for (std::uint64_t n : {4096u, 5000u, 20000u}) {
     CHECK(kv_bytes(g, kv_format::bf16, n + 1) - kv_bytes(g, kv_format::bf16, n) == full);
   }
-  // A model with sliding layers but no window known: they grow like full ones (never an under-estimate).
+  // A term whose window is 0 (refused by validate, but decisions take any value): its layers grow like
+  // full ones (never an under-estimate).
   model_cost no_window = g;
-  no_window.sliding_window = 0;
+  no_window.windows[0].window = 0;
+  CHECK_FALSE(validate(no_window).empty());
   CHECK(kv_bytes(no_window, kv_format::bf16, 100000) == (full + slide) * 100000);
   // All layers sliding (Mistral-7B-v0.1: 32 layers, 8 KV heads x 128, window 4096).
-  const model_cost mistral = from_shape({.layers = 32, .sliding_layers = 32, .sliding_window = 4096, .kv_heads = 8,
-                                         .key_dim = 128, .query_heads = 32, .hidden_size = 4096});
+  model_shape all_sliding;
+  all_sliding.add(attention_layers(layer_kind::sliding, 32, 8, 128, 128, 4096));
+  const model_cost mistral = from_shape(all_sliding);
   CHECK(kv_bytes(mistral, kv_format::f16, 1000000) == kv_bytes(mistral, kv_format::f16, 4096));
   CHECK(kv_bytes(mistral, kv_format::f16, 4096) == 131072ULL * 4096);
 }
@@ -165,6 +192,15 @@ TEST_CASE("validate names what is wrong") {
   m = from_shape(llama3_8b);
   m.normal_kv = static_cast<kv_format>(7);
   CHECK(validate(m) == "normal_kv is not a KV format");
+  m = from_shape(gemma2_9b);
+  m.n_windows = 5;
+  CHECK(validate(m) == "more than 4 KV windows");
+  m = from_shape(gemma2_9b);
+  m.windows[1] = m.windows[0];
+  m.n_windows = 2;
+  CHECK(validate(m) == "KV windows must increase");
+  m.windows[1].window = 0;
+  CHECK(validate(m) == "a KV window of 0 tokens (layers that keep every token are full_kv_bytes_per_token)");
 }
 
 TEST_CASE("KV format names: every format round-trips, aliases are accepted, junk is refused") {
@@ -197,22 +233,38 @@ int reference_fit(const model_cost& m, int n_max, kv_format kv, std::uint64_t li
   return lo;
 }
 
-// A random model: a shape (with or without sliding layers and state), or a random anchor table,
-// or coefficients, or the engine-that-preallocates (per-token KV 0, a fixed peak).
+// A random model: a shape of 1 to 5 layer groups (full, sliding, chunked, MLA-like K-only, recurrent,
+// cross-attention) under a random engine rule (KV blocks, windows with the engine's margin), or a
+// random anchor table, or coefficients, or the engine-that-preallocates (per-token KV 0, a fixed peak).
 model_cost random_model(pnmem::test::rng& g) {
   model_shape s;
-  s.layers = 1 + static_cast<std::uint32_t>(g.below(80));
-  s.kv_heads = 1 + static_cast<std::uint32_t>(g.below(16));
-  s.key_dim = 32 * (1 + static_cast<std::uint32_t>(g.below(8)));
-  s.value_dim = g.below(4) == 0 ? 32 * (1 + static_cast<std::uint32_t>(g.below(8))) : 0;
-  s.query_heads = s.kv_heads * (1 + static_cast<std::uint32_t>(g.below(8)));
-  s.hidden_size = 512 * (1 + static_cast<std::uint32_t>(g.below(16)));
-  if (g.below(2) == 0) {
-    s.sliding_layers = static_cast<std::uint32_t>(g.below(s.layers + 1ULL));
-    s.sliding_window = static_cast<std::uint32_t>(1 + g.below(g.below(2) == 0 ? 300 : 40000));
+  const std::uint32_t heads = 1 + static_cast<std::uint32_t>(g.below(16));
+  const int groups = 1 + static_cast<int>(g.below(5));
+  for (int i = 0; i < groups; ++i) {
+    const auto layers = 1 + static_cast<std::uint32_t>(g.below(60));
+    const auto kv_heads = 1 + static_cast<std::uint32_t>(g.below(16));
+    const auto key_dim = 32 * (1 + static_cast<std::uint32_t>(g.below(8)));
+    const auto value_dim = g.below(4) == 0 ? 32 * (1 + static_cast<std::uint32_t>(g.below(8))) : 0;
+    const auto span = static_cast<std::uint32_t>(1 + g.below(g.below(2) == 0 ? 300 : 40000));
+    switch (g.below(7)) {
+      case 0: s.add(attention_layers(layer_kind::sliding, layers, kv_heads, key_dim, value_dim, span)); break;
+      case 1: s.add(attention_layers(layer_kind::chunked, layers, kv_heads, key_dim, value_dim, span)); break;
+      case 2: s.add(latent_layers(layers, 64 * (1 + static_cast<std::uint32_t>(g.below(9))))); break;
+      case 3: s.add(recurrent_layers(layers, g.below(100000), g.below(2000000))); break;
+      case 4: s.add(attention_layers(layer_kind::cross, layers, kv_heads, key_dim, value_dim, span)); break;
+      default: s.add(attention_layers(layer_kind::full, layers, kv_heads, key_dim, value_dim)); break;
+    }
   }
-  if (g.below(3) == 0) s.state_bytes_per_seq = g.below(200 * MiB);
-  model_cost m = from_shape(s);
+  s.query_heads = heads * (1 + static_cast<std::uint32_t>(g.below(8)));
+  s.hidden_size = 512 * (1 + static_cast<std::uint32_t>(g.below(16)));
+  engine_rule e;
+  e.engine = static_cast<kv_engine>(g.below(3));
+  e.block_tokens = g.below(2) == 0 ? 16 : 1 + static_cast<std::uint32_t>(g.below(700));
+  e.max_batched_tokens = static_cast<std::uint32_t>(g.below(20000));
+  e.seqs = 1 + static_cast<std::uint32_t>(g.below(4));
+  e.state_copies = 1 + static_cast<std::uint32_t>(g.below(2));
+  model_cost m = from_shape(s, e);
+  if (g.below(3) == 0) m.state_bytes_per_seq = g.below(200 * MiB);
   switch (g.below(4)) {
     case 0: break;  // from_shape's table
     case 1: {       // a calibrated-looking table: 1 to 8 anchors, tokens increasing, peaks non-decreasing
@@ -233,7 +285,8 @@ model_cost random_model(pnmem::test::rng& g) {
       break;
     default:  // preallocated KV: only a small fixed peak and maybe state
       m.full_kv_bytes_per_token.fill(0);
-      m.sliding_kv_bytes_per_token.fill(0);
+      m.windows = {};
+      m.n_windows = 0;
       m.activation = activation_coefficients(g.below(64 * MiB), g.below(2) * g.below(1024), 0);
       break;
   }
@@ -431,9 +484,9 @@ TEST_CASE("a model as a template argument answers as the same model at run time"
   check_compiled_matches_data<seed_model_cost>(4);
 }
 
-TEST_CASE("a coefficient model's cost is its polynomial on either side of the window, saturated") {
+TEST_CASE("a coefficient model's cost is its polynomial on each piece between its windows, saturated") {
   // The CAP solve checks its guess on a quadratic piece with detail::coefficient_piece_of, not with
-  // host_cost_bytes: the two must agree for every model and n, extreme values included.
+  // host_cost_unblocked: the two must agree for every model and n, extreme values included.
   pnmem::test::rng g{9001};
   auto value = [&g](std::uint64_t typical) {
     switch (g.below(8)) {
@@ -448,19 +501,33 @@ TEST_CASE("a coefficient model's cost is its polynomial on either side of the wi
     model_cost m;
     const kv_format kv = all_kv_formats[g.below(kv_format_count)];
     m.full_kv_bytes_per_token[at(kv)] = value(512 * KiB);
-    m.sliding_kv_bytes_per_token[at(kv)] = g.below(2) == 0 ? 0 : value(512 * KiB);
-    m.sliding_window = g.below(2) == 0 ? 0 : 1 + g.below(g.below(2) == 0 ? 64 : 100000);
+    m.n_windows = static_cast<std::uint32_t>(g.below(max_kv_windows + 1));
+    std::uint64_t window = 0;
+    for (std::uint32_t w = 0; w < m.n_windows; ++w) {
+      window += 1 + g.below(g.below(2) == 0 ? 64 : 60000);
+      m.windows[w].window = window;
+      m.windows[w].bytes_per_token[at(kv)] = g.below(3) == 0 ? 0 : value(512 * KiB);
+    }
     m.state_bytes_per_seq = g.below(3) == 0 ? value(GiB) : 0;
     m.activation = activation_coefficients(value(GiB), value(256 * KiB), g.below(3) == 0 ? 0 : value(512));
     const int n = static_cast<int>(g.below(4) == 0 ? g.below(INT_MAX + 1ULL) : g.below(300000));
-    const bool past_window = m.sliding_window != 0 && static_cast<std::uint64_t>(n) >= m.sliding_window;
-    past += past_window ? 1 : 0;
-    const detail::u128 exact = detail::coefficient_piece_of(m, kv, past_window).at(static_cast<std::uint64_t>(n));
+    const auto un = static_cast<std::uint64_t>(n);
+    past += m.n_windows != 0 && un >= m.windows[0].window ? 1 : 0;
+    // Any `from` on the same piece gives the same polynomial: n itself, or the largest window at or
+    // below it (where the piece starts).
+    std::uint64_t from = un;
+    if (g.below(2) == 0) {
+      for (std::uint32_t w = 0; w < m.n_windows; ++w) {
+        if (m.windows[w].window <= un) from = m.windows[w].window;
+      }
+    }
+    const detail::u128 exact = detail::coefficient_piece_of(m, kv, from).at(un);
     const std::uint64_t saturated = exact > UINT64_MAX ? UINT64_MAX : static_cast<std::uint64_t>(exact);
     CAPTURE(i);
-    REQUIRE(saturated == host_cost_bytes(m, n, kv));
+    REQUIRE(saturated == detail::host_cost_unblocked(m, un, kv));
+    REQUIRE(saturated == host_cost_bytes(m, n, kv));  // no blocks: the same cost
   }
-  CHECK(past > 20000);  // both sides of the window were checked
+  CHECK(past > 20000);  // pieces past a window were checked
 }
 
 TEST_CASE("interpolation whose product passes 2^64 is exact, not saturated below the line") {
@@ -469,4 +536,96 @@ TEST_CASE("interpolation whose product passes 2^64 is exact, not saturated below
   CHECK(activation_peak_bytes(t, 1024) == std::uint64_t{1} << 61);
   CHECK(activation_peak_bytes(t, 1) == (std::uint64_t{1} << 62) / 2048);
   CHECK(activation_peak_bytes(t, 2047) == (std::uint64_t{1} << 62) / 2048 * 2047);
+}
+
+TEST_CASE("several windows: each term keeps at most its window, the full layers every token") {
+  model_cost m;
+  const auto f = at(kv_format::bf16);
+  m.full_kv_bytes_per_token[f] = 100;
+  m.n_windows = 3;
+  m.windows[0].window = 128;
+  m.windows[0].bytes_per_token[f] = 10;
+  m.windows[1].window = 1024;
+  m.windows[1].bytes_per_token[f] = 20;
+  m.windows[2].window = 8192;
+  m.windows[2].bytes_per_token[f] = 30;
+  REQUIRE(validate(m).empty());
+  CHECK(kv_bytes_per_token(m, kv_format::bf16) == 160);
+  CHECK(kv_bytes(m, kv_format::bf16, 100) == 160 * 100);
+  CHECK(kv_bytes(m, kv_format::bf16, 128) == 160 * 128);
+  CHECK(kv_bytes(m, kv_format::bf16, 129) == 150 * 129 + 10 * 128);
+  CHECK(kv_bytes(m, kv_format::bf16, 5000) == 130 * 5000 + 10 * 128 + 20 * 1024);
+  CHECK(kv_bytes(m, kv_format::bf16, 100000) == 100 * 100000 + 10 * 128 + 20 * 1024 + 30 * 8192);
+  // The terms' order does not change a decision (validate wants them increasing; decisions take any).
+  model_cost shuffled = m;
+  std::swap(shuffled.windows[0], shuffled.windows[2]);
+  CHECK_FALSE(validate(shuffled).empty());
+  const std::uint64_t total = 64 * GiB;
+  for (std::uint64_t avail : {8 * GiB + 100, 9 * GiB + 7777, 9 * GiB + 123456}) {
+    for (int n : {100, 5000, 1000000, 100000000}) {
+      const request_spec rq{.n_prompt = n, .kv = kv_format::bf16};
+      CHECK(admit_request(m, rq, host_state(total, avail)) == admit_request(shuffled, rq, host_state(total, avail)));
+    }
+  }
+}
+
+TEST_CASE("KV in blocks: n tokens are charged as whole blocks, and CAP is still the largest n that fits") {
+  model_cost m = from_shape(gemma2_9b);
+  m.kv_block_tokens = 16;
+  const model_cost per_token = from_shape(gemma2_9b);
+  for (std::uint64_t n : {0u, 1u, 15u, 16u, 17u, 4095u, 4096u, 4097u, 100000u}) {
+    const std::uint64_t blocks = (n + 15) / 16 * 16;
+    CAPTURE(n);
+    CHECK(kv_bytes(m, kv_format::bf16, n) == kv_bytes(per_token, kv_format::bf16, blocks));
+  }
+  m.kv_block_tokens = 544;  // vLLM's attention block for Qwen3-Next: not a power of two
+  CHECK(kv_bytes(m, kv_format::bf16, 1024) == kv_bytes(per_token, kv_format::bf16, 1088));
+  CHECK(kv_bytes(m, kv_format::bf16, 1088) == kv_bytes(per_token, kv_format::bf16, 1088));
+  // Exhaustive near the answer: for every limit between cost(b) and cost(b + 3 blocks), the solve is
+  // the plain search's.
+  for (const std::uint32_t block : {16u, 544u, 256u}) {
+    m.kv_block_tokens = block;
+    for (std::uint64_t limit = host_cost_bytes(m, 20000, kv_format::bf16); limit < host_cost_bytes(m, 20000 + 3 * static_cast<int>(block), kv_format::bf16);
+         limit += 97 * KiB) {
+      CAPTURE(block);
+      CAPTURE(limit);
+      REQUIRE(detail::largest_fitting_prompt(m, 200000, kv_format::bf16, limit) == reference_fit(m, 200000, kv_format::bf16, limit));
+    }
+  }
+}
+
+TEST_CASE("encoder items: their cross-attention KV is paid per item, off the budget the prompt is solved in") {
+  model_shape s = uniform_shape(32, 8, 128, 32, 4096);
+  s.add(attention_layers(layer_kind::cross, 8, 8, 128, 128, 6404));  // Mllama-style: 8 layers, 6404 tokens an image
+  s.normal_kv = kv_format::bf16;
+  const model_cost m = from_shape(s);
+  const std::uint64_t per_item = 8ULL * 2 * 8 * 128 * 2 * 6404;  // 209,846,272 B
+  CHECK(m.kv_bytes_per_encoder_item[at(kv_format::bf16)] == per_item);
+  CHECK(kv_bytes_per_token(m, kv_format::bf16) == 131072);  // the cross layers cost nothing per text token
+  CHECK(host_cost_bytes(m, 1000, kv_format::bf16, 2) == host_cost_bytes(m, 1000, kv_format::bf16) + 2 * per_item);
+  CHECK(host_cost_bytes(m, 1000, kv_format::bf16, -1) == host_cost_bytes(m, 1000, kv_format::bf16));
+  const std::uint64_t total = 64 * GiB;
+  const std::uint64_t reserve = host_reserve_bytes(total);
+  pnmem::test::rng g{31};
+  int caps = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const int items = static_cast<int>(g.below(6));
+    const int n = 1 + static_cast<int>(g.below(100000));
+    const std::uint64_t avail = reserve + g.below(24 * GiB);
+    const admit_result r = admit_request(m, {.n_prompt = n, .kv = kv_format::bf16, .encoder_items = items}, host_state(total, avail));
+    const std::uint64_t limit = avail - reserve;
+    CAPTURE(i);
+    REQUIRE(r.need_bytes == host_cost_bytes(m, n, kv_format::bf16, items));
+    if (r.verdict == verdict::cap) {
+      ++caps;
+      CHECK(host_cost_bytes(m, r.fit_tokens, kv_format::bf16, items) <= limit);
+      CHECK(host_cost_bytes(m, r.fit_tokens + 1, kv_format::bf16, items) > limit);
+    } else if (r.verdict == verdict::reject) {
+      CHECK(host_cost_bytes(m, 1, kv_format::bf16, items) > limit);
+    }
+  }
+  CHECK(caps > 100);
+  CHECK(admit_request(m, {.n_prompt = 10, .encoder_items = -1}, host_state(total, total)).reason == admit_reason::bad_request);
+  // The load check holds each sequence's items too.
+  CHECK(load_spec_for(m, 0, 1000, kv_format::bf16, 2, 1).kv_max_ctx_bytes == 2 * (kv_bytes(m, kv_format::bf16, 1000) + per_item));
 }

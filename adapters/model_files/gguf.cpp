@@ -20,23 +20,39 @@
 //
 // --- The keys used (arch = general.architecture; all others are skipped) --------------------------------
 //
+// What llama.cpp allocates for one sequence, from the keys its converters write (convert_hf_to_gguf.py)
+// and its loaders read (src/llama-model.cpp, src/models/*.cpp, src/llama-hparams.cpp; the citations are
+// in docs/engine-rules-research.md). Each layer is one of: an attention layer with a KV cache, a
+// recurrent layer with a fixed state, both (Falcon-H1), or neither (an MLP or MoE layer of a hybrid, a
+// layer whose KV is shared with an earlier one). The shape has one group per distinct (kind, KV heads,
+// K dims, V dims, span) and one per recurrent state, full groups first, then sliding, chunked,
+// recurrent (in layer order within a kind); more than 8 distinct groups is an error.
+//
 //   general.architecture               required string
 //   general.name                       optional string: the description's name (else the architecture)
 //   <arch>.block_count                 required integer, 1 to 2^20: the layers, L
-//   <arch>.attention.head_count        required: an integer 1 to 2^20, or a per-layer array of L integers
-//   <arch>.attention.head_count_kv     optional (absent: head_count, no GQA): an integer 1 to 2^20, or a
-//                                      per-layer array of L integers. A layer with 0 KV heads (a Mamba or
-//                                      other recurrent layer of a hybrid model: Jamba, Falcon-H1, ...) keeps
-//                                      no KV cache and is not a KV layer (not counted in `layers`); the
-//                                      others are costed at the LARGEST count in the array (exact when they
-//                                      agree, an over-estimate otherwise). In each KV layer the KV heads
-//                                      must divide the query heads, and there must be at least one.
-//   <arch>.attention.key_length        optional integer 1 to 2^20 (absent: embedding_length / head_count,
-//   <arch>.attention.value_length      which must divide, and head_count must not vary per layer)
-//   <arch>.attention.key_length_swa,   optional: when the model has sliding layers, K / V dims are the
-//   <arch>.attention.value_length_swa  larger of these and the above (an over-estimate, never under)
 //   <arch>.embedding_length            required integer 1 to 2^24 (hidden size)
 //   <arch>.context_length              optional integer: kept in gguf_summary, not a cost
+//   <arch>.attention.head_count        required (except for mamba and mamba2, whose converters write 0): an
+//                                      integer 1 to 2^20, or a per-layer array of L integers
+//   <arch>.attention.head_count_kv     optional (absent: head_count, no GQA): an integer 1 to 2^20, or a
+//                                      per-layer array of L integers. A layer with 0 KV heads keeps no KV
+//                                      cache; each layer with KV is costed at its own count. In each layer
+//                                      with KV the KV heads must divide the query heads.
+//   <arch>.attention.key_length        optional integer 1 to 2^20 (absent: embedding_length / head_count,
+//   <arch>.attention.value_length      which must divide, and head_count must not vary per layer)
+//   <arch>.attention.key_length_swa,   optional: the K / V dims of the sliding (and chunked) layers
+//   <arch>.attention.value_length_swa  (llama.cpp's n_embd_head_k_swa; absent: the dims above). Gemma 4:
+//                                      full layers 512, sliding 256.
+//   <arch>.attention.key_length_mla,   MLA (llama_hparams::is_mla: both set). The cache then keeps ONE row
+//   <arch>.attention.value_length_mla  per token and layer, of key_length x head_count_kv values (the
+//                                      converter writes key_length = kv_lora_rank + rope dims, 576 for
+//                                      DeepSeek-V3, and head_count_kv = 1), and no V (has_v = !is_mla in
+//                                      llama_kv_cache). key_length must then be given; one of the two keys
+//                                      without the other is an error. Files without them (DeepSeek GGUFs
+//                                      converted before llama.cpp cached the latent; attention.kv_lora_rank
+//                                      alone does not make MLA) are costed as llama.cpp costs them: K and
+//                                      V per head, key_length and value_length each.
 //   <arch>.attention.sliding_window    optional integer 0 to 2^32-1 (absent or 0: no layer slides)
 //   <arch>.attention.sliding_window_pattern   which layers slide, when there is a window:
 //                                      an integer N: llama.cpp's set_swa_pattern(N): layer i slides when
@@ -45,11 +61,45 @@
 //                                      Absent: llama.cpp's built-in period for gemma2 (2), gemma3 (6),
 //                                      gemma3n (5), gpt-oss (2) and cohere2 (4); any other architecture
 //                                      has no sliding layer (llama.cpp keeps a full cache in every layer).
+//   Architectures whose window llama.cpp sets itself:
+//     gemma2    the window defaults to 4096 when sliding_window is absent (llama.cpp's default)
+//     gemma4    sliding_window and a per-layer sliding_window_pattern array are required
+//     phi3      no layer slides whatever sliding_window says ("Phi SWA is currently disabled")
+//     llama4    chunked attention: layer i keeps the current chunk of 8192 tokens when i % 4 < 3, every
+//               token otherwise (set_swa_pattern(4); the chunk is hard-coded, there is no key for it);
+//               a sliding_window of 0 turns chunking off (every layer full)
+//   Layers with no KV of their own (llama.cpp's n_layer_kv_from_start):
+//     gemma4    <arch>.attention.shared_kv_layers N (0 to L-1): layers L-N .. L-1 reuse earlier KV
+//     gemma3n   layers 20 and on (hard-coded in llama.cpp, which does not read shared_kv_layers)
+//     glm4moe, qwen35, qwen35moe   <arch>.nextn_predict_layers N (0 to L-1): the last N layers (the
+//               MTP blocks) keep no KV and no state
+//   Recurrent layers (llama.cpp's recurrent_layer_arr), by architecture:
+//     mamba, mamba2            every layer; no attention
+//     jamba, granitehybrid, plamo2   layer i is recurrent iff head_count_kv[i] == 0, else attention
+//     nemotron_h, nemotron_h_moe     recurrent iff head_count_kv[i] == 0 and feed_forward_length[i] == 0;
+//                              attention iff feed_forward_length[i] == 0 and not recurrent; the others
+//                              (MLP, MoE) keep neither. <arch>.feed_forward_length (an integer or a
+//                              per-layer array) is required.
+//     falcon-h1                every layer holds both attention KV and a Mamba-2 state
+//     qwen3next, qwen35, qwen35moe   <arch>.attention.recurrent_layers (a per-layer array, nonzero =
+//                              recurrent) when present; else <arch>.full_attention_interval N (1 to 2^20,
+//                              default 4): layer i is attention iff (i + 1) % N == 0
+//   Their state per layer and sequence, llama.cpp's n_embd_r / n_embd_s:
+//     conv values  (ssm.conv_kernel - 1) x (ssm.inner_size + 2 x ssm.group_count x ssm.state_size)
+//     SSM values   ssm.state_size x ssm.inner_size
+//   from <arch>.ssm.conv_kernel (1 to 2^16), .ssm.inner_size (1 to 2^24), .ssm.state_size (1 to 2^20),
+//   .ssm.group_count (0 to 2^20; read for all but mamba and jamba, whose loaders do not: 0), each
+//   required when a layer is recurrent. llama.cpp keeps the state in f32: the shape's state formats are
+//   fp32. Any other architecture carrying <arch>.ssm.*, .attention.recurrent_layers,
+//   .shortconv.l_cache, .wkv.head_size or .kda.head_dim (a recurrent state pnmem cannot place) is an
+//   error naming the key.
 //   Integers may be of any GGUF integer type (u8 to i64); a negative value, a float, a bool (except in a
-//   sliding pattern) or a string where an integer is expected is an error naming the key.
+//   per-layer flag array) or a string where an integer is expected is an error naming the key.
 //
 // The KV cache format is not in GGUF (llama.cpp's --cache-type-k/-v default to f16): normal_kv is f16,
-// compact_kv q4_0. The costs are from_shape(shape), the shape's activation defaults included.
+// compact_kv q4_0. The costs are from_shape(shape, engine), the shape's activation defaults included.
+// (With flash attention off and V widths differing per layer, Gemma 4's, llama.cpp pads every V row to
+// the widest, n_embd_v_gqa_max; pnmem costs the rows unpadded, as with flash attention on.)
 #include "pnmem/model_files/gguf.hpp"
 
 #include <algorithm>
@@ -181,6 +231,45 @@ constexpr std::string_view kept_suffixes[] = {
     "attention.key_length", "attention.value_length",   "attention.key_length_swa",
     "attention.value_length_swa", "embedding_length",   "context_length",
     "attention.sliding_window",   "attention.sliding_window_pattern",
+    "attention.key_length_mla",   "attention.value_length_mla", "attention.shared_kv_layers",
+    "attention.recurrent_layers", "full_attention_interval",    "nextn_predict_layers",
+    "feed_forward_length",        "ssm.conv_kernel",            "ssm.inner_size",
+    "ssm.state_size",             "ssm.group_count",            "ssm.time_step_rank",
+    "shortconv.l_cache",          "wkv.head_size",              "kda.head_dim",
+};
+
+// Keys that say a layer holds a recurrent state: an architecture pnmem does not know to have one and
+// carrying one of these is refused (its state would be missing from the costs).
+constexpr std::string_view recurrent_markers[] = {
+    "ssm.conv_kernel", "ssm.inner_size",    "ssm.state_size", "ssm.group_count", "ssm.time_step_rank",
+    "attention.recurrent_layers", "shortconv.l_cache", "wkv.head_size", "kda.head_dim",
+};
+
+// How llama.cpp tells an architecture's recurrent layers from its attention layers (the
+// recurrent_layer_arr each loader fills, and the memory filters of llama_model::create_memory).
+enum class layer_rule : std::uint8_t {
+  attention,    // no recurrent layer: every architecture not listed in arch_rules
+  all_mamba,    // mamba, mamba2: every layer recurrent, no attention
+  kv_zero,      // recurrent iff head_count_kv[i] == 0, else attention (jamba, granitehybrid, plamo2)
+  nemotron_h,   // recurrent iff head_count_kv[i] == 0 and feed_forward_length[i] == 0; attention iff
+                // feed_forward_length[i] == 0 and not recurrent; MLP / MoE layers neither
+  parallel,     // every layer both (falcon-h1)
+  gated_delta,  // attention.recurrent_layers, else full_attention_interval (qwen3next, qwen35, qwen35moe)
+};
+
+struct arch_rule {
+  std::string_view arch;
+  layer_rule rule;
+  bool ssm_groups;  // the loader reads ssm.group_count (mamba and jamba do not: 0 groups)
+};
+
+constexpr arch_rule arch_rules[] = {
+    {"mamba", layer_rule::all_mamba, false},          {"mamba2", layer_rule::all_mamba, true},
+    {"jamba", layer_rule::kv_zero, false},            {"granitehybrid", layer_rule::kv_zero, true},
+    {"plamo2", layer_rule::kv_zero, true},            {"nemotron_h", layer_rule::nemotron_h, true},
+    {"nemotron_h_moe", layer_rule::nemotron_h, true}, {"falcon-h1", layer_rule::parallel, true},
+    {"qwen3next", layer_rule::gated_delta, true},     {"qwen35", layer_rule::gated_delta, true},
+    {"qwen35moe", layer_rule::gated_delta, true},
 };
 
 bool kept_key(std::string_view key) {
@@ -200,7 +289,7 @@ constexpr std::uint64_t max_kept_array = std::uint64_t{1} << 20;
 template <class Source>
 class parser {
  public:
-  explicit parser(Source& src) : src_(src) {}
+  parser(Source& src, const engine_rule& engine) : src_(src), engine_(engine) {}
 
   gguf_model run() {
     gguf_model out;
@@ -240,6 +329,7 @@ class parser {
 
  private:
   Source& src_;
+  engine_rule engine_;
   std::uint64_t pos_ = 0;
   std::uint64_t item_start_ = 0;  // where the key/value being read starts
   std::string context_;           // what is being read: "the header", "key \"k\" (entry 3 of 12)"
@@ -492,6 +582,109 @@ class parser {
     return embd / heads;
   }
 
+  static const arch_rule* rule_of(const std::string& arch) {
+    for (const arch_rule& r : arch_rules) {
+      if (arch == r.arch) return &r;
+    }
+    return nullptr;
+  }
+
+  // An architecture with no recurrent layer (as far as pnmem knows) must not carry a recurrent state.
+  void refuse_recurrent_markers(const std::string& p, const std::string& arch) const {
+    for (const std::string_view m : recurrent_markers) {
+      const std::string key = p + std::string(m);
+      if (find(key) != nullptr) {
+        fail(key + ": present, but pnmem does not know which layers of a " + quoted(arch) +
+             " model hold a recurrent state, or what it holds (it reads mamba, mamba2, jamba, granitehybrid, "
+             "plamo2, nemotron_h, nemotron_h_moe, falcon-h1, qwen3next, qwen35 and qwen35moe)");
+      }
+    }
+  }
+
+  // The first layer of those flagged, for messages.
+  static std::size_t first_of(const std::vector<bool>& flags) {
+    std::size_t i = 0;
+    while (i < flags.size() && !flags[i]) ++i;
+    return i;
+  }
+
+  // A key a recurrent layer's state is sized from: required once a layer is recurrent.
+  std::uint64_t state_key(const std::string& key, std::uint64_t lo, std::uint64_t hi, const std::string& why) const {
+    if (find(key) == nullptr) fail(key + ": missing (" + why + ")");
+    return *scalar(key, lo, hi, true);
+  }
+
+  // Which layers are sliding (or chunked), their kind and span; span 0: none.
+  struct local_layers {
+    std::vector<bool> flags;  // per layer
+    layer_kind kind = layer_kind::sliding;
+    std::uint64_t span = 0;
+  };
+
+  local_layers which_local(const std::string& arch, const std::string& p, std::uint64_t layers) const {
+    constexpr std::uint64_t max_count = std::uint64_t{1} << 20;
+    local_layers out;
+    out.flags.assign(static_cast<std::size_t>(layers), false);
+    const std::string window_key = p + "attention.sliding_window";
+    const std::string pattern_key = p + "attention.sliding_window_pattern";
+    const std::optional<std::uint64_t> given = scalar(window_key, 0, 0xffffffffULL, arch == "gemma4");
+
+    if (arch == "llama4") {  // llama.cpp: chunked, n_swa = 8192, set_swa_pattern(4), unless the window is 0
+      if (given && *given == 0) return out;
+      out.kind = layer_kind::chunked;
+      out.span = 8192;
+      for (std::size_t i = 0; i < out.flags.size(); ++i) out.flags[i] = i % 4 < 3;
+      return out;
+    }
+    if (arch == "phi3") return out;  // llama.cpp: "Phi SWA is currently disabled"
+
+    const std::uint64_t window = given.value_or(arch == "gemma2" ? 4096 : 0);
+    if (window == 0) return out;
+    out.span = window;
+    const kept_value* pat = find(pattern_key);
+    if (arch == "gemma4" && (pat == nullptr || pat->type != t_array)) {
+      fail(pattern_key + (pat == nullptr ? ": missing" : ": expected a per-layer array, got " + type_text(*pat)) +
+           " (gemma4 says which layers slide with a per-layer array)");
+    }
+    std::uint64_t period = 0;
+    bool have_period = false;
+    if (pat != nullptr && pat->type == t_array) {
+      const auto flags = per_layer(pattern_key, layers, 0, detail::u64_max, true);
+      for (std::size_t i = 0; i < out.flags.size(); ++i) out.flags[i] = flags->values[i] != 0;
+    } else if (pat != nullptr) {
+      period = *scalar(pattern_key, 0, max_count, true);
+      have_period = true;
+    } else {
+      constexpr struct {
+        std::string_view arch;
+        std::uint64_t period;
+      } builtin[] = {{"gemma2", 2}, {"gemma3", 6}, {"gemma3n", 5}, {"gpt-oss", 2}, {"cohere2", 4}};
+      for (const auto& b : builtin) {
+        if (arch == b.arch) {
+          period = b.period;
+          have_period = true;
+        }
+      }
+    }
+    if (have_period) {
+      for (std::size_t i = 0; i < out.flags.size(); ++i) out.flags[i] = period == 0 || i % period < period - 1;
+    }
+    return out;
+  }
+
+  // Layers from this one on keep no KV of their own (llama.cpp's n_layer_kv_from_start), and, for the
+  // MTP blocks of nextn_predict_layers, no state either.
+  std::uint64_t kv_layers_from_start(const std::string& arch, const std::string& p, std::uint64_t layers) const {
+    if (arch == "gemma4") {
+      return layers - scalar(p + "attention.shared_kv_layers", 0, layers - 1, false).value_or(0);
+    }
+    if (arch == "gemma3n") return std::min<std::uint64_t>(layers, 20);
+    if (arch == "glm4moe" || arch == "qwen35" || arch == "qwen35moe") {
+      return layers - scalar(p + "nextn_predict_layers", 0, layers - 1, false).value_or(0);
+    }
+    return layers;
+  }
+
   void interpret(gguf_model& out) {
     const std::string arch = string_key("general.architecture", true);
     if (arch.empty()) fail("general.architecture: empty");
@@ -500,93 +693,188 @@ class parser {
     constexpr std::uint64_t max_count = std::uint64_t{1} << 20;
 
     const std::uint64_t layers = *scalar(p + "block_count", 1, max_count, true);
+    const auto n = static_cast<std::size_t>(layers);
+    const arch_rule* known = rule_of(arch);
+    const layer_rule rule = known != nullptr ? known->rule : layer_rule::attention;
+    if (rule == layer_rule::attention) refuse_recurrent_markers(p, arch);
     const std::string q_key = p + "attention.head_count";
     const std::string kv_key = p + "attention.head_count_kv";
-    const auto q = per_layer(q_key, layers, 0, max_count, false);
-    if (!q) fail(q_key + ": missing");
-    if (!q->is_array && q->values[0] == 0) fail(q_key + ": 0 (a model has at least one attention head)");
-    const per_layer_values kv = per_layer(kv_key, layers, 0, max_count, false).value_or(*q);
-    if (!kv.is_array && kv.values[0] == 0) fail(kv_key + ": 0 (no layer would keep a KV cache)");
 
-    std::vector<bool> kv_layer(static_cast<std::size_t>(layers), false);
+    // Query and KV heads per layer (a pure Mamba model has no attention: its converter writes 0 heads).
+    per_layer_values q;
+    per_layer_values kv;
+    if (rule == layer_rule::all_mamba) {
+      q = per_layer(q_key, layers, 0, max_count, false).value_or(per_layer_values{std::vector<std::uint64_t>(n, 0), false});
+      kv.values.assign(n, 0);
+    } else {
+      const auto given_q = per_layer(q_key, layers, 0, max_count, false);
+      if (!given_q) fail(q_key + ": missing");
+      q = *given_q;
+      if (!q.is_array && q.values[0] == 0) fail(q_key + ": 0 (a model has at least one attention head)");
+      kv = per_layer(kv_key, layers, 0, max_count, false).value_or(q);
+      // Where 0 KV heads does not mark the recurrent layers, a single 0 leaves no layer with KV.
+      const bool zero_kv_marks_recurrent = rule == layer_rule::kv_zero || rule == layer_rule::nemotron_h;
+      if (!zero_kv_marks_recurrent && !kv.is_array && kv.values[0] == 0) fail(kv_key + ": 0 (no layer would keep a KV cache)");
+    }
+
+    // Which layers attend and which hold a recurrent state.
+    std::vector<bool> attends(n, false);
+    std::vector<bool> recurrent(n, false);
+    const std::uint64_t kv_from = kv_layers_from_start(arch, p, layers);
+    switch (rule) {
+      case layer_rule::attention: attends.assign(n, true); break;
+      case layer_rule::all_mamba: recurrent.assign(n, true); break;
+      case layer_rule::kv_zero:
+        for (std::size_t i = 0; i < n; ++i) {
+          recurrent[i] = kv.values[i] == 0;
+          attends[i] = !recurrent[i];
+        }
+        break;
+      case layer_rule::nemotron_h: {
+        const std::string ff_key = p + "feed_forward_length";
+        const auto ff = per_layer(ff_key, layers, 0, detail::u64_max, false);
+        if (!ff) fail(ff_key + ": missing (" + arch + " tells its Mamba layers from its MLP and MoE layers by it)");
+        for (std::size_t i = 0; i < n; ++i) {
+          recurrent[i] = kv.values[i] == 0 && ff->values[i] == 0;
+          attends[i] = ff->values[i] == 0 && !recurrent[i];
+        }
+        break;
+      }
+      case layer_rule::parallel:
+        attends.assign(n, true);
+        recurrent.assign(n, true);
+        break;
+      case layer_rule::gated_delta: {
+        const std::string flags_key = p + "attention.recurrent_layers";
+        if (const auto flags = per_layer(flags_key, layers, 0, detail::u64_max, true); flags && flags->is_array) {
+          for (std::size_t i = 0; i < n; ++i) recurrent[i] = flags->values[i] != 0;
+        } else if (flags) {
+          fail(flags_key + ": expected a per-layer array, got " + type_text(*find(flags_key)));
+        } else {
+          const std::uint64_t interval = scalar(p + "full_attention_interval", 1, max_count, false).value_or(4);
+          for (std::size_t i = 0; i < n; ++i) recurrent[i] = i < kv_from && (i + 1) % interval != 0;
+        }
+        for (std::size_t i = 0; i < n; ++i) attends[i] = !recurrent[i];
+        break;
+      }
+    }
+
+    // The layers that keep a KV cache of their own.
+    std::vector<bool> kv_layer(n, false);
     std::uint64_t n_kv_layers = 0;
-    std::uint64_t kv_max = 0;
     std::uint64_t q_max = 0;
-    for (std::size_t i = 0; i < kv_layer.size(); ++i) {
-      q_max = std::max(q_max, q->values[i]);
-      if (kv.values[i] == 0) continue;
-      if (q->values[i] == 0) {
+    for (std::size_t i = 0; i < n; ++i) {
+      q_max = std::max(q_max, q.values[i]);
+      if (!attends[i] || kv.values[i] == 0 || i >= kv_from) continue;
+      if (q.values[i] == 0) {
         fail(q_key + ": 0 query heads in layer " + std::to_string(i) + ", which has " + std::to_string(kv.values[i]) +
              " KV heads");
       }
-      if (q->values[i] % kv.values[i] != 0) {
+      if (q.values[i] % kv.values[i] != 0) {
         fail(kv_key + ": " + std::to_string(kv.values[i]) + " KV heads in layer " + std::to_string(i) +
-             " do not divide its " + std::to_string(q->values[i]) + " query heads (" + q_key + ")");
+             " do not divide its " + std::to_string(q.values[i]) + " query heads (" + q_key + ")");
       }
       kv_layer[i] = true;
       ++n_kv_layers;
-      kv_max = std::max(kv_max, kv.values[i]);
     }
-    if (n_kv_layers == 0) fail(kv_key + ": every layer has 0 KV heads (no layer keeps a KV cache)");
+    const std::size_t first_recurrent = first_of(recurrent);
+    if (n_kv_layers == 0 && first_recurrent == n) {
+      if (rule == layer_rule::attention) fail(kv_key + ": every layer has 0 KV heads (no layer keeps a KV cache)");
+      fail(p + "block_count: no layer of this " + arch + " model keeps a KV cache or a recurrent state");
+    }
 
     const std::uint64_t embd = *scalar(p + "embedding_length", 1, std::uint64_t{1} << 24, true);
-    std::uint64_t key_dim = head_dim(p + "attention.key_length", embd, *q, kv_layer, q_key);
-    std::uint64_t value_dim = head_dim(p + "attention.value_length", embd, *q, kv_layer, q_key);
     out.summary.context_length = scalar(p + "context_length", 0, detail::u64_max, false).value_or(0);
 
-    // Which KV layers slide.
-    const std::uint64_t window = scalar(p + "attention.sliding_window", 0, 0xffffffffULL, false).value_or(0);
-    std::uint64_t n_sliding = 0;
-    if (window != 0) {
-      const std::string pattern_key = p + "attention.sliding_window_pattern";
-      std::vector<bool> slides(kv_layer.size(), false);
-      std::uint64_t period = 0;
-      bool have_period = false;
-      if (const kept_value* pat = find(pattern_key); pat != nullptr && pat->type == t_array) {
-        const auto flags = per_layer(pattern_key, layers, 0, detail::u64_max, true);
-        for (std::size_t i = 0; i < slides.size(); ++i) slides[i] = flags->values[i] != 0;
-      } else if (pat != nullptr) {
-        period = *scalar(pattern_key, 0, max_count, true);
-        have_period = true;
-      } else {
-        constexpr struct {
-          std::string_view arch;
-          std::uint64_t period;
-        } builtin[] = {{"gemma2", 2}, {"gemma3", 6}, {"gemma3n", 5}, {"gpt-oss", 2}, {"cohere2", 4}};
-        for (const auto& b : builtin) {
-          if (arch == b.arch) {
-            period = b.period;
-            have_period = true;
-          }
+    model_shape s;
+    std::vector<layer_group> found;  // distinct groups, in layer order (at most max_layer_groups)
+    auto add = [&found, &p](layer_group g) {
+      for (layer_group& f : found) {
+        layer_group same = g;
+        same.layers = f.layers;
+        if (same == f) {
+          ++f.layers;
+          return;
         }
       }
-      if (have_period) {
-        for (std::size_t i = 0; i < slides.size(); ++i) slides[i] = period == 0 || i % period < period - 1;
+      if (found.size() == max_layer_groups) {
+        fail(p + "block_count: more than " + std::to_string(max_layer_groups) + " distinct kinds of layer (kind, KV "
+             "heads, K and V dims, window, state); pnmem holds at most " + std::to_string(max_layer_groups));
       }
-      for (std::size_t i = 0; i < slides.size(); ++i) {
-        if (kv_layer[i] && slides[i]) ++n_sliding;
+      g.layers = 1;
+      found.push_back(g);
+    };
+
+    if (n_kv_layers > 0) {
+      // MLA: one latent row of key_length values per token and layer, no V.
+      const std::string k_key = p + "attention.key_length";
+      const std::string kmla_key = p + "attention.key_length_mla";
+      const std::string vmla_key = p + "attention.value_length_mla";
+      const bool kmla = scalar(kmla_key, 1, max_count, false).has_value();
+      const bool vmla = scalar(vmla_key, 1, max_count, false).has_value();
+      if (kmla != vmla) {
+        fail((kmla ? vmla_key : kmla_key) + ": missing, but " + (kmla ? kmla_key : vmla_key) +
+             " is set (llama.cpp caches the MLA latent only with both)");
       }
-    }
-    if (n_sliding != 0) {
-      key_dim = std::max(key_dim, scalar(p + "attention.key_length_swa", 1, max_count, false).value_or(0));
-      value_dim = std::max(value_dim, scalar(p + "attention.value_length_swa", 1, max_count, false).value_or(0));
+      const bool mla = kmla && vmla;
+      if (mla && find(k_key) == nullptr) {
+        fail(k_key + ": missing (an MLA model, " + kmla_key + " is set: the cached latent's width, kv_lora_rank + "
+             "rope dims, is key_length and cannot be derived)");
+      }
+      const std::uint64_t key_dim = head_dim(k_key, embd, q, kv_layer, q_key);
+      const std::uint64_t value_dim = mla ? 0 : head_dim(p + "attention.value_length", embd, q, kv_layer, q_key);
+
+      const local_layers local = which_local(arch, p, layers);
+      std::uint64_t key_dim_local = key_dim;
+      std::uint64_t value_dim_local = value_dim;
+      bool any_local = false;
+      for (std::size_t i = 0; i < n; ++i) any_local = any_local || (kv_layer[i] && local.span != 0 && local.flags[i]);
+      if (any_local) {
+        key_dim_local = scalar(p + "attention.key_length_swa", 1, max_count, false).value_or(key_dim);
+        if (!mla) value_dim_local = scalar(p + "attention.value_length_swa", 1, max_count, false).value_or(value_dim);
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!kv_layer[i]) continue;
+        const bool is_local = local.span != 0 && local.flags[i];
+        layer_group g = attention_layers(is_local ? local.kind : layer_kind::full, 1,
+                                         static_cast<std::uint32_t>(kv.values[i]),
+                                         static_cast<std::uint32_t>(is_local ? key_dim_local : key_dim),
+                                         static_cast<std::uint32_t>(is_local ? value_dim_local : value_dim),
+                                         is_local ? static_cast<std::uint32_t>(local.span) : 0);
+        g.k_only = mla;
+        add(g);
+      }
     }
 
-    model_shape s;
-    s.layers = static_cast<std::uint32_t>(n_kv_layers);
-    s.sliding_layers = static_cast<std::uint32_t>(n_sliding);
-    s.sliding_window = n_sliding == 0 ? 0 : static_cast<std::uint32_t>(window);
-    s.kv_heads = static_cast<std::uint32_t>(kv_max);
-    s.key_dim = static_cast<std::uint32_t>(key_dim);
-    s.value_dim = static_cast<std::uint32_t>(value_dim);
+    if (first_recurrent != n) {
+      const std::string why = arch + " layer " + std::to_string(first_recurrent) +
+                              " is recurrent, and llama.cpp sizes its state from this key";
+      const std::uint64_t kernel = state_key(p + "ssm.conv_kernel", 1, std::uint64_t{1} << 16, why);
+      const std::uint64_t inner = state_key(p + "ssm.inner_size", 1, std::uint64_t{1} << 24, why);
+      const std::uint64_t state = state_key(p + "ssm.state_size", 1, max_count, why);
+      const std::uint64_t groups = known->ssm_groups ? state_key(p + "ssm.group_count", 0, max_count, why) : 0;
+      // llama_hparams::n_embd_r and n_embd_s (below 2^58 and 2^44 within these ranges).
+      const layer_group state_group = recurrent_layers(1, (kernel - 1) * (inner + 2 * groups * state), state * inner);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (recurrent[i]) add(state_group);
+      }
+    }
+
+    std::stable_sort(found.begin(), found.end(), [](const layer_group& a, const layer_group& b) {
+      return static_cast<int>(a.kind) < static_cast<int>(b.kind);
+    });
+    for (const layer_group& g : found) s.add(g);
     s.query_heads = static_cast<std::uint32_t>(q_max);
     s.hidden_size = static_cast<std::uint32_t>(embd);
     s.normal_kv = kv_format::f16;
     s.compact_kv = kv_format::q4_0;
+    s.state_format = kv_format::fp32;  // llama.cpp's recurrent state is f32 (create_memory)
+    s.ssm_state_format = kv_format::fp32;
 
     model_description& d = out.description;
-    d.cost = from_shape(s);
+    d.cost = from_shape(s, engine_);
     d.shape = s;
+    d.engine = engine_;
     d.source = "gguf";
     const std::string name = string_key("general.name", false);
     d.name = name.empty() ? arch : name;
@@ -594,9 +882,9 @@ class parser {
 };
 
 template <class Source>
-read_result<gguf_model> parse(Source& src) {
+read_result<gguf_model> parse(Source& src, const engine_rule& engine) {
   try {
-    parser<Source> p(src);
+    parser<Source> p(src, engine);
     return read_result<gguf_model>::ok(p.run());
   } catch (const gguf_failure& e) {
     return read_result<gguf_model>::fail(e.what);
@@ -612,25 +900,27 @@ read_result<model_description> description_of(read_result<gguf_model> r) {
 
 }  // namespace
 
-read_result<gguf_model> read_gguf_model(std::string_view bytes) {
+read_result<gguf_model> read_gguf_model(std::string_view bytes, const engine_rule& engine) {
   memory_source src(bytes);
-  return parse(src);
+  return parse(src, engine);
 }
 
-read_result<gguf_model> read_gguf_model_file(const std::string& path) {
+read_result<gguf_model> read_gguf_model_file(const std::string& path, const engine_rule& engine) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return read_result<gguf_model>::fail(path + ": " + std::strerror(errno));
   file_source src(f);
-  read_result<gguf_model> r = parse(src);
+  read_result<gguf_model> r = parse(src, engine);
   std::fclose(f);
   if (!r) r.error = path + ": " + r.error;
   return r;
 }
 
-read_result<model_description> read_gguf(std::string_view bytes) { return description_of(read_gguf_model(bytes)); }
+read_result<model_description> read_gguf(std::string_view bytes, const engine_rule& engine) {
+  return description_of(read_gguf_model(bytes, engine));
+}
 
-read_result<model_description> read_gguf_file(const std::string& path) {
-  return description_of(read_gguf_model_file(path));
+read_result<model_description> read_gguf_file(const std::string& path, const engine_rule& engine) {
+  return description_of(read_gguf_model_file(path, engine));
 }
 
 }  // namespace pnmem::model_files

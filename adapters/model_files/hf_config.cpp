@@ -1,53 +1,103 @@
-// adapters/model_files/hf_config.cpp - a model's costs from a Hugging Face config.json (hf_config.hpp).
+// adapters/model_files/hf_config.cpp - a model's layer groups from a Hugging Face config.json (hf_config.hpp).
 //
-// The key rules, in the order they are applied. "Integer" means a JSON integer (not a float, not a
-// boolean, not a string); a key given as null counts as absent. Every error names the key (with its
-// "text_config." prefix when read from there) and what was wrong.
+// The config is read as Python's json module reads it (what transformers and vLLM use): NaN, Infinity
+// and -Infinity literals are accepted (Nemotron-H ships "time_step_limit": [0.0, Infinity]); a key that
+// pnmem reads and finds one of them in is an error naming the key. A key given as null counts as absent.
+// "Integer" means a JSON integer (not a float, not a boolean, not a string). Every error names the key
+// (with its "text_config." prefix when read from there) and what was wrong.
 //
-//   Where:          the top level; when it has no num_hidden_layers and has a "text_config" object (the
-//                   multimodal configs: Gemma 3, Llava, Mllama, ...), that object instead. The dtype keys,
-//                   architectures and model_type are looked up there first, then at the top level;
-//                   _name_or_path at the top level only.
-//   num_hidden_layers     required integer, 1 to 2^20.
-//   num_attention_heads   required integer, 1 to 2^20 (query heads).
-//   num_key_value_heads   integer, 1 to 2^20; absent: num_attention_heads (no GQA). Must divide
-//                         num_attention_heads.
-//   hidden_size           required integer, 1 to 2^24.
-//   head_dim              integer, 1 to 2^20; absent: hidden_size / num_attention_heads, which must divide
-//                         exactly. K and V rows both have head_dim values per KV head.
-//   sliding_window        integer, 0 to 2^32-1; absent or 0: no layer slides (whatever the keys below say).
-//   Which layers slide (when there is a window), the first rule that applies:
-//     1. layer_types: an array of exactly num_hidden_layers strings. "full_attention" (and
-//        "chunked_attention", "attention": counted as full, an over-estimate) are full-attention KV
-//        layers, "sliding_attention" a sliding one; any other type ("linear_attention", "mamba", ...) has
-//        no KV cache and is not counted in `layers` at all (its recurrent state is not derived here:
-//        state_bytes_per_seq stays 0). At least one KV layer is required. Without a window, sliding
-//        layers count as full.
-//     2. use_sliding_window (a boolean; Qwen2 style): false: no layer slides. true: layers from
-//        max_window_layers on slide (the first max_window_layers are full; absent: all slide).
-//     3. sliding_window_pattern N (an integer, 1 to 2^20; Gemma 3): every N-th layer is full, i.e.
-//        layers - layers / N slide (layer i slides unless (i + 1) % N == 0).
-//     4. Gemma 2 (architectures[0] "Gemma2ForCausalLM" or model_type "gemma2"): layers alternate,
-//        even ones slide: layers - layers / 2.
-//        Gemma 3 (model_type "gemma3" / "gemma3_text", or architectures[0] "Gemma3ForCausalLM" /
-//        "Gemma3ForConditionalGeneration") without a pattern key: transformers' default N = 6, as rule 3.
-//     5. Otherwise (Mistral style): every layer slides.
+// Where: the top level; when it has no num_hidden_layers and has a "text_config" object (the multimodal
+// configs: Gemma 3/4, Llama 4, Mllama, Qwen3.5, Mistral 3, ...), that object instead. model_type,
+// architectures and the dtype keys are looked up there first, then at the top level; _name_or_path and
+// vision_config at the top level only.
+//
+// The family (model_type, else architectures[0]) decides how the layers fall into groups
+// (model_shape.hpp). Every family reads num_hidden_layers (1 to 2^20), hidden_size (1 to 2^24) and the
+// attention keys: num_attention_heads (1 to 2^20), num_key_value_heads (absent: the query heads; must
+// divide them), head_dim (absent: the family's default, below). Then, by family:
+//
+//   plain attention   llama, mistral, mixtral, ministral(3), qwen2(_moe), qwen3(_moe), phi3, gemma(2/3),
+//                     gpt_oss, granite, olmo, cohere, ... and any model_type not listed elsewhere: full
+//                     layers, and sliding ones where the config says which (the first rule that applies):
+//       1. layer_types: one per layer: "full_attention" / "attention" (full), "sliding_attention"
+//          (sliding_window tokens), "chunked_attention" (attention_chunk_size tokens); another type is
+//          an error naming it (a family that has linear or Mamba layers is read by its own rule below).
+//       2. use_sliding_window (Qwen2/Qwen3): false: none; true: layers from max_window_layers slide.
+//       3. sliding_window_pattern N (Gemma 3): layer i slides unless (i + 1) % N == 0.
+//       4. Gemma 2 alternates (even layers slide); Gemma 3 without a pattern: N = 6.
+//       5. Mistral, Mixtral, Phi-3, Starcoder2 (and Qwen2 without use_sliding_window): every layer
+//          slides (vLLM applies the model's window to every layer). Under the llama.cpp rule Phi-3 and
+//          Mistral do not slide at all (llama.cpp disables Phi-3's window and reads none for Llama-arch
+//          Mistral).
+//       Any other family with a sliding_window and none of these is an error: which layers slide is
+//       not known, and "every layer" would under-price a mixed model.
+//   MLA               any config with kv_lora_rank (DeepSeek-V2/V3, Kimi-K2, ...): every layer caches one
+//                     latent row of kv_lora_rank + qk_rope_head_dim values, K only (vLLM: one KV head of
+//                     that width; llama.cpp: the K cache, no V).
+//   gemma4            layer_types; sliding layers num_key_value_heads x head_dim, full layers
+//                     global_head_dim (else head_dim) x num_global_key_value_heads when attention_k_eq_v
+//                     (else num_key_value_heads); the last num_kv_shared_layers layers keep no KV of their
+//                     own (they read an earlier layer's).
+//   llama4            attention_chunk_size C: a layer is chunked (C tokens) when no_rope_layers[i] is 1,
+//                     full when 0 (absent: every 4th layer full); no chunk size: every layer full.
+//   mllama            cross_attention_layers hold KV of the vision encoder's tokens per image:
+//                     vision_config max_num_tiles x ((image_size / patch_size)^2 + 1) tokens (6404 for
+//                     Llama 3.2 Vision); the other layers are full self-attention.
+//   qwen3_next,       gated delta net hybrids: layer_types ("linear_attention" / "full_attention"), else
+//   qwen3_5(_moe)     every full_attention_interval-th layer full (default 4). A linear layer holds a
+//                     conv state of (linear_conv_kernel_dim - 1) x (2 kh dk + vh dv) values and a
+//                     temporal state of vh x dv x dk (kh, vh = linear_num_key/value_heads, dk, dv =
+//                     linear_key/value_head_dim). mamba_ssm_dtype sets the temporal state's format.
+//   nemotron_h        hybrid_override_pattern, a character per layer: '*' attention, 'M' Mamba-2, '-' MLP
+//                     and 'E' MoE (neither KV nor state); another character is an error.
+//   jamba             attention where i % attn_layer_period == attn_layer_offset (defaults 8, 4), Mamba
+//                     elsewhere (Mamba-1: conv (d_conv - 1) x I, SSM I x d_state, I = mamba_expand x
+//                     hidden_size).
+//   falcon_h1         every layer holds attention KV and a Mamba-2 state side by side.
+//   zamba2            every layer a Mamba-2 state; the hybrid layers (hybrid_layer_ids, or
+//                     layers_block_type "hybrid") also attention KV of their own (vLLM keeps one per
+//                     hybrid layer although their weights are shared), num_attention_heads x
+//                     attention_head_dim, K and V.
+//   mamba2, mamba     no attention: every layer a Mamba-2 (Mamba-1) state.
+//   nemotron-nas      block_configs, one per layer: attention.no_op or replace_with_linear keeps no KV;
+//   (DeciLM)          otherwise num_attention_heads / attention.n_heads_in_group KV heads.
+//
+// Mamba-2 state per layer (vLLM's and llama.cpp's shapes): conv (d_conv - 1) x (I + 2 G N), SSM H P N,
+// with I the inner size, G groups, N the state size, H heads of P dims. The recurrent state's format is
+// the model's dtype (vLLM's "auto"), the SSM state's the config's mamba_ssm_cache_dtype /
+// mamba_ssm_dtype where given (Nemotron-H: fp32 when not given, as vLLM defaults it).
+//
+// head_dim, when absent: hidden_size / num_attention_heads (which must divide) for the families whose
+// configs define it so (llama, mistral, mixtral, qwen2, phi3, mllama, jamba, nemotron-nas, ...), the
+// family's default where transformers has another (qwen3 128, qwen3_next 256, gemma2/3 256), and an
+// error for any other family (a guess would be wrong for some: Qwen3-4B's is 128, not 2560 / 32 = 80).
+// A Gemma 3 text_config may rely on Gemma3TextConfig's defaults: 8 heads, 4 KV heads, head_dim 256,
+// sliding_window 4096, pattern 6 (gemma-3-4b-it gives only hidden_size, num_hidden_layers and
+// sliding_window).
+//
+// Keys that change what a model holds (kv_lora_rank, layer_types, hybrid_override_pattern,
+// attn_layer_period, block_configs, cross_attention_layers, attention_chunk_size,
+// full_attention_interval, num_kv_shared_layers, global_head_dim, the linear_* and mamba_* keys, ...)
+// must be read by the family's rule: one present in a family that does not read it is an error naming
+// it, never silently ignored.
+//
 //   dtype / torch_dtype   the weights' dtype, which vLLM's and SGLang's default KV cache ("auto") follows:
-//                         "bfloat16" -> bf16, "float16" / "half" -> f16, "float32" / "float" -> fp32
-//                         (vLLM serves float32 checkpoints in 16 bits by default: fp32 over-estimates
-//                         them), and the other float names parse_kv_format knows (f32, f16, bf16, fp8,
-//                         fp8_e4m3, fp8_e5m2). "dtype" (transformers >= 4.56) wins over "torch_dtype".
-//                         Absent: f16. Another string is an error.
+//                         "bfloat16" -> bf16, "float16" / "half" -> f16, "float32" / "float" -> fp32, and
+//                         the other float names parse_kv_format knows. "dtype" (transformers >= 4.56) wins
+//                         over "torch_dtype". Absent: f16. Another string is an error.
 //   compact_kv            always q4_0 (the ladder's forced 4-bit format).
 //   name                  _name_or_path if a non-empty string, else architectures[0], else model_type.
 //   source                "hf-config".
 //
-// The costs are from_shape(shape) (cost_model.hpp), with the shape's activation defaults (256 MiB fixed).
+// The costs are from_shape(shape, engine) (model_shape.hpp), with the shape's activation defaults.
 #include "pnmem/model_files/hf_config.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -69,14 +119,78 @@ constexpr std::uint64_t max_layers = std::uint64_t{1} << 20;
 constexpr std::uint64_t max_heads = std::uint64_t{1} << 20;
 constexpr std::uint64_t max_head_dim = std::uint64_t{1} << 20;
 constexpr std::uint64_t max_hidden = std::uint64_t{1} << 24;
-constexpr std::uint64_t max_window = 0xffffffffULL;
+constexpr std::uint64_t max_span = 0xffffffffULL;
+constexpr std::uint64_t max_state = std::uint64_t{1} << 40;
 
-// One level of the config (the top level or text_config), with the prefix its keys are named with.
+// --- Python's JSON ----------------------------------------------------------------------------------
+
+// A non-finite literal, once replaced by a string: a byte no config's string starts with, then its name.
+constexpr char nonfinite_mark = '\x01';
+
+// `text` with NaN, Infinity and -Infinity outside strings replaced by the strings "\u0001NaN", ...,
+// so that a JSON parser reads it. Anything else is left for the parser to accept or refuse.
+std::string replace_nonfinite(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) {
+        out += text[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out += c;
+      continue;
+    }
+    bool replaced = false;
+    for (const std::string_view word : {std::string_view("-Infinity"), std::string_view("Infinity"), std::string_view("NaN")}) {
+      if (text.compare(i, word.size(), word) != 0) continue;
+      const std::size_t end = i + word.size();
+      const bool delimited = end == text.size() || text[end] == ',' || text[end] == ']' || text[end] == '}' ||
+                             text[end] == ' ' || text[end] == '\n' || text[end] == '\r' || text[end] == '\t';
+      if (!delimited) continue;
+      out += "\"\\u0001";
+      out += word;
+      out += '"';
+      i = end - 1;
+      replaced = true;
+      break;
+    }
+    if (!replaced) out += c;
+  }
+  return out;
+}
+
+bool is_nonfinite(const json& v) {
+  return v.is_string() && !v.get_ref<const std::string&>().empty() && v.get_ref<const std::string&>()[0] == nonfinite_mark;
+}
+
+std::string shown(const json& v) {
+  if (is_nonfinite(v)) return v.get_ref<const std::string&>().substr(1);
+  if (v.is_array()) return "an array of " + std::to_string(v.size());
+  if (v.is_object()) return "an object";
+  if (v.is_string()) return "\"" + v.get_ref<const std::string&>().substr(0, 64) + "\"";
+  return v.dump();
+}
+
+// --- keys -----------------------------------------------------------------------------------------------
+
+// One level of the config (the top level or text_config), with the prefix its keys are named with,
+// and the keys a family's rule has read (so that a structural key it did not read can be refused).
 struct level {
   const json& obj;
   std::string prefix;
+  mutable std::set<std::string> read{};
 
   const json* find(const char* key) const {
+    read.insert(key);
     const auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return nullptr;
     return &*it;
@@ -94,7 +208,7 @@ std::uint64_t integer(const json& v, const std::string& key, std::uint64_t lo, s
   }
   if (v.is_number_integer()) fail(key, "negative (" + v.dump() + ")");
   if (v.is_number_float()) fail(key, "expected an integer, got " + v.dump());
-  fail(key, std::string("expected an integer, got ") + v.type_name());
+  fail(key, "expected an integer, got " + (is_nonfinite(v) ? shown(v) : std::string(v.type_name())));
 }
 
 std::optional<std::uint64_t> optional_integer(const level& l, const char* key, std::uint64_t lo, std::uint64_t hi) {
@@ -109,12 +223,40 @@ std::uint64_t required_integer(const level& l, const char* key, std::uint64_t lo
   return *v;
 }
 
+// A positive number that may be written as a float (mamba_expand: 2 or 2.0); the product with
+// `times` must be a whole number.
+std::uint64_t scaled(const level& l, const char* key, double fallback, std::uint64_t times, bool has_fallback) {
+  const json* v = l.find(key);
+  double x = fallback;
+  if (v == nullptr) {
+    if (!has_fallback) fail(l.name(key), "missing");
+  } else if (v->is_number()) {
+    x = v->get<double>();
+  } else {
+    fail(l.name(key), "expected a number, got " + (is_nonfinite(*v) ? shown(*v) : std::string(v->type_name())));
+  }
+  const double product = x * static_cast<double>(times);
+  if (!(x > 0) || !(product < 9.0e15) || product != static_cast<double>(static_cast<std::uint64_t>(product))) {
+    fail(l.name(key), (v == nullptr ? std::string("default ") : std::string()) + "value " +
+                          (v == nullptr ? std::to_string(fallback) : v->dump()) + " times " + std::to_string(times) +
+                          " is not a positive whole number");
+  }
+  return static_cast<std::uint64_t>(product);
+}
+
+bool optional_bool(const level& l, const char* key, bool fallback) {
+  const json* v = l.find(key);
+  if (v == nullptr) return fallback;
+  if (!v->is_boolean()) fail(l.name(key), "expected true or false, got " + shown(*v));
+  return v->get<bool>();
+}
+
 // A string key looked up in `l`, then at the top level (`root`); nullopt when absent in both.
 std::optional<std::string> string_at(const level& l, const level& root, const char* key) {
   for (const level* x : {&l, &root}) {
     const json* v = x->find(key);
     if (v == nullptr) continue;
-    if (!v->is_string()) fail(x->name(key), std::string("expected a string, got ") + v->type_name());
+    if (!v->is_string() || is_nonfinite(*v)) fail(x->name(key), "expected a string, got " + shown(*v));
     return v->get<std::string>();
   }
   return std::nullopt;
@@ -132,140 +274,641 @@ std::string first_architecture(const level& l, const level& root) {
   return {};
 }
 
+std::optional<kv_format> dtype_named(const json& v, const std::string& key) {
+  if (!v.is_string() || is_nonfinite(v)) fail(key, "expected a dtype name, got " + shown(v));
+  const auto s = v.get<std::string>();
+  kv_format f{};
+  if (s == "float") return kv_format::fp32;
+  if (parse_kv_format(s, f) && f != kv_format::q4 && f != kv_format::q4_0 && f != kv_format::q8_0) return f;
+  fail(key, "\"" + s + "\" is not a dtype pnmem knows (bfloat16, float16, float32)");
+}
+
 kv_format dtype_at(const level& l, const level& root) {
   for (const char* key : {"dtype", "torch_dtype"}) {
     for (const level* x : {&l, &root}) {
-      const json* v = x->find(key);
-      if (v == nullptr) continue;
-      if (!v->is_string()) fail(x->name(key), std::string("expected a dtype name, got ") + v->type_name());
-      const auto s = v->get<std::string>();
-      kv_format f{};
-      if (s == "float") return kv_format::fp32;
-      if (parse_kv_format(s, f) && f != kv_format::q4 && f != kv_format::q4_0 && f != kv_format::q8_0) return f;
-      fail(x->name(key), "\"" + s + "\" is not a dtype pnmem knows (bfloat16, float16, float32)");
+      if (const json* v = x->find(key)) return *dtype_named(*v, x->name(key));
     }
   }
   return kv_format::f16;
 }
 
-struct layer_split {
-  std::uint64_t layers = 0;   // KV layers
-  std::uint64_t sliding = 0;  // of which sliding
+// --- families ---------------------------------------------------------------------------------------------
+
+enum class family {
+  attention,      // plain decoders (and any model_type not listed)
+  gemma4,
+  llama4,
+  mllama,
+  gated_delta,    // qwen3_next, qwen3_5
+  nemotron_h,
+  jamba,
+  falcon_h1,
+  zamba2,
+  mamba2,
+  mamba,
+  nemotron_nas,
 };
 
-layer_split split_layers(const level& l, std::uint64_t n_layers, std::uint64_t window, const std::string& arch,
-                         const std::string& model_type) {
-  if (const json* types = l.find("layer_types")) {
-    const std::string key = l.name("layer_types");
-    if (!types->is_array()) fail(key, std::string("expected an array of layer types, got ") + types->type_name());
-    if (types->size() != n_layers) {
-      fail(key, std::to_string(types->size()) + " entries for " + std::to_string(n_layers) +
-                    " layers (num_hidden_layers)");
-    }
-    layer_split s;
-    for (std::size_t i = 0; i < types->size(); ++i) {
-      const json& t = (*types)[i];
-      if (!t.is_string()) fail(key + "[" + std::to_string(i) + "]", std::string("expected a string, got ") + t.type_name());
-      const auto& name = t.get_ref<const std::string&>();
-      if (name == "sliding_attention") {
-        ++s.layers;
-        if (window != 0) ++s.sliding;
-      } else if (name == "full_attention" || name == "chunked_attention" || name == "attention") {
-        ++s.layers;
+struct family_rule {
+  std::string_view model_type;
+  family kind;
+  // head_dim when absent: 0 = hidden_size / num_attention_heads; > 0 the family's default.
+  std::uint32_t default_head_dim;
+};
+
+constexpr family_rule families[] = {
+    {"llama", family::attention, 0},         {"mistral", family::attention, 0},
+    {"mixtral", family::attention, 0},       {"ministral", family::attention, 0},
+    {"ministral3", family::attention, 0},    {"qwen2", family::attention, 0},
+    {"qwen2_moe", family::attention, 0},     {"qwen3", family::attention, 128},
+    {"qwen3_moe", family::attention, 128},   {"phi3", family::attention, 0},
+    {"phimoe", family::attention, 0},        {"phi", family::attention, 0},
+    {"gemma", family::attention, 256},       {"gemma2", family::attention, 256},
+    {"gemma3", family::attention, 256},      {"gemma3_text", family::attention, 256},
+    {"gpt_oss", family::attention, 0},       {"granite", family::attention, 0},
+    {"granitemoe", family::attention, 0},    {"olmo", family::attention, 0},
+    {"olmo2", family::attention, 0},         {"cohere", family::attention, 0},
+    {"cohere2", family::attention, 0},       {"starcoder2", family::attention, 0},
+    {"internlm2", family::attention, 0},     {"deepseek_v2", family::attention, 0},
+    {"deepseek_v3", family::attention, 0},   {"kimi_k2", family::attention, 0},
+    {"gemma4", family::gemma4, 0},           {"gemma4_text", family::gemma4, 0},
+    {"llama4", family::llama4, 0},           {"llama4_text", family::llama4, 0},
+    {"mllama", family::mllama, 0},           {"mllama_text_model", family::mllama, 0},
+    {"qwen3_next", family::gated_delta, 256}, {"qwen3_5", family::gated_delta, 256},
+    {"qwen3_5_text", family::gated_delta, 256}, {"qwen3_5_moe", family::gated_delta, 256},
+    {"qwen3_5_moe_text", family::gated_delta, 256}, {"nemotron_h", family::nemotron_h, 0},
+    {"jamba", family::jamba, 0},             {"falcon_h1", family::falcon_h1, 0},
+    {"zamba2", family::zamba2, 0},           {"mamba2", family::mamba2, 0},
+    {"mamba", family::mamba, 0},             {"nemotron-nas", family::nemotron_nas, 0},
+    {"deci", family::nemotron_nas, 0},
+};
+
+// The families whose layers all slide when the config gives a window and nothing else (vLLM applies
+// the model's sliding_window to every layer).
+constexpr std::string_view all_sliding_families[] = {"mistral", "mixtral", "phi3", "phimoe", "starcoder2", "qwen2",
+                                                     "qwen2_moe"};
+
+// Keys that change what a model holds; a family rule that does not read one of them cannot price a
+// config that sets it (set: present, not null, not 0 / false / empty).
+constexpr const char* structural_keys[] = {
+    "kv_lora_rank", "layer_types", "hybrid_override_pattern", "attn_layer_period", "attn_layer_offset",
+    "block_configs", "cross_attention_layers", "attention_chunk_size", "no_rope_layers", "full_attention_interval",
+    "num_kv_shared_layers", "global_head_dim", "num_global_key_value_heads", "linear_num_key_heads",
+    "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim",
+    "mamba_d_state", "mamba_d_conv", "mamba_expand", "mamba_num_heads", "mamba_head_dim", "mamba_n_heads",
+    "mamba_d_head", "mamba_d_ssm", "ssm_state_size", "hybrid_layer_ids", "layers_block_type", "sliding_window",
+    "sliding_window_pattern", "use_sliding_window", "max_window_layers", "attention_k_eq_v",
+};
+
+bool is_set(const json& v) {
+  if (v.is_null()) return false;
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number_unsigned() || v.is_number_integer()) return v.get<std::int64_t>() != 0;
+  if (v.is_array() || v.is_object() || v.is_string()) return !v.empty();
+  return true;
+}
+
+// The groups being built: layers of the same kind and shape are counted into one group.
+class groups_builder {
+ public:
+  void add(const layer_group& g, std::uint32_t layers = 1) {
+    for (layer_group& have : groups_) {
+      layer_group probe = g;
+      probe.layers = have.layers;
+      if (probe == have) {
+        have.layers += layers;
+        return;
       }
     }
-    if (s.layers == 0) fail(key, "no attention layer (no layer keeps a KV cache)");
+    layer_group fresh = g;
+    fresh.layers = layers;
+    groups_.push_back(fresh);
+  }
+  model_shape shape(const std::string& what) const {
+    model_shape s;
+    if (groups_.size() > max_layer_groups) {
+      fail(what, std::to_string(groups_.size()) + " distinct kinds of layer; pnmem holds at most " +
+                     std::to_string(max_layer_groups));
+    }
+    for (const layer_group& g : groups_) s.add(g);
     return s;
   }
-  layer_split s{n_layers, 0};
-  if (window == 0) return s;
-  if (const json* use = l.find("use_sliding_window")) {
-    if (!use->is_boolean()) fail(l.name("use_sliding_window"), std::string("expected true or false, got ") + use->type_name());
-    if (!use->get<bool>()) return s;
-    const auto full = optional_integer(l, "max_window_layers", 0, max_layers);
-    s.sliding = full ? n_layers - (*full < n_layers ? *full : n_layers) : n_layers;
-    return s;
-  }
-  std::optional<std::uint64_t> pattern = optional_integer(l, "sliding_window_pattern", 1, max_layers);
-  if (!pattern) {
-    if (arch == "Gemma2ForCausalLM" || model_type == "gemma2") {
-      pattern = 2;
-    } else if (arch == "Gemma3ForCausalLM" || arch == "Gemma3ForConditionalGeneration" || model_type == "gemma3" ||
-               model_type == "gemma3_text") {
-      pattern = 6;
-    }
-  }
-  s.sliding = pattern ? n_layers - n_layers / *pattern : n_layers;
-  return s;
+  bool empty() const { return groups_.empty(); }
+
+ private:
+  std::vector<layer_group> groups_;
+};
+
+layer_group kv_layer(layer_kind kind, std::uint64_t kv_heads, std::uint64_t head_dim, std::uint64_t span = 0) {
+  return attention_layers(kind, 1, static_cast<std::uint32_t>(kv_heads), static_cast<std::uint32_t>(head_dim),
+                          static_cast<std::uint32_t>(head_dim), static_cast<std::uint32_t>(span));
 }
 
-model_description read(const json& root_json) {
-  if (!root_json.is_object()) fail("config.json", std::string("expected a JSON object, got ") + root_json.type_name());
-  const level root{root_json, ""};
-  const json* text = nullptr;
-  if (root.find("num_hidden_layers") == nullptr) {
-    text = root.find("text_config");
-    if (text != nullptr && !text->is_object()) {
-      fail("text_config", std::string("expected an object, got ") + text->type_name());
-    }
-  }
-  const level l = text != nullptr ? level{*text, "text_config."} : root;
-
-  const std::uint64_t n_layers = required_integer(l, "num_hidden_layers", 1, max_layers);
-  const std::uint64_t heads = required_integer(l, "num_attention_heads", 1, max_heads);
-  const std::uint64_t kv_heads = optional_integer(l, "num_key_value_heads", 1, max_heads).value_or(heads);
-  if (heads % kv_heads != 0) {
-    fail(l.name("num_key_value_heads"), std::to_string(kv_heads) + " does not divide num_attention_heads (" +
-                                            std::to_string(heads) + ")");
-  }
-  const std::uint64_t hidden = required_integer(l, "hidden_size", 1, max_hidden);
-  std::uint64_t head_dim = 0;
-  if (const auto d = optional_integer(l, "head_dim", 1, max_head_dim)) {
-    head_dim = *d;
-  } else {
-    if (hidden % heads != 0 || hidden / heads > max_head_dim) {
-      fail(l.name("head_dim"), "missing, and hidden_size (" + std::to_string(hidden) +
-                                   ") is not a multiple of num_attention_heads (" + std::to_string(heads) + ")");
-    }
-    head_dim = hidden / heads;
-  }
-  const std::uint64_t window = optional_integer(l, "sliding_window", 0, max_window).value_or(0);
-  const std::string arch = first_architecture(l, root);
-  const std::string model_type = string_at(l, root, "model_type").value_or("");
-  const layer_split split = split_layers(l, n_layers, window, arch, model_type);
-
-  model_shape s;
-  s.layers = static_cast<std::uint32_t>(split.layers);
-  s.sliding_layers = static_cast<std::uint32_t>(split.sliding);
-  s.sliding_window = split.sliding == 0 ? 0 : static_cast<std::uint32_t>(window);
-  s.kv_heads = static_cast<std::uint32_t>(kv_heads);
-  s.key_dim = static_cast<std::uint32_t>(head_dim);
-  s.value_dim = static_cast<std::uint32_t>(head_dim);
-  s.query_heads = static_cast<std::uint32_t>(heads);
-  s.hidden_size = static_cast<std::uint32_t>(hidden);
-  s.normal_kv = dtype_at(l, root);
-  s.compact_kv = kv_format::q4_0;
-
-  model_description d;
-  d.cost = from_shape(s);
-  d.shape = s;
-  d.source = "hf-config";
-  const std::optional<std::string> path = string_at(root, root, "_name_or_path");
-  d.name = path && !path->empty() ? *path : !arch.empty() ? arch : model_type;
-  return d;
+layer_group mamba2_layer(std::uint64_t inner, std::uint64_t groups, std::uint64_t state, std::uint64_t conv_kernel,
+                         std::uint64_t heads, std::uint64_t head_dim) {
+  const std::uint64_t conv = (conv_kernel - 1) * (inner + 2 * groups * state);
+  return recurrent_layers(1, conv, heads * head_dim * state);
 }
+
+class reader {
+ public:
+  reader(const json& root_json, const engine_rule& engine) : root_{root_json, ""}, engine_(engine) {
+    if (!root_json.is_object()) fail("config.json", std::string("expected a JSON object, got ") + root_json.type_name());
+    if (root_.find("num_hidden_layers") == nullptr) {
+      if (const json* text = root_.find("text_config")) {
+        if (!text->is_object()) fail("text_config", std::string("expected an object, got ") + text->type_name());
+        text_.emplace(level{*text, "text_config."});
+      }
+    }
+  }
+
+  model_description read() {
+    const level& l = at();
+    arch_ = first_architecture(l, root_);
+    model_type_ = string_at(l, root_, "model_type").value_or("");
+    const family_rule* rule = find_rule();
+    const family kind = rule != nullptr ? rule->kind : family::attention;
+    gemma3_defaults_ = model_type_ == "gemma3_text" || model_type_ == "gemma3" || arch_ == "Gemma3ForCausalLM" ||
+                       arch_ == "Gemma3ForConditionalGeneration";
+    default_head_dim_ = rule != nullptr ? rule->default_head_dim : 0;
+    known_family_ = rule != nullptr;
+
+    layers_ = gemma3_defaults_ ? optional_integer(l, "num_hidden_layers", 1, max_layers).value_or(26)
+                               : required_integer(l, "num_hidden_layers", 1, max_layers);
+    hidden_ = gemma3_defaults_ ? optional_integer(l, "hidden_size", 1, max_hidden).value_or(2304)
+                               : required_integer(l, "hidden_size", 1, max_hidden);
+    dtype_ = dtype_at(l, root_);
+
+    if (kind != family::mamba2 && kind != family::mamba) read_heads();
+    if (l.find("kv_lora_rank") != nullptr) {
+      read_mla();
+    } else {
+      switch (kind) {
+        case family::attention: read_attention(); break;
+        case family::gemma4: read_gemma4(); break;
+        case family::llama4: read_llama4(); break;
+        case family::mllama: read_mllama(); break;
+        case family::gated_delta: read_gated_delta(); break;
+        case family::nemotron_h: read_nemotron_h(); break;
+        case family::jamba: read_jamba(); break;
+        case family::falcon_h1: read_falcon_h1(); break;
+        case family::zamba2: read_zamba2(); break;
+        case family::mamba2: read_mamba2(); break;
+        case family::mamba: read_mamba(); break;
+        case family::nemotron_nas: read_nemotron_nas(); break;
+      }
+    }
+    refuse_unread_structure();
+
+    model_shape s = groups_.shape(l.name("num_hidden_layers"));
+    if (s.n_groups == 0) fail(l.name("num_hidden_layers"), "no layer keeps a KV cache or a state");
+    s.query_heads = static_cast<std::uint32_t>(heads_);
+    s.hidden_size = static_cast<std::uint32_t>(hidden_);
+    s.normal_kv = dtype_;
+    s.compact_kv = kv_format::q4_0;
+    s.state_format = dtype_;
+    s.ssm_state_format = ssm_format_.value_or(dtype_);
+
+    model_description d;
+    d.cost = from_shape(s, engine_);
+    d.shape = s;
+    d.engine = engine_;
+    d.source = "hf-config";
+    const std::optional<std::string> path = string_at(root_, root_, "_name_or_path");
+    d.name = path && !path->empty() ? *path : !arch_.empty() ? arch_ : model_type_;
+    return d;
+  }
+
+ private:
+  const level& at() const { return text_ ? *text_ : root_; }
+
+  const family_rule* find_rule() const {
+    for (const family_rule& r : families) {
+      if (r.model_type == model_type_) return &r;
+    }
+    // No model_type: the architecture's name.
+    if (model_type_.empty()) {
+      constexpr struct {
+        std::string_view arch;
+        std::string_view model_type;
+      } by_arch[] = {{"Gemma2ForCausalLM", "gemma2"}, {"Gemma3ForCausalLM", "gemma3_text"},
+                     {"Gemma3ForConditionalGeneration", "gemma3"}, {"LlamaForCausalLM", "llama"},
+                     {"MistralForCausalLM", "mistral"}, {"Qwen2ForCausalLM", "qwen2"}, {"Qwen3ForCausalLM", "qwen3"}};
+      for (const auto& a : by_arch) {
+        if (a.arch != arch_) continue;
+        for (const family_rule& r : families) {
+          if (r.model_type == a.model_type) return &r;
+        }
+      }
+    }
+    return nullptr;
+  }
+
+  std::string family_name() const {
+    return !model_type_.empty() ? "model_type \"" + model_type_ + "\"" : !arch_.empty() ? "architecture \"" + arch_ + "\"" : "a config without model_type";
+  }
+
+  bool is(std::string_view t) const { return model_type_ == t; }
+
+  // num_attention_heads, num_key_value_heads, head_dim.
+  void read_heads() {
+    const level& l = at();
+    const auto heads = optional_integer(l, "num_attention_heads", 1, max_heads);
+    if (!heads && !gemma3_defaults_) fail(l.name("num_attention_heads"), "missing");
+    heads_ = heads.value_or(8);
+    const json* kv = l.find("num_key_value_heads");
+    kv_heads_ = kv != nullptr ? integer(*kv, l.name("num_key_value_heads"), 1, max_heads) : gemma3_defaults_ && !heads ? 4 : heads_;
+    if (heads_ % kv_heads_ != 0) {
+      fail(l.name("num_key_value_heads"), std::to_string(kv_heads_) + " does not divide num_attention_heads (" +
+                                              std::to_string(heads_) + ")");
+    }
+    if (const auto d = optional_integer(l, "head_dim", 1, max_head_dim)) {
+      head_dim_ = *d;
+    } else if (default_head_dim_ != 0) {
+      head_dim_ = default_head_dim_;
+    } else if (!known_family_) {
+      fail(l.name("head_dim"), "missing, and pnmem does not know the default of " + family_name() +
+                                   " (hidden_size / num_attention_heads = " + std::to_string(hidden_ / heads_) +
+                                   " for most models, but not all: give head_dim)");
+    } else {
+      if (hidden_ % heads_ != 0 || hidden_ / heads_ > max_head_dim) {
+        fail(l.name("head_dim"), "missing, and hidden_size (" + std::to_string(hidden_) +
+                                     ") is not a multiple of num_attention_heads (" + std::to_string(heads_) + ")");
+      }
+      head_dim_ = hidden_ / heads_;
+    }
+  }
+
+  std::uint64_t window() const {
+    const level& l = at();
+    const auto w = optional_integer(l, "sliding_window", 0, max_span);
+    if (w) return *w;
+    return gemma3_defaults_ ? 4096 : 0;
+  }
+
+  // A per-layer array of exactly `layers_` entries.
+  const json& per_layer_array(const char* key, const json& v) const {
+    const level& l = at();
+    if (!v.is_array()) fail(l.name(key), std::string("expected an array, got ") + v.type_name());
+    if (v.size() != layers_) {
+      fail(l.name(key), std::to_string(v.size()) + " entries for " + std::to_string(layers_) + " layers (num_hidden_layers)");
+    }
+    return v;
+  }
+
+  std::string entry(const char* key, std::size_t i) const { return at().name(key) + "[" + std::to_string(i) + "]"; }
+
+  const std::string& string_entry(const char* key, const json& v, std::size_t i) const {
+    if (!v[i].is_string()) fail(entry(key, i), "expected a string, got " + shown(v[i]));
+    return v[i].get_ref<const std::string&>();
+  }
+
+  // The plain decoders: full and sliding (and chunked) attention layers.
+  void read_attention() {
+    const level& l = at();
+    const std::uint64_t w = window();
+    if (const json* types = l.find("layer_types")) {
+      const json& t = per_layer_array("layer_types", *types);
+      for (std::size_t i = 0; i < t.size(); ++i) {
+        const std::string& name = string_entry("layer_types", t, i);
+        if (name == "full_attention" || name == "attention") {
+          groups_.add(kv_layer(layer_kind::full, kv_heads_, head_dim_));
+        } else if (name == "sliding_attention") {
+          groups_.add(w != 0 ? kv_layer(layer_kind::sliding, kv_heads_, head_dim_, w) : kv_layer(layer_kind::full, kv_heads_, head_dim_));
+        } else if (name == "chunked_attention") {
+          const auto c = optional_integer(l, "attention_chunk_size", 1, max_span);
+          if (!c) fail(l.name("attention_chunk_size"), "missing, and " + entry("layer_types", i) + " is \"chunked_attention\"");
+          groups_.add(kv_layer(layer_kind::chunked, kv_heads_, head_dim_, *c));
+        } else {
+          fail(entry("layer_types", i), "\"" + name + "\" is not a layer type pnmem knows for " + family_name() +
+                                            " (full_attention, sliding_attention, chunked_attention)");
+        }
+      }
+      return;
+    }
+    const std::uint64_t sliding = sliding_layers(w);
+    if (layers_ > sliding) groups_.add(kv_layer(layer_kind::full, kv_heads_, head_dim_), static_cast<std::uint32_t>(layers_ - sliding));
+    if (sliding > 0) groups_.add(kv_layer(layer_kind::sliding, kv_heads_, head_dim_, w), static_cast<std::uint32_t>(sliding));
+  }
+
+  // How many layers slide when there is no layer_types (rules 2 to 5 at the top of this file).
+  std::uint64_t sliding_layers(std::uint64_t w) const {
+    const level& l = at();
+    if (const json* use = l.find("use_sliding_window")) {
+      if (!use->is_boolean()) fail(l.name("use_sliding_window"), "expected true or false, got " + shown(*use));
+      const auto full = optional_integer(l, "max_window_layers", 0, max_layers);
+      if (!use->get<bool>() || w == 0) return 0;
+      return full ? layers_ - std::min(*full, layers_) : layers_;
+    }
+    const auto pattern_key = optional_integer(l, "sliding_window_pattern", 1, max_layers);
+    if (w == 0) return 0;
+    std::optional<std::uint64_t> pattern = pattern_key;
+    if (!pattern) {
+      if (is("gemma2") || arch_ == "Gemma2ForCausalLM") {
+        pattern = 2;
+      } else if (gemma3_defaults_) {
+        pattern = 6;
+      }
+    }
+    if (pattern) return layers_ - layers_ / *pattern;
+    for (const std::string_view f : all_sliding_families) {
+      if (model_type_ == f) {
+        // llama.cpp keeps no window for these: Phi-3's is disabled, Mistral loads as the Llama arch.
+        if (engine_.engine == kv_engine::llama_cpp && (is("phi3") || is("mistral") || is("mixtral"))) return 0;
+        return layers_;
+      }
+    }
+    fail(l.name("sliding_window"), std::to_string(w) + ", but which layers of " + family_name() +
+                                       " slide is not known (give layer_types)");
+  }
+
+  void read_mla() {
+    const level& l = at();
+    const std::uint64_t rank = required_integer(l, "kv_lora_rank", 1, max_head_dim);
+    const std::uint64_t rope = required_integer(l, "qk_rope_head_dim", 0, max_head_dim);
+    // The rest of the MLA head shapes do not reach the cache: the latent row is all it keeps.
+    for (const char* key : {"qk_nope_head_dim", "v_head_dim", "q_lora_rank"}) (void)l.find(key);
+    if (l.find("layer_types") != nullptr || window() != 0) {
+      fail(l.name("kv_lora_rank"), "an MLA model with sliding or other layer types is not known to pnmem");
+    }
+    groups_.add(latent_layers(1, static_cast<std::uint32_t>(rank + rope)), static_cast<std::uint32_t>(layers_));
+  }
+
+  void read_gemma4() {
+    const level& l = at();
+    const std::uint64_t w = window();
+    const std::uint64_t global_dim = optional_integer(l, "global_head_dim", 1, max_head_dim).value_or(head_dim_);
+    const bool k_eq_v = optional_bool(l, "attention_k_eq_v", false);
+    const auto global_kv = optional_integer(l, "num_global_key_value_heads", 1, max_heads);
+    const std::uint64_t full_kv = k_eq_v && global_kv ? *global_kv : kv_heads_;
+    const std::uint64_t shared = optional_integer(l, "num_kv_shared_layers", 0, layers_).value_or(0);
+    const json* types = l.find("layer_types");
+    if (types == nullptr) fail(l.name("layer_types"), "missing (Gemma 4 says which layers slide there)");
+    const json& t = per_layer_array("layer_types", *types);
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      const std::string& name = string_entry("layer_types", t, i);
+      const bool own_kv = i < layers_ - shared;
+      if (name == "sliding_attention") {
+        if (own_kv) groups_.add(w != 0 ? kv_layer(layer_kind::sliding, kv_heads_, head_dim_, w) : kv_layer(layer_kind::full, kv_heads_, head_dim_));
+      } else if (name == "full_attention") {
+        if (own_kv) groups_.add(kv_layer(layer_kind::full, full_kv, global_dim));
+      } else {
+        fail(entry("layer_types", i), "\"" + name + "\" is not a Gemma 4 layer type (full_attention, sliding_attention)");
+      }
+    }
+  }
+
+  void read_llama4() {
+    const level& l = at();
+    const auto chunk = optional_integer(l, "attention_chunk_size", 1, max_span);
+    const json* nope = l.find("no_rope_layers");
+    if (nope != nullptr) per_layer_array("no_rope_layers", *nope);
+    for (std::size_t i = 0; i < layers_; ++i) {
+      bool rope = (i + 1) % 4 != 0;  // transformers' default: every 4th layer has no RoPE and is global
+      if (nope != nullptr) {
+        rope = integer((*nope)[i], entry("no_rope_layers", i), 0, 1) == 1;
+      }
+      if (chunk && rope) {
+        groups_.add(kv_layer(layer_kind::chunked, kv_heads_, head_dim_, *chunk));
+      } else {
+        groups_.add(kv_layer(layer_kind::full, kv_heads_, head_dim_));
+      }
+    }
+  }
+
+  void read_mllama() {
+    const level& l = at();
+    const json* cross = l.find("cross_attention_layers");
+    std::vector<bool> is_cross(static_cast<std::size_t>(layers_), false);
+    if (cross != nullptr) {
+      if (!cross->is_array()) fail(l.name("cross_attention_layers"), "expected an array of layer indices, got " + shown(*cross));
+      for (std::size_t i = 0; i < cross->size(); ++i) {
+        const std::uint64_t at_layer = integer((*cross)[i], entry("cross_attention_layers", i), 0, layers_ - 1);
+        if (is_cross[at_layer]) fail(entry("cross_attention_layers", i), "layer " + std::to_string(at_layer) + " listed twice");
+        is_cross[at_layer] = true;
+      }
+    }
+    std::uint64_t per_image = 0;
+    if (cross != nullptr && !cross->empty()) {
+      const json* vision = root_.find("vision_config");
+      if (vision == nullptr || !vision->is_object()) fail("vision_config", "missing (the cross-attention layers' tokens per image come from it)");
+      const level v{*vision, "vision_config."};
+      const std::uint64_t image = required_integer(v, "image_size", 1, max_span);
+      const std::uint64_t patch = required_integer(v, "patch_size", 1, max_span);
+      const std::uint64_t tiles = required_integer(v, "max_num_tiles", 1, 1024);
+      const std::uint64_t side = image / patch;
+      per_image = tiles * (side * side + 1);
+      if (per_image > max_span) fail(v.name("image_size"), "too many tokens per image");
+    }
+    for (std::size_t i = 0; i < is_cross.size(); ++i) {
+      groups_.add(is_cross[i] ? kv_layer(layer_kind::cross, kv_heads_, head_dim_, per_image) : kv_layer(layer_kind::full, kv_heads_, head_dim_));
+    }
+  }
+
+  void read_gated_delta() {
+    const level& l = at();
+    const std::uint64_t kh = optional_integer(l, "linear_num_key_heads", 1, max_heads).value_or(16);
+    const std::uint64_t vh = optional_integer(l, "linear_num_value_heads", 1, max_heads).value_or(32);
+    const std::uint64_t dk = optional_integer(l, "linear_key_head_dim", 1, max_head_dim).value_or(128);
+    const std::uint64_t dv = optional_integer(l, "linear_value_head_dim", 1, max_head_dim).value_or(128);
+    const std::uint64_t k = optional_integer(l, "linear_conv_kernel_dim", 1, 1024).value_or(4);
+    const layer_group linear = recurrent_layers(1, (k - 1) * (2 * kh * dk + vh * dv), vh * dv * dk);
+    if (const json* ssm = l.find("mamba_ssm_dtype")) ssm_format_ = dtype_named(*ssm, l.name("mamba_ssm_dtype"));
+    const std::uint64_t interval = optional_integer(l, "full_attention_interval", 1, max_layers).value_or(4);
+    const json* types = l.find("layer_types");
+    if (types != nullptr) per_layer_array("layer_types", *types);
+    for (std::size_t i = 0; i < layers_; ++i) {
+      bool full = (i + 1) % interval == 0;
+      if (types != nullptr) {
+        const std::string& name = string_entry("layer_types", *types, i);
+        if (name != "full_attention" && name != "linear_attention") {
+          fail(entry("layer_types", i), "\"" + name + "\" is not a layer type of " + family_name() + " (full_attention, linear_attention)");
+        }
+        full = name == "full_attention";
+      }
+      groups_.add(full ? kv_layer(layer_kind::full, kv_heads_, head_dim_) : linear);
+    }
+  }
+
+  void read_nemotron_h() {
+    const level& l = at();
+    const json* pattern = l.find("hybrid_override_pattern");
+    if (pattern == nullptr || !pattern->is_string()) fail(l.name("hybrid_override_pattern"), pattern == nullptr ? "missing" : "expected a string, got " + shown(*pattern));
+    const std::string& p = pattern->get_ref<const std::string&>();
+    if (p.size() != layers_) {
+      fail(l.name("hybrid_override_pattern"), std::to_string(p.size()) + " characters for " + std::to_string(layers_) + " layers (num_hidden_layers)");
+    }
+    const std::uint64_t heads = required_integer(l, "mamba_num_heads", 1, max_heads);
+    const std::uint64_t dim = required_integer(l, "mamba_head_dim", 1, max_head_dim);
+    const std::uint64_t state = required_integer(l, "ssm_state_size", 1, max_head_dim);
+    const std::uint64_t groups = optional_integer(l, "n_groups", 1, max_heads).value_or(1);
+    const std::uint64_t kernel = optional_integer(l, "conv_kernel", 1, 1024).value_or(4);
+    (void)l.find("expand");  // vLLM sizes the inner dimension as heads x head_dim, not expand x hidden
+    const layer_group mamba = mamba2_layer(heads * dim, groups, state, kernel, heads, dim);
+    // vLLM keeps Nemotron-H's SSM state in fp32 unless the config says otherwise.
+    const json* ssm = l.find("mamba_ssm_cache_dtype");
+    ssm_format_ = ssm != nullptr ? dtype_named(*ssm, l.name("mamba_ssm_cache_dtype")) : kv_format::fp32;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      switch (p[i]) {
+        case '*': groups_.add(kv_layer(layer_kind::full, kv_heads_, head_dim_)); break;
+        case 'M': groups_.add(mamba); break;
+        case '-':
+        case 'E': break;
+        default:
+          fail(l.name("hybrid_override_pattern"), "character " + std::to_string(i) + " is '" + std::string(1, p[i]) +
+                                                      "' (pnmem knows '*' attention, 'M' Mamba-2, '-' MLP, 'E' MoE)");
+      }
+    }
+  }
+
+  void read_jamba() {
+    const level& l = at();
+    const std::uint64_t period = optional_integer(l, "attn_layer_period", 1, max_layers).value_or(8);
+    const std::uint64_t offset = optional_integer(l, "attn_layer_offset", 0, max_layers).value_or(4);
+    if (offset >= period) fail(l.name("attn_layer_offset"), std::to_string(offset) + " is not below attn_layer_period (" + std::to_string(period) + ")");
+    const std::uint64_t inner = scaled(l, "mamba_expand", 2, hidden_, true);
+    const std::uint64_t state = optional_integer(l, "mamba_d_state", 1, max_head_dim).value_or(16);
+    const std::uint64_t kernel = optional_integer(l, "mamba_d_conv", 1, 1024).value_or(4);
+    const layer_group mamba = recurrent_layers(1, (kernel - 1) * inner, inner * state);
+    if (window() != 0) fail(l.name("sliding_window"), "set on a Jamba model: pnmem does not know which layers slide");
+    for (std::size_t i = 0; i < layers_; ++i) {
+      groups_.add(i % period == offset ? kv_layer(layer_kind::full, kv_heads_, head_dim_) : mamba);
+    }
+  }
+
+  void read_falcon_h1() {
+    const level& l = at();
+    const json* d_ssm = l.find("mamba_d_ssm");
+    const std::uint64_t inner = d_ssm != nullptr ? integer(*d_ssm, l.name("mamba_d_ssm"), 1, max_hidden) : scaled(l, "mamba_expand", 2, hidden_, true);
+    const std::uint64_t heads = required_integer(l, "mamba_n_heads", 1, max_heads);
+    const std::uint64_t dim = optional_integer(l, "mamba_d_head", 1, max_head_dim).value_or(inner / heads);
+    const std::uint64_t state = required_integer(l, "mamba_d_state", 1, max_head_dim);
+    const std::uint64_t groups = optional_integer(l, "mamba_n_groups", 1, max_heads).value_or(1);
+    const std::uint64_t kernel = optional_integer(l, "mamba_d_conv", 1, 1024).value_or(4);
+    groups_.add(kv_layer(layer_kind::full, kv_heads_, head_dim_), static_cast<std::uint32_t>(layers_));
+    groups_.add(mamba2_layer(inner, groups, state, kernel, heads, dim), static_cast<std::uint32_t>(layers_));
+  }
+
+  void read_zamba2() {
+    const level& l = at();
+    const std::uint64_t inner = scaled(l, "mamba_expand", 2, hidden_, true);
+    const std::uint64_t heads = required_integer(l, "n_mamba_heads", 1, max_heads);
+    const std::uint64_t dim = optional_integer(l, "mamba_headdim", 1, max_head_dim).value_or(inner / heads);
+    const std::uint64_t state = optional_integer(l, "mamba_d_state", 1, max_head_dim).value_or(64);
+    const std::uint64_t groups = optional_integer(l, "mamba_ngroups", 1, max_heads).value_or(1);
+    const std::uint64_t kernel = optional_integer(l, "mamba_d_conv", 1, 1024).value_or(4);
+    // The shared attention block: its own KV in each hybrid layer, MHA of attention_head_dim
+    // (Zamba2Config: 2 x hidden_size / num_attention_heads when absent).
+    const std::uint64_t attn_dim = optional_integer(l, "attention_head_dim", 1, max_head_dim).value_or(2 * hidden_ / heads_);
+    (void)l.find("num_mem_blocks");
+    std::vector<bool> hybrid(static_cast<std::size_t>(layers_), false);
+    if (const json* ids = l.find("hybrid_layer_ids")) {
+      if (!ids->is_array()) fail(l.name("hybrid_layer_ids"), "expected an array of layer indices, got " + shown(*ids));
+      for (std::size_t i = 0; i < ids->size(); ++i) hybrid[integer((*ids)[i], entry("hybrid_layer_ids", i), 0, layers_ - 1)] = true;
+    } else if (const json* types = l.find("layers_block_type")) {
+      const json& t = per_layer_array("layers_block_type", *types);
+      for (std::size_t i = 0; i < t.size(); ++i) {
+        const std::string& name = string_entry("layers_block_type", t, i);
+        if (name != "mamba" && name != "hybrid") fail(entry("layers_block_type", i), "\"" + name + "\" is not a Zamba2 block type (mamba, hybrid)");
+        hybrid[i] = name == "hybrid";
+      }
+    } else {
+      fail(l.name("hybrid_layer_ids"), "missing (and no layers_block_type): which layers hold attention is not known");
+    }
+    const layer_group mamba = mamba2_layer(inner, groups, state, kernel, heads, dim);
+    for (std::size_t i = 0; i < hybrid.size(); ++i) {
+      groups_.add(mamba);
+      if (hybrid[i]) groups_.add(kv_layer(layer_kind::full, heads_, attn_dim));
+    }
+  }
+
+  void read_mamba2() {
+    const level& l = at();
+    const std::uint64_t inner = scaled(l, "expand", 2, hidden_, true);
+    const std::uint64_t heads = required_integer(l, "num_heads", 1, max_heads);
+    const std::uint64_t dim = optional_integer(l, "head_dim", 1, max_head_dim).value_or(inner / heads);
+    const std::uint64_t state = required_integer(l, "state_size", 1, max_head_dim);
+    const std::uint64_t groups = optional_integer(l, "n_groups", 1, max_heads).value_or(1);
+    const std::uint64_t kernel = optional_integer(l, "conv_kernel", 1, 1024).value_or(4);
+    if (heads * dim != inner) {
+      fail(l.name("num_heads"), std::to_string(heads) + " heads x head_dim " + std::to_string(dim) +
+                                    " is not the inner size expand x hidden_size (" + std::to_string(inner) + ")");
+    }
+    groups_.add(mamba2_layer(inner, groups, state, kernel, heads, dim), static_cast<std::uint32_t>(layers_));
+  }
+
+  void read_mamba() {
+    const level& l = at();
+    const auto given = optional_integer(l, "intermediate_size", 1, max_hidden);
+    const std::uint64_t inner = given ? *given : scaled(l, "expand", 2, hidden_, true);
+    const std::uint64_t state = optional_integer(l, "state_size", 1, max_head_dim).value_or(16);
+    const std::uint64_t kernel = optional_integer(l, "conv_kernel", 1, 1024).value_or(4);
+    groups_.add(recurrent_layers(1, (kernel - 1) * inner, inner * state), static_cast<std::uint32_t>(layers_));
+  }
+
+  void read_nemotron_nas() {
+    const level& l = at();
+    const json* blocks = l.find("block_configs");
+    if (blocks == nullptr) fail(l.name("block_configs"), "missing (a Nemotron-NAS model says there what each layer holds)");
+    const json& b = per_layer_array("block_configs", *blocks);
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      const std::string at_block = entry("block_configs", i);
+      if (!b[i].is_object() || !b[i].contains("attention") || !b[i]["attention"].is_object()) {
+        fail(at_block + ".attention", "expected an object");
+      }
+      const level a{b[i]["attention"], at_block + ".attention."};
+      if (optional_bool(a, "no_op", false) || optional_bool(a, "replace_with_linear", false)) continue;
+      const std::uint64_t group = required_integer(a, "n_heads_in_group", 1, max_heads);
+      if (heads_ % group != 0) {
+        fail(a.name("n_heads_in_group"), std::to_string(group) + " does not divide num_attention_heads (" + std::to_string(heads_) + ")");
+      }
+      groups_.add(kv_layer(layer_kind::full, heads_ / group, head_dim_));
+    }
+  }
+
+  // A structural key the family's rule did not read: refused rather than priced wrong.
+  void refuse_unread_structure() const {
+    const level& l = at();
+    for (const char* key : structural_keys) {
+      if (l.read.count(key) != 0) continue;
+      const auto it = l.obj.find(key);
+      if (it == l.obj.end() || !is_set(*it)) continue;
+      fail(l.name(key), "set (" + shown(*it) + "), but pnmem does not read it for " + family_name() +
+                            ": the memory it implies would be priced wrong");
+    }
+  }
+
+  level root_;
+  std::optional<level> text_;
+  engine_rule engine_;
+  std::string arch_;
+  std::string model_type_;
+  bool gemma3_defaults_ = false;
+  bool known_family_ = false;
+  std::uint32_t default_head_dim_ = 0;
+  std::uint64_t layers_ = 0;
+  std::uint64_t hidden_ = 0;
+  std::uint64_t heads_ = 0;
+  std::uint64_t kv_heads_ = 0;
+  std::uint64_t head_dim_ = 0;
+  kv_format dtype_ = kv_format::f16;
+  std::optional<kv_format> ssm_format_;
+  groups_builder groups_;
+};
 
 }  // namespace
 
-read_result<model_description> read_hf_config(std::string_view json_text) {
+read_result<model_description> read_hf_config(std::string_view json_text, const engine_rule& engine) {
   json j;
   try {
-    j = json::parse(json_text.begin(), json_text.end());
+    const std::string strict = replace_nonfinite(json_text);
+    j = json::parse(strict.begin(), strict.end());
   } catch (const json::exception& e) {
     return read_result<model_description>::fail(std::string("config.json: not JSON: ") + e.what());
   }
   try {
-    return read_result<model_description>::ok(read(j));
+    reader r(j, engine);
+    return read_result<model_description>::ok(r.read());
   } catch (const bad_key& e) {
     return read_result<model_description>::fail(e.what);
   } catch (const json::exception& e) {

@@ -120,35 +120,140 @@ activation_model activation_at(const json& v) {
   return a;
 }
 
-model_shape shape_at(const json& v) {
+std::uint64_t u64_at(const json& v, const std::string& key) {
+  if (!v.is_number_unsigned()) fail(key, "expected a non-negative integer, got " + shown(v));
+  return v.get<std::uint64_t>();
+}
+
+// Version 1's informative shape: one group of full layers and one of sliding ones.
+model_shape shape_v1_at(const json& v) {
   only_keys(v, "shape", {"layers", "sliding_layers", "sliding_window", "kv_heads", "key_dim", "value_dim",
                          "query_heads", "hidden_size"});
+  std::uint32_t f[8] = {};
+  const char* names[8] = {"layers", "sliding_layers", "sliding_window", "kv_heads", "key_dim", "value_dim",
+                          "query_heads", "hidden_size"};
+  for (std::size_t i = 0; i < 8; ++i) {
+    if (v.contains(names[i])) f[i] = u32_at(v.at(names[i]), std::string("shape.") + names[i]);
+  }
+  const std::uint32_t sliding = f[1] > f[0] ? f[0] : f[1];
   model_shape s;
-  auto get = [&](const char* k, std::uint32_t& out) {
-    if (v.contains(k)) out = u32_at(v.at(k), std::string("shape.") + k);
-  };
-  get("layers", s.layers);
-  get("sliding_layers", s.sliding_layers);
-  get("sliding_window", s.sliding_window);
-  get("kv_heads", s.kv_heads);
-  get("key_dim", s.key_dim);
-  get("value_dim", s.value_dim);
-  get("query_heads", s.query_heads);
-  get("hidden_size", s.hidden_size);
+  if (f[0] > sliding) s.add(attention_layers(layer_kind::full, f[0] - sliding, f[3], f[4], f[5]));
+  if (sliding > 0) s.add(attention_layers(f[2] != 0 ? layer_kind::sliding : layer_kind::full, sliding, f[3], f[4], f[5], f[2]));
+  s.query_heads = f[6];
+  s.hidden_size = f[7];
   return s;
 }
 
+layer_group group_at(const json& v, const std::string& key) {
+  only_keys(v, key, {"kind", "layers", "kv_heads", "key_dim", "value_dim", "k_only", "span", "conv_state_values",
+                     "ssm_state_values"});
+  layer_group g;
+  if (!v.contains("kind") || !v.at("kind").is_string() || !parse_layer_kind(v.at("kind").get<std::string>(), g.kind)) {
+    fail(key + ".kind", "expected full, sliding, chunked, cross or recurrent, got " +
+                            (v.contains("kind") ? shown(v.at("kind")) : std::string("nothing")));
+  }
+  auto u32 = [&](const char* k, std::uint32_t& out) {
+    if (v.contains(k)) out = u32_at(v.at(k), key + "." + k);
+  };
+  u32("layers", g.layers);
+  u32("kv_heads", g.kv_heads);
+  u32("key_dim", g.key_dim);
+  u32("value_dim", g.value_dim);
+  u32("span", g.span);
+  if (v.contains("k_only")) {
+    if (!v.at("k_only").is_boolean()) fail(key + ".k_only", "expected true or false, got " + shown(v.at("k_only")));
+    g.k_only = v.at("k_only").get<bool>();
+  }
+  if (v.contains("conv_state_values")) g.conv_state_values = u64_at(v.at("conv_state_values"), key + ".conv_state_values");
+  if (v.contains("ssm_state_values")) g.ssm_state_values = u64_at(v.at("ssm_state_values"), key + ".ssm_state_values");
+  return g;
+}
+
+// Version 2's informative shape: layer groups (model_shape.hpp).
+model_shape shape_v2_at(const json& v) {
+  only_keys(v, "shape", {"groups", "query_heads", "hidden_size", "state_format", "ssm_state_format"});
+  model_shape s;
+  if (!v.contains("groups") || !v.at("groups").is_array() || v.at("groups").size() > max_layer_groups) {
+    fail("shape.groups", "expected an array of 0 to " + std::to_string(max_layer_groups) + " layer groups");
+  }
+  const json& groups = v.at("groups");
+  for (std::size_t i = 0; i < groups.size(); ++i) s.add(group_at(groups[i], "shape.groups[" + std::to_string(i) + "]"));
+  if (v.contains("query_heads")) s.query_heads = u32_at(v.at("query_heads"), "shape.query_heads");
+  if (v.contains("hidden_size")) s.hidden_size = u32_at(v.at("hidden_size"), "shape.hidden_size");
+  if (v.contains("state_format")) s.state_format = format_at(v.at("state_format"), "shape.state_format");
+  if (v.contains("ssm_state_format")) s.ssm_state_format = format_at(v.at("ssm_state_format"), "shape.ssm_state_format");
+  const std::string_view problem = validate(s);
+  if (!problem.empty()) fail("shape", std::string(problem));
+  return s;
+}
+
+engine_rule engine_at(const json& v) {
+  only_keys(v, "engine", {"engine", "block_tokens", "max_batched_tokens", "ubatch_tokens", "seqs", "state_copies",
+                          "ssm_state_fp32"});
+  engine_rule e;
+  if (!v.contains("engine") || !v.at("engine").is_string() || !parse_kv_engine(v.at("engine").get<std::string>(), e.engine)) {
+    fail("engine.engine", "expected exact, vllm or llama.cpp, got " +
+                              (v.contains("engine") ? shown(v.at("engine")) : std::string("nothing")));
+  }
+  auto u32 = [&](const char* k, std::uint32_t& out) {
+    if (v.contains(k)) out = u32_at(v.at(k), std::string("engine.") + k);
+  };
+  u32("block_tokens", e.block_tokens);
+  u32("max_batched_tokens", e.max_batched_tokens);
+  u32("ubatch_tokens", e.ubatch_tokens);
+  u32("seqs", e.seqs);
+  u32("state_copies", e.state_copies);
+  if (v.contains("ssm_state_fp32")) {
+    if (!v.at("ssm_state_fp32").is_boolean()) fail("engine.ssm_state_fp32", "expected true or false");
+    e.ssm_state_fp32 = v.at("ssm_state_fp32").get<bool>();
+  }
+  const std::string_view problem = validate(e);
+  if (!problem.empty()) fail("engine", std::string(problem));
+  return e;
+}
+
+// Version 2's windowed terms: [{"window": W, "bytes_per_token": {per format}}, ...], windows increasing.
+void windows_at(const json& v, model_cost& m) {
+  const std::string key = "kv_bytes_per_token.windows";
+  if (!v.is_array() || v.size() > max_kv_windows) {
+    fail(key, "expected an array of 0 to " + std::to_string(max_kv_windows) + " {\"window\", \"bytes_per_token\"} terms");
+  }
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string at = key + "[" + std::to_string(i) + "]";
+    only_keys(v[i], at, {"window", "bytes_per_token"});
+    if (!v[i].contains("window")) fail(at + ".window", "missing");
+    if (!v[i].contains("bytes_per_token")) fail(at + ".bytes_per_token", "missing");
+    kv_window w;
+    w.window = bytes_at(v[i].at("window"), at + ".window");
+    if (w.window == 0) fail(at + ".window", "0 (layers that keep every token are \"full\")");
+    if (i > 0 && w.window <= m.windows[i - 1].window) {
+      fail(at + ".window", "windows must increase (" + std::to_string(w.window) + " after " +
+                               std::to_string(m.windows[i - 1].window) + ")");
+    }
+    w.bytes_per_token = per_format(v[i].at("bytes_per_token"), at + ".bytes_per_token");
+    m.windows[i] = w;
+  }
+  m.n_windows = static_cast<std::uint32_t>(v.size());
+}
+
 model_description read(const json& j) {
-  only_keys(j, "", {"format", "version", "name", "source", "shape", "kv_bytes_per_token", "sliding_window",
-                    "state_bytes_per_seq", "normal_kv", "compact_kv", "activation"});
+  only_keys(j, "", {"format", "version", "name", "source", "engine", "shape", "kv_bytes_per_token", "sliding_window",
+                    "kv_block_tokens", "kv_bytes_per_encoder_item", "state_bytes_per_seq", "normal_kv", "compact_kv",
+                    "activation"});
   if (!j.contains("format") || j.at("format") != model_json_format) {
     fail("format", "expected \"pnmem-model\" (is this a pnmem model description?)");
   }
   if (!j.contains("version") || !j.at("version").is_number_unsigned()) fail("version", "missing or not an integer");
-  if (j.at("version").get<std::uint64_t>() != static_cast<std::uint64_t>(model_json_version)) {
-    fail("version", j.at("version").dump() + " is not known to this pnmem (it reads version " +
+  const std::uint64_t version = j.at("version").get<std::uint64_t>();
+  if (version != 1 && version != static_cast<std::uint64_t>(model_json_version)) {
+    fail("version", j.at("version").dump() + " is not known to this pnmem (it reads versions 1 and " +
                         std::to_string(model_json_version) + ")");
   }
+  const bool v1 = version == 1;
+  for (const char* k : {"engine", "kv_block_tokens", "kv_bytes_per_encoder_item"}) {
+    if (v1 && j.contains(k)) fail(k, "unknown key in version 1 (a version 2 key)");
+  }
+  if (!v1 && j.contains("sliding_window")) fail("sliding_window", "a version 1 key (version 2 lists kv_bytes_per_token.windows)");
   model_description d;
   d.cost = model_cost{};
   if (j.contains("name")) {
@@ -159,24 +264,48 @@ model_description read(const json& j) {
     if (!j.at("source").is_string()) fail("source", "expected a string");
     d.source = j.at("source").get<std::string>();
   }
-  if (j.contains("shape")) d.shape = shape_at(j.at("shape"));
+  if (j.contains("engine")) d.engine = engine_at(j.at("engine"));
+  if (j.contains("shape")) d.shape = v1 ? shape_v1_at(j.at("shape")) : shape_v2_at(j.at("shape"));
   if (!j.contains("kv_bytes_per_token")) fail("kv_bytes_per_token", "missing");
   const json& kv = j.at("kv_bytes_per_token");
   if (kv.is_object()) {
-    only_keys(kv, "kv_bytes_per_token", {"full", "sliding"});
+    if (v1) {
+      only_keys(kv, "kv_bytes_per_token", {"full", "sliding"});
+    } else {
+      only_keys(kv, "kv_bytes_per_token", {"full", "windows"});
+    }
     if (!kv.contains("full")) fail("kv_bytes_per_token.full", "missing");
     d.cost.full_kv_bytes_per_token = per_format(kv.at("full"), "kv_bytes_per_token.full");
-    if (kv.contains("sliding")) d.cost.sliding_kv_bytes_per_token = per_format(kv.at("sliding"), "kv_bytes_per_token.sliding");
+    if (kv.contains("windows")) windows_at(kv.at("windows"), d.cost);
+    if (kv.contains("sliding")) {
+      // Version 1: one sliding term, kept up to the top-level sliding_window (0: every token).
+      const auto sliding = per_format(kv.at("sliding"), "kv_bytes_per_token.sliding");
+      const std::uint64_t window = j.contains("sliding_window") ? bytes_at(j.at("sliding_window"), "sliding_window") : 0;
+      add_kv_term(d.cost, sliding, window);
+    }
   } else {
     const std::uint64_t b = bytes_at(kv, "kv_bytes_per_token");
     d.cost.full_kv_bytes_per_token.fill(b);
   }
-  if (j.contains("sliding_window")) d.cost.sliding_window = bytes_at(j.at("sliding_window"), "sliding_window");
+  if (v1 && j.contains("sliding_window")) bytes_at(j.at("sliding_window"), "sliding_window");  // checked either way
+  if (j.contains("kv_block_tokens")) d.cost.kv_block_tokens = u32_at(j.at("kv_block_tokens"), "kv_block_tokens");
+  if (j.contains("kv_bytes_per_encoder_item")) {
+    const json& item = j.at("kv_bytes_per_encoder_item");
+    if (item.is_object()) {
+      d.cost.kv_bytes_per_encoder_item = per_format(item, "kv_bytes_per_encoder_item");
+    } else {
+      d.cost.kv_bytes_per_encoder_item.fill(bytes_at(item, "kv_bytes_per_encoder_item"));
+    }
+  }
   if (j.contains("state_bytes_per_seq")) {
     d.cost.state_bytes_per_seq = bytes_at(j.at("state_bytes_per_seq"), "state_bytes_per_seq");
   }
   if (j.contains("normal_kv")) d.cost.normal_kv = format_at(j.at("normal_kv"), "normal_kv");
   if (j.contains("compact_kv")) d.cost.compact_kv = format_at(j.at("compact_kv"), "compact_kv");
+  if (d.shape) {
+    d.shape->normal_kv = d.cost.normal_kv;
+    d.shape->compact_kv = d.cost.compact_kv;
+  }
   if (!j.contains("activation")) fail("activation", "missing");
   d.cost.activation = activation_at(j.at("activation"));
   const std::string_view problem = validate(d.cost);
@@ -215,14 +344,44 @@ std::string write_model_json(const model_description& m, int indent) {
   if (!m.name.empty()) j["name"] = m.name;
   if (!m.source.empty()) j["source"] = m.source;
   if (m.shape) {
+    const engine_rule& e = m.engine;
+    j["engine"] = {{"engine", std::string(to_string(e.engine))}, {"block_tokens", e.block_tokens},
+                   {"max_batched_tokens", e.max_batched_tokens}, {"ubatch_tokens", e.ubatch_tokens},
+                   {"seqs", e.seqs}, {"state_copies", e.state_copies}, {"ssm_state_fp32", e.ssm_state_fp32}};
     const model_shape& s = *m.shape;
-    j["shape"] = {{"layers", s.layers},         {"sliding_layers", s.sliding_layers}, {"sliding_window", s.sliding_window},
-                  {"kv_heads", s.kv_heads},     {"key_dim", s.key_dim},               {"value_dim", s.value_dim == 0 ? s.key_dim : s.value_dim},
-                  {"query_heads", s.query_heads}, {"hidden_size", s.hidden_size}};
+    nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < s.n_groups && i < max_layer_groups; ++i) {
+      const layer_group& g = s.groups[i];
+      nlohmann::ordered_json o = {{"kind", std::string(to_string(g.kind))}, {"layers", g.layers}};
+      if (g.kind == layer_kind::recurrent) {
+        o["conv_state_values"] = g.conv_state_values;
+        o["ssm_state_values"] = g.ssm_state_values;
+      } else {
+        o["kv_heads"] = g.kv_heads;
+        o["key_dim"] = g.key_dim;
+        if (g.k_only) {
+          o["k_only"] = true;
+        } else {
+          o["value_dim"] = g.value_dim == 0 ? g.key_dim : g.value_dim;
+        }
+        if (g.kind != layer_kind::full) o["span"] = g.span;
+      }
+      groups.push_back(std::move(o));
+    }
+    j["shape"] = {{"groups", groups}, {"query_heads", s.query_heads}, {"hidden_size", s.hidden_size},
+                  {"state_format", std::string(to_string(s.state_format))},
+                  {"ssm_state_format", std::string(to_string(s.ssm_state_format))}};
   }
-  j["kv_bytes_per_token"] = {{"full", per_format_json(m.cost.full_kv_bytes_per_token)},
-                             {"sliding", per_format_json(m.cost.sliding_kv_bytes_per_token)}};
-  j["sliding_window"] = m.cost.sliding_window;
+  nlohmann::ordered_json windows = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < m.cost.n_windows && i < max_kv_windows; ++i) {
+    windows.push_back({{"window", m.cost.windows[i].window},
+                       {"bytes_per_token", per_format_json(m.cost.windows[i].bytes_per_token)}});
+  }
+  j["kv_bytes_per_token"] = {{"full", per_format_json(m.cost.full_kv_bytes_per_token)}, {"windows", windows}};
+  j["kv_block_tokens"] = m.cost.kv_block_tokens;
+  bool items = false;
+  for (const std::uint64_t b : m.cost.kv_bytes_per_encoder_item) items = items || b != 0;
+  if (items) j["kv_bytes_per_encoder_item"] = per_format_json(m.cost.kv_bytes_per_encoder_item);
   j["state_bytes_per_seq"] = m.cost.state_bytes_per_seq;
   j["normal_kv"] = std::string(to_string(m.cost.normal_kv));
   j["compact_kv"] = std::string(to_string(m.cost.compact_kv));

@@ -12,7 +12,8 @@
 //        n_prompt > max_window                                      -> CAP    window (fit = max_window)
 //        n_prompt > prefill_window (the ladder's clamp)             -> CAP    prefill_window
 //        otherwise                                                  -> ADMIT  fits
-//   3. Host path: the model's host cost(n) (KV, per-sequence state, activation peak) must fit
+//   3. Host path: the model's host cost(n) (KV, per-sequence state, activation peak, and the
+//      cross-attention KV of the request's encoder items) must fit
 //      in host avail - reserve, and in the die's free VRAM when a die is named.
 //        avail inside the reserve                                   -> REJECT host_reserve
 //        the whole prompt (or the window, if smaller) fits          -> ADMIT fits / CAP window | prefill_window
@@ -108,6 +109,9 @@ struct request_spec {
   // most prompt tokens admitted while the box is under pressure; <= 0 = none. Not a batch or chunk
   // size: it bounds how much of one prompt may start.
   int prefill_window = 0;
+  // Encoder items (images) the request carries whose cross-attention KV it holds (Mllama): each costs
+  // the model's kv_bytes_per_encoder_item on the host path, whatever the prompt's length. Negative: bad_request.
+  int encoder_items = 0;
 };
 
 namespace detail {
@@ -129,20 +133,20 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
 // The largest n in [0, n_max) with host_cost_bytes(m, n, kv) <= limit, given that cost(0) fits and
 // cost(n_max) does not (admit_request calls it only then). cost() is non-decreasing in n.
 //
-// The cost is piecewise simple: between two breakpoints (the anchors of an activation table, and a
-// sliding window) it is linear in n up to the table's rounding up, or a quadratic (coefficients, or past
+// The cost is piecewise simple: between two breakpoints (the anchors of an activation table, and the
+// model's KV windows) it is linear in n up to the table's rounding up, or a quadratic (coefficients, or past
 // the last anchor). So instead of a blind binary search over the whole range (~18 dependent steps for a
 // 128k prompt) this tests the breakpoints to find the piece holding the answer and, on a linear piece,
 // solves its line for n. On a quadratic piece the root in floating point is a guess that exact costs
 // then bracket and bisect (a few costs, not ~17).
 //
 // Why the solve is exact (no correction step is needed; tested exhaustively at cost(n)-1, cost(n),
-// cost(n)+1 for every n of the seed's table and for models with sliding windows and other tables):
+// cost(n)+1 for every n of the seed's table and for models with one or more windows and other tables):
 // in an anchor segment from a to b (span = b.tokens - a.tokens, rise = b.peak - a.peak) on a piece where
-// the KV grows by k bytes per token (the full layers, plus the sliding ones below their window), the cost
+// the KV grows by k bytes per token (the full layers, plus the windowed ones below their window), the cost
 // is the line
 //   cost(a + d) = C0 + k*d + ceil(rise*d / span)          (cost_model.hpp)
-// where C0 is that line at a (the true cost there, or, when the window lies between a and the piece, the
+// where C0 is that line at a (the true cost there, or, when windows lie between a and the piece, the
 // line extended back: never above cost(lo) <= limit). With L = limit - C0 and d = floor(L*span / (k*span + rise)):
 //   * cost(a + d) <= limit: d*(k*span + rise) <= L*span gives rise*d/span <= L - k*d,
 //     and L - k*d is an integer, so ceil(rise*d/span) <= L - k*d.
@@ -155,31 +159,24 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
 //
 // Always inlined: called with the seed's model (a constant), the compiler then folds the walk's anchors
 // into the code; out of line, g++ kept one copy reading them through the reference (CAP 24 -> 39 ns).
-[[gnu::always_inline]] constexpr int largest_fitting_prompt(const model_cost& m, int n_max, kv_format kv,
-                                                          std::uint64_t limit) noexcept {
+//
+// This solves the cost with the KV per token (host_cost_unblocked); largest_fitting_prompt below adds
+// the rounding of tokens to the engine's KV blocks.
+[[gnu::always_inline]] constexpr int largest_fitting_unblocked(const model_cost& m, int n_max, kv_format kv,
+                                                             std::uint64_t limit) noexcept {
   const std::size_t fi = kv_index(kv);
-  std::uint64_t full = m.full_kv_bytes_per_token[fi];
-  std::uint64_t slide = m.sliding_kv_bytes_per_token[fi];
-  const std::uint64_t window = slide != 0 ? m.sliding_window : 0;
-  if (window == 0) {  // no window: sliding layers grow as full ones do (kv_bytes agrees)
-    full = sat_add(full, slide);
-    slide = 0;
-  }
+  const std::uint64_t full = m.full_kv_bytes_per_token[fi];
+  const std::size_t windows = window_count(m);
   const activation_model& act = m.activation;
   const bool table = act.n_anchors > 0;
   const std::size_t count = !table ? 0 : act.n_anchors > max_activation_anchors ? max_activation_anchors : act.n_anchors;
-  // KV of n tokens with a window: one product either side of it (the window's share is loop-invariant).
-  const std::uint64_t below_window = sat_add(full, slide);
-  const std::uint64_t window_share = sat_mul(slide, window);
-  auto kv_of = [&](std::uint64_t n) {
-    return n < window ? sat_mul(below_window, n) : sat_add(sat_mul(full, n), window_share);
-  };
-  auto cost = [&](std::uint64_t n) { return host_cost_bytes(m, static_cast<int>(n), kv); };
+  auto cost = [&](std::uint64_t n) { return host_cost_unblocked(m, n, kv); };
 
-  // 1. Test the breakpoints inside (lo, hi): the anchors in increasing order, then the window if it
-  //    lies strictly inside the piece they leave (it is a kink of the KV line, not of the table). One
-  //    counted loop either way, which the compiler unrolls when the model is a constant; without a
-  //    window the sliding layers' term is not computed at all.
+  // 1. Test the breakpoints inside (lo, hi): the anchors in increasing order, then each window that
+  //    lies strictly inside the piece they leave (a window is a kink of the KV line, not of the table;
+  //    in any order: each test makes its window an end of the bracket). One counted loop either way,
+  //    which the compiler unrolls when the model is a constant; without windows only the full layers'
+  //    term is computed.
   std::uint64_t lo = 0;                                  // fits
   auto hi = static_cast<std::uint64_t>(n_max);           // does not fit
   std::size_t next_anchor = 0;
@@ -197,21 +194,35 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
       }
     }
   };
-  if (window == 0) {
+  if (windows == 0) {
     walk_anchors([&](std::uint64_t n) { return sat_mul(full, n); });
   } else {
-    walk_anchors(kv_of);
-    if (lo < window && window < hi) {
-      if (cost(window) > limit) {
-        hi = window;
-      } else {
-        lo = window;
+    walk_anchors([&](std::uint64_t n) { return kv_bytes_unblocked(m, kv, n); });
+    for (std::size_t w = 0; w < windows; ++w) {
+      const std::uint64_t x = m.windows[w].window;
+      if (lo < x && x < hi) {
+        if (cost(x) > limit) {
+          hi = x;
+        } else {
+          lo = x;
+        }
       }
     }
   }
 
-  // 2. Solve the piece [lo, hi): no breakpoint lies strictly inside it.
-  const std::uint64_t k = hi <= window ? sat_add(full, slide) : full;  // KV growth per token on the piece
+  // 2. Solve the piece [lo, hi): no breakpoint lies strictly inside it, so every window is at or below
+  //    lo (its layers keep the whole window on the piece: a constant) or at or above hi (they grow with
+  //    every token, as the full layers do).
+  std::uint64_t k = full;       // KV growth per token on the piece
+  std::uint64_t kv_const = 0;   // the full windows' bytes
+  for (std::size_t w = 0; w < windows; ++w) {
+    const kv_window& t = m.windows[w];
+    if (t.window != 0 && t.window <= lo) {
+      kv_const = sat_add(kv_const, sat_mul(t.bytes_per_token[fi], t.window));
+    } else {
+      k = sat_add(k, t.bytes_per_token[fi]);
+    }
+  }
   auto clamp = [&](u128 v) { return static_cast<int>(v < lo ? lo : v >= hi ? hi - 1 : static_cast<std::uint64_t>(v)); };
   if (table && (lo < act.anchors[0].tokens || (next_anchor > 0 && next_anchor < count))) {
     // Inside the table (or before its first anchor, where the peak is constant): a line.
@@ -223,8 +234,8 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
       span = act.anchors[next_anchor].tokens - a.tokens;
       rise = sat_sub(act.anchors[next_anchor].peak_bytes, a.peak_bytes);
     }
-    // The piece's KV line at a: k per token, plus the sliding layers' full window when past it.
-    const std::uint64_t kv_a = sat_add(sat_mul(k, a.tokens), hi > window ? sat_mul(slide, window) : 0);
+    // The piece's KV line at a: k per token, plus the windows its layers have filled.
+    const std::uint64_t kv_a = sat_add(sat_mul(k, a.tokens), kv_const);
     const std::uint64_t c0 = sat_add(sat_add(kv_a, m.state_bytes_per_seq), a.peak_bytes);
     const std::uint64_t room = sat_sub(limit, c0);
     std::uint64_t num64 = 0;
@@ -256,8 +267,7 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
 #else
   if (!__builtin_is_constant_evaluated() && hi - lo > 2) {
 #endif
-    const double kv_const = window != 0 && lo >= window ? static_cast<double>(slide) * static_cast<double>(window) : 0.0;
-    double a = static_cast<double>(m.state_bytes_per_seq) + kv_const;
+    double a = static_cast<double>(m.state_bytes_per_seq) + static_cast<double>(kv_const);
     double b = static_cast<double>(k);
     double c = 0.0;
     if (table) {
@@ -286,19 +296,19 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
                                 : root >= static_cast<double>(hi - 1) ? hi - 1
                                                                        : static_cast<std::uint64_t>(root);
     // The usual case: the guess is the answer. Both costs are independent, so they are taken together
-    // (one predictable branch) rather than one after the other, and inlined here (host_cost_bytes is;
+    // (one predictable branch) rather than one after the other, and inlined here (host_cost_unblocked is;
     // the `cost` lambda, called from the loops below too, is not).
     bool guess_fits = false;
     bool next_fits = false;
     if (!table) {
       // Coefficients: each check is one polynomial in 128 bits, without host_cost_bytes' saturating
       // steps (limit < cost(n_max) <= 2^64-1, so comparing the unsaturated cost is the same test).
-      const coefficient_piece piece = coefficient_piece_of(m, kv, window != 0 && lo >= window);
+      const coefficient_piece piece = coefficient_piece_of(m, kv, lo);
       guess_fits = piece.at(guess) <= limit;
       next_fits = piece.at(guess + 1) <= limit;
     } else {
-      guess_fits = host_cost_bytes(m, static_cast<int>(guess), kv) <= limit;
-      next_fits = host_cost_bytes(m, static_cast<int>(guess + 1), kv) <= limit;
+      guess_fits = host_cost_unblocked(m, guess, kv) <= limit;
+      next_fits = host_cost_unblocked(m, guess + 1, kv) <= limit;
     }
     if (guess_fits && !next_fits) return static_cast<int>(guess);
     std::uint64_t step = 1;
@@ -335,6 +345,31 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
   return static_cast<int>(lo);
 }
 
+// The largest n in [0, n_max) with host_cost_bytes(m, n, kv) <= limit (cost(0) fits, cost(n_max) does
+// not), KV rounded up to the model's blocks. With cost'(n) the cost per token (<= cost(n)) and n1 its
+// answer, the answer lies in [b, n1] for b = n1 rounded down to a block (cost(b) = cost'(b) <= limit):
+// every n in (b, n1] pays the KV of the block b + g, so the largest of them that fits is the largest
+// whose activation fits beside that KV, found by bisecting at most g - 1 tokens. The seed's and every
+// model charged per token return n1 at once.
+[[gnu::always_inline]] constexpr int largest_fitting_prompt(const model_cost& m, int n_max, kv_format kv,
+                                                          std::uint64_t limit) noexcept {
+  const int n1 = largest_fitting_unblocked(m, n_max, kv, limit);
+  const std::uint64_t g = m.kv_block_tokens;
+  if (__builtin_expect(g <= 1, 1)) return n1;
+  const auto top = static_cast<std::uint64_t>(n1);
+  std::uint64_t lo = top - top % g;  // fits
+  if (lo == top) return n1;
+  const std::uint64_t fixed = sat_add(kv_bytes_unblocked(m, kv, lo + g), m.state_bytes_per_seq);
+  if (fixed > limit) return static_cast<int>(lo);
+  const std::uint64_t room = limit - fixed;  // for the activation of n in (lo, top]
+  std::uint64_t hi = top + 1;                // does not fit (or past n1)
+  while (hi - lo > 1) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    (activation_peak_bytes(m.activation, mid) <= room ? lo : hi) = mid;
+  }
+  return static_cast<int>(lo);
+}
+
 // The seed's model.
 constexpr int largest_fitting_prompt(int n_max, kv_format kv, std::uint64_t limit) noexcept {
   return largest_fitting_prompt(seed_model_cost, n_max, kv, limit);
@@ -359,7 +394,7 @@ constexpr std::uint64_t host_cost_at_zero(const model_cost& m) noexcept {
 // stall (starting anything now only deepens it). True, with the answer in `out`, when refused.
 [[gnu::always_inline]] constexpr bool refused_up_front(const request_spec& rq, const mem_state& s, const policy& p,
                                                        admit_result& out) noexcept {
-  if (rq.n_prompt < 0 || (rq.die != no_die && !valid_die(s, rq.die))) {
+  if (rq.n_prompt < 0 || rq.encoder_items < 0 || (rq.die != no_die && !valid_die(s, rq.die))) {
     out = make_result(verdict::reject, 0, admit_reason::bad_request, rq.die, 0, 0);
     return true;
   }
@@ -418,10 +453,12 @@ struct prompt_bound {
   const admit_reason window_reason = b.reason;
 
   // 3. Host path. The budget is the smaller of host bytes above the reserve and the
-  //    die's free VRAM; whichever is smaller is what binds, and is named.
+  //    die's free VRAM; whichever is smaller is what binds, and is named. The encoder items' KV does
+  //    not depend on the prompt's length: it comes off the budget the tokens are solved in.
+  const std::uint64_t items = encoder_kv_bytes(m, rq.kv, static_cast<std::uint64_t>(rq.encoder_items));
   if (detail::inside_host_reserve(s, reserve)) {
-    return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, host_cost_bytes(m, n, rq.kv),
-                       s.host_avail_bytes);
+    return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die,
+                       sat_add(host_cost_bytes(m, n, rq.kv), items), s.host_avail_bytes);
   }
   std::uint64_t limit = detail::host_known(s) ? s.host_avail_bytes - reserve : detail::u64_max;
   admit_reason binding = admit_reason::host_budget;
@@ -435,15 +472,15 @@ struct prompt_bound {
     }
   }
 
-  const std::uint64_t need = host_cost_bytes(m, n, rq.kv);
+  const std::uint64_t need = sat_add(host_cost_bytes(m, n, rq.kv), items);
   if (need <= limit) {
     return windowed ? make_result(verdict::cap, n, window_reason, no_die, need, limit)
                     : make_result(verdict::admit, n, admit_reason::fits, no_die, need, limit);
   }
-  if (host_cost_at_zero(m) > limit) {
+  if (sat_add(host_cost_at_zero(m), items) > limit) {
     return make_result(verdict::reject, 0, binding, binding_die, need, limit);
   }
-  const int lo = largest_fitting_prompt(m, n, rq.kv, limit);
+  const int lo = largest_fitting_prompt(m, n, rq.kv, limit - items);
   if (lo == 0) return make_result(verdict::reject, 0, binding, binding_die, need, limit);
   return make_result(verdict::cap, lo, binding, binding_die, need, limit);
 }
@@ -480,12 +517,16 @@ struct model_load_spec {
 };
 
 // The load spec of a model whose KV cache holds `sequences` sequences of up to `max_ctx_tokens` tokens
-// in format `kv`, with each sequence's fixed state: KV at the maximum context, from the model's costs.
+// in format `kv`, with each sequence's fixed state and the cross-attention KV of up to
+// `encoder_items_per_seq` encoder items (images): KV at the maximum context, from the model's costs.
 constexpr model_load_spec load_spec_for(const model_cost& m, std::uint64_t weights_bytes, std::uint64_t max_ctx_tokens,
-                                        kv_format kv, std::uint64_t sequences = 1) noexcept {
+                                        kv_format kv, std::uint64_t sequences = 1,
+                                        std::uint64_t encoder_items_per_seq = 0) noexcept {
   using detail::sat_add;
   using detail::sat_mul;
-  return {weights_bytes, sat_mul(sequences, sat_add(kv_bytes(m, kv, max_ctx_tokens), m.state_bytes_per_seq))};
+  const std::uint64_t per_seq = sat_add(sat_add(kv_bytes(m, kv, max_ctx_tokens), m.state_bytes_per_seq),
+                                        encoder_kv_bytes(m, kv, encoder_items_per_seq));
+  return {weights_bytes, sat_mul(sequences, per_seq)};
 }
 
 namespace detail {

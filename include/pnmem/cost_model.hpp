@@ -1,29 +1,22 @@
-// pnmem/cost_model.hpp - how many host bytes a prompt of n tokens costs on the CPU path, for any model.
+// pnmem/cost_model.hpp - how many host bytes a request costs on the CPU path, for any model.
 //
-// A model's cost is data: a `model_cost` value. For a prompt of n tokens in KV format f,
+// A model's cost is data: a `model_cost` value. For a prompt of n tokens in KV format f, with i encoder
+// items (images) in cross-attention,
 //
-//   host cost(n) = full_kv[f] x n                      full-attention layers: grow with every token
-//                + sliding_kv[f] x min(n, window)      sliding-window layers: stop at their window
-//                + state_bytes_per_seq                 fixed per-sequence state (SSM / conv of hybrid models)
-//                + activation_peak(n)                  the CPU path's activation high-water mark
+//   host cost(n) = full_kv[f] x n                          layers that keep every token
+//                + sum over windows w: kv_w[f] x min(n, w)   layers that keep at most w tokens: sliding
+//                                                          windows, attention chunks (after the engine's
+//                                                          rule of what it keeps: model_shape.hpp)
+//                + state_bytes_per_seq                     fixed per-sequence state (conv + SSM of hybrids)
+//                + kv_per_encoder_item[f] x i              cross-attention KV, per image, not per token
+//                + activation_peak(n)                      the CPU path's activation high-water mark
 //
-// The seed's pn_admission.c is the case full_kv = 5898 B (q4) / 40960 B (fp32), no sliding layers, no
-// state, and the anchor table below: `seed_model_cost`, the default of every decision that takes a model.
-//
-// --- KV bytes per token, from a model's shape (from_shape) ---------------------------------------------
-//
-// One token adds, in each attention layer, a K row of kv_heads x key_dim values and a V row of
-// kv_heads x value_dim values. A format stores a row as:
-//
-//   fp32 (f32)  4 B per value        bf16   2 B per value
-//   f16         2 B per value        fp8    1 B per value
-//   q8_0        34 B per block of 32 values (32 int8 + an fp16 scale), rows rounded up to whole blocks
-//   q4_0        18 B per block of 32 values (16 B of nibbles + an fp16 scale), rows rounded up
-//   q4          the seed's own Q4 figure: 5898 B for its 10240 values per token (sink and window rows
-//               kept in fp32 beside the blocks), i.e. ceil(values x 5898 / 10240) for any shape
-//
-// e.g. a Llama-3-8B shape (32 layers x 8 KV heads x 128 dims, f16): 2 x 32 x 8 x 128 x 2 B = 128 KiB.
-// The seed's shape (10 full-attention layers x 2 KV heads x 256 dims) gives 40960 B in fp32, 5898 in q4.
+// The seed's pn_admission.c is the case full_kv = 5898 B (q4) / 40960 B (fp32), no windows, no state,
+// no cross-attention, and the anchor table below: `seed_model_cost`, the default of every decision that
+// takes a model. A model with several windows (Gemma's sliding layers beside Llama 4's chunks, say) has
+// one term per distinct window, at most max_kv_windows; model_shape.hpp builds the terms from layer
+// groups (from_shape), with the per-format row sizes of kv_format.hpp, e.g. a Llama-3-8B shape
+// (32 layers x 8 KV heads x 128 dims, f16): 2 x 32 x 8 x 128 x 2 B = 128 KiB per token.
 //
 // --- The activation peak (CPU path) ---------------------------------------------------------------------
 //
@@ -64,78 +57,10 @@
 
 #include "pnmem/detail/equality.hpp"
 #include "pnmem/detail/saturating.hpp"
+#include "pnmem/kv_format.hpp"
 #include "pnmem/units.hpp"
 
 namespace pnmem {
-
-// KV cache formats. q4 and fp32 keep their values (0 and 1) from before the others existed.
-enum class kv_format : std::uint8_t { q4, fp32, f16, bf16, fp8, q8_0, q4_0 };
-inline constexpr std::size_t kv_format_count = 7;
-inline constexpr std::array<kv_format, kv_format_count> all_kv_formats{
-    kv_format::q4, kv_format::fp32, kv_format::f16, kv_format::bf16, kv_format::fp8, kv_format::q8_0, kv_format::q4_0};
-
-constexpr std::string_view to_string(kv_format f) noexcept {
-  switch (f) {
-    case kv_format::q4: return "q4";
-    case kv_format::fp32: return "fp32";
-    case kv_format::f16: return "f16";
-    case kv_format::bf16: return "bf16";
-    case kv_format::fp8: return "fp8";
-    case kv_format::q8_0: return "q8_0";
-    case kv_format::q4_0: return "q4_0";
-  }
-  return "invalid";
-}
-
-// A format by name: the names above, plus "f32"/"float32" (fp32), "float16"/"half" (f16),
-// "bfloat16" (bf16) and "fp8_e4m3"/"fp8_e5m2" (fp8); ASCII case ignored. false if unknown.
-constexpr bool parse_kv_format(std::string_view s, kv_format& out) noexcept {
-  auto eq = [](std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      char c = a[i];
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-      if (c != b[i]) return false;
-    }
-    return true;
-  };
-  for (kv_format f : all_kv_formats) {
-    if (eq(s, to_string(f))) {
-      out = f;
-      return true;
-    }
-  }
-  struct alias {
-    std::string_view name;
-    kv_format f;
-  };
-  constexpr alias aliases[] = {{"f32", kv_format::fp32},      {"float32", kv_format::fp32}, {"float16", kv_format::f16},
-                               {"half", kv_format::f16},      {"bfloat16", kv_format::bf16}, {"fp8_e4m3", kv_format::fp8},
-                               {"fp8_e5m2", kv_format::fp8}};
-  for (const alias& a : aliases) {
-    if (eq(s, a.name)) {
-      out = a.f;
-      return true;
-    }
-  }
-  return false;
-}
-
-// Bytes one row of `values` values takes in format f (block formats: whole blocks, scales included).
-// q4 is the seed's ratio (5898 B per 10240 values), rounded up.
-constexpr std::uint64_t kv_row_bytes(std::uint64_t values, kv_format f) noexcept {
-  using detail::sat_mul;
-  switch (f) {
-    case kv_format::fp32: return sat_mul(values, 4);
-    case kv_format::f16:
-    case kv_format::bf16: return sat_mul(values, 2);
-    case kv_format::fp8: return values;
-    case kv_format::q8_0: return sat_mul(values / 32 + (values % 32 != 0 ? 1 : 0), 34);
-    case kv_format::q4_0: return sat_mul(values / 32 + (values % 32 != 0 ? 1 : 0), 18);
-    case kv_format::q4: return detail::mul_div_ceil(values, 5898, 10240);
-  }
-  return sat_mul(values, 4);
-}
 
 struct activation_anchor {
   std::uint64_t tokens;
@@ -208,13 +133,33 @@ constexpr activation_model activation_coefficients(std::uint64_t fixed, std::uin
   return detail::mul_div(detail::mul_div(last.peak_bytes, n, last.tokens), n, last.tokens);
 }
 
+// Layers that keep at most `window` tokens of a sequence (sliding-window layers keep the last W,
+// chunked-attention layers the current chunk; the engine's own margin included: model_shape.hpp), and
+// the bytes one token adds to them while the sequence is shorter than that. Indexed by kv_format.
+struct kv_window {
+  std::array<std::uint64_t, kv_format_count> bytes_per_token{};
+  std::uint64_t window = 0;  // tokens kept (> 0)
+
+  PNMEM_DEFAULTED_EQUALITY(kv_window)
+};
+
+inline constexpr std::size_t max_kv_windows = 4;
+
 // What one model costs the host, as data. A structural type: it can be a constexpr value or a
-// template argument. Indexed by kv_format (static_cast<std::size_t>(f)).
+// template argument. Per-format arrays are indexed by kv_format (static_cast<std::size_t>(f)).
 struct model_cost {
-  std::array<std::uint64_t, kv_format_count> full_kv_bytes_per_token{};     // full-attention layers
-  std::array<std::uint64_t, kv_format_count> sliding_kv_bytes_per_token{};  // sliding-window layers
-  std::uint64_t sliding_window = 0;       // tokens a sliding layer keeps; 0 = none (sliding layers grow as full ones)
-  std::uint64_t state_bytes_per_seq = 0;  // fixed per-sequence state (SSM / conv), paid at any length
+  std::array<std::uint64_t, kv_format_count> full_kv_bytes_per_token{};  // layers that keep every token
+  // The windowed terms: windows[0 .. n_windows), windows increasing (validate). Entries past n_windows
+  // are not read. A model with one sliding window (Gemma 2, Mistral) has one term.
+  std::array<kv_window, max_kv_windows> windows{};
+  std::uint32_t n_windows = 0;
+  // The engine allocates KV in blocks of this many tokens (vLLM's block, llama.cpp's 256-cell padding):
+  // n tokens are charged as n rounded up to a whole block, every layer alike. 0 or 1: per token.
+  std::uint32_t kv_block_tokens = 0;
+  std::uint64_t state_bytes_per_seq = 0;  // fixed per-sequence state (conv + SSM), paid at any length
+  // Cross-attention KV of one encoder item (an image: Mllama's tiles x patches), paid per item a request
+  // carries (request_spec::encoder_items), not per text token.
+  std::array<std::uint64_t, kv_format_count> kv_bytes_per_encoder_item{};
   kv_format normal_kv = kv_format::fp32;  // the model's own KV format
   kv_format compact_kv = kv_format::q4;   // the one the ladder's rung 4a forces on new caches
   activation_model activation{};
@@ -222,75 +167,23 @@ struct model_cost {
   PNMEM_DEFAULTED_EQUALITY(model_cost)
 };
 
-// A model's shape, the input of from_shape. Zero fields count as zero (a shape with no K/V heads costs no KV).
-struct model_shape {
-  std::uint32_t layers = 0;          // attention layers (full + sliding; SSM-only layers are not counted)
-  std::uint32_t sliding_layers = 0;  // of which sliding-window layers (at most `layers`)
-  std::uint32_t sliding_window = 0;  // tokens a sliding layer keeps
-  std::uint32_t kv_heads = 0;
-  std::uint32_t key_dim = 0;         // per-head K dim
-  std::uint32_t value_dim = 0;       // per-head V dim; 0 = key_dim
-  std::uint32_t query_heads = 0;
-  std::uint32_t hidden_size = 0;
-  std::uint64_t state_bytes_per_seq = 0;
-  std::uint64_t fixed_activation_bytes = 256 * MiB;
-  kv_format normal_kv = kv_format::f16;
-  kv_format compact_kv = kv_format::q4_0;
-
-  PNMEM_DEFAULTED_EQUALITY(model_shape)
-};
-
-// The token counts from_shape samples the activation formula at.
-inline constexpr std::array<std::uint64_t, 6> shape_anchor_tokens{0, 1024, 4096, 16384, 65536, 262144};
-
-constexpr model_cost from_shape(const model_shape& s) noexcept {
-  using detail::sat_add;
-  using detail::sat_mul;
+// The seed's model: Qwen3.5-MoE's 10 full-attention layers x 2 KV heads x 256 dims (K and V); its KV
+// caches are fp32, compacted to the seed's Q4; the seed's activation table. (model_shape.hpp:
+// seed_model_shape, which from_shape turns into exactly this.)
+inline constexpr model_cost seed_model_cost = [] {
   model_cost m;
-  const std::uint32_t sliding = s.sliding_layers > s.layers ? s.layers : s.sliding_layers;
-  const std::uint64_t full = s.layers - sliding;
-  const std::uint64_t vdim = s.value_dim == 0 ? s.key_dim : s.value_dim;
-  const std::uint64_t k_values = std::uint64_t{s.kv_heads} * s.key_dim;
-  const std::uint64_t v_values = std::uint64_t{s.kv_heads} * vdim;
   for (kv_format f : all_kv_formats) {
     const auto i = static_cast<std::size_t>(f);
-    if (f == kv_format::q4) {  // a ratio over all of a token's values
-      m.full_kv_bytes_per_token[i] = kv_row_bytes(sat_mul(full, k_values + v_values), f);
-      m.sliding_kv_bytes_per_token[i] = kv_row_bytes(sat_mul(sliding, k_values + v_values), f);
-    } else {  // per row: blocks do not span a K and a V row
-      const std::uint64_t per_layer = sat_add(kv_row_bytes(k_values, f), kv_row_bytes(v_values, f));
-      m.full_kv_bytes_per_token[i] = sat_mul(full, per_layer);
-      m.sliding_kv_bytes_per_token[i] = sat_mul(sliding, per_layer);
-    }
+    // q4 is a ratio over all of a token's values; the others store K and V rows of 2 x 256 values.
+    m.full_kv_bytes_per_token[i] = f == kv_format::q4 ? kv_row_bytes(10 * 2 * 2 * 256, f) : 10 * 2 * kv_row_bytes(2 * 256, f);
   }
-  m.sliding_window = sliding == 0 ? 0 : s.sliding_window;
-  m.state_bytes_per_seq = s.state_bytes_per_seq;
-  m.normal_kv = s.normal_kv;
-  m.compact_kv = s.compact_kv;
-  const activation_model formula =
-      activation_coefficients(s.fixed_activation_bytes, sat_mul(std::uint64_t{s.hidden_size}, 4 * 8),
-                              sat_mul(std::uint64_t{s.query_heads}, 4));
-  for (std::size_t i = 0; i < shape_anchor_tokens.size(); ++i) {
-    m.activation.anchors[i] = {shape_anchor_tokens[i], activation_peak_bytes(formula, shape_anchor_tokens[i])};
-  }
-  m.activation.n_anchors = static_cast<std::uint32_t>(shape_anchor_tokens.size());
+  m.normal_kv = kv_format::fp32;
+  m.compact_kv = kv_format::q4;
+  const activation_anchor table[] = {{0, 256 * MiB},          {1024, 384 * MiB},         {4096, 3 * GiB / 2},
+                                     {16384, 69 * GiB / 4},   {65536, 1041 * GiB / 4},   {262144, 16449 * GiB / 4}};
+  m.activation = activation_table(table);
   return m;
-}
-
-// The seed's model: Qwen3.5-MoE's 10 full-attention layers x 2 KV heads x 256 dims, hidden 2048, 16 query
-// heads; its KV caches are fp32, compacted to the seed's Q4.
-inline constexpr model_shape seed_model_shape = [] {
-  model_shape s;
-  s.layers = 10;
-  s.kv_heads = 2;
-  s.key_dim = 256;
-  s.query_heads = 16;
-  s.hidden_size = 2048;
-  s.normal_kv = kv_format::fp32;
-  s.compact_kv = kv_format::q4;
-  return s;
 }();
-inline constexpr model_cost seed_model_cost = from_shape(seed_model_shape);
 
 // A model whose KV and compute buffers were allocated at load: each request costs the host nothing more.
 inline constexpr model_cost preallocated_model_cost = [] {
@@ -300,25 +193,55 @@ inline constexpr model_cost preallocated_model_cost = [] {
 }();
 
 namespace detail {
-// Where format f sits in a model's per-format arrays; a value outside the enum reads as fp32's.
-constexpr std::size_t kv_index(kv_format f) noexcept {
-  return static_cast<std::size_t>(f) < kv_format_count ? static_cast<std::size_t>(f) : 1;
+constexpr std::size_t window_count(const model_cost& m) noexcept {
+  return m.n_windows < max_kv_windows ? m.n_windows : max_kv_windows;
 }
 }  // namespace detail
 
+// Bytes one token adds to one sequence's KV in format f while it is shorter than every window.
 constexpr std::uint64_t kv_bytes_per_token(const model_cost& m, kv_format f) noexcept {
   const std::size_t i = detail::kv_index(f);
-  return detail::sat_add(m.full_kv_bytes_per_token[i], m.sliding_kv_bytes_per_token[i]);
+  std::uint64_t b = m.full_kv_bytes_per_token[i];
+  for (std::size_t w = 0; w < detail::window_count(m); ++w) b = detail::sat_add(b, m.windows[w].bytes_per_token[i]);
+  return b;
 }
 
-// KV bytes of n tokens of one sequence in format f.
+namespace detail {
+// n rounded up to the model's KV block (n itself for a model charged per token).
+[[gnu::always_inline]] constexpr std::uint64_t kv_tokens(const model_cost& m, std::uint64_t n) noexcept {
+  const std::uint64_t g = m.kv_block_tokens;
+  if (g <= 1) return n;
+  const std::uint64_t partial = (g & (g - 1)) == 0 ? n & (g - 1) : n % g;
+  return partial == 0 ? n : sat_add(n, g - partial);
+}
+
+// KV bytes of exactly n tokens, not rounded to a block: the line the CAP solve walks.
+[[gnu::always_inline]] constexpr std::uint64_t kv_bytes_unblocked(const model_cost& m, kv_format f,
+                                                                  std::uint64_t n) noexcept {
+  const std::size_t i = kv_index(f);
+  std::uint64_t b = sat_mul(m.full_kv_bytes_per_token[i], n);
+  const std::size_t count = window_count(m);
+  for (std::size_t w = 0; w < count; ++w) {
+    const kv_window& t = m.windows[w];
+    const std::uint64_t kept = t.window != 0 && n > t.window ? t.window : n;  // a window of 0 (never valid) keeps all
+    b = sat_add(b, sat_mul(t.bytes_per_token[i], kept));
+  }
+  return b;
+}
+}  // namespace detail
+
+// KV bytes of n tokens of one sequence in format f: n rounded up to the model's block, each windowed
+// term kept up to its window.
 [[gnu::always_inline]] constexpr std::uint64_t kv_bytes(const model_cost& m, kv_format f, std::uint64_t n) noexcept {
-  const std::size_t i = detail::kv_index(f);
-  const std::uint64_t kept = m.sliding_window != 0 && n > m.sliding_window ? m.sliding_window : n;
-  return detail::sat_add(detail::sat_mul(m.full_kv_bytes_per_token[i], n),
-                         detail::sat_mul(m.sliding_kv_bytes_per_token[i], kept));
+  return detail::kv_bytes_unblocked(m, f, detail::kv_tokens(m, n));
 }
 
+// Cross-attention KV of `items` encoder items in format f.
+constexpr std::uint64_t encoder_kv_bytes(const model_cost& m, kv_format f, std::uint64_t items) noexcept {
+  return detail::sat_mul(m.kv_bytes_per_encoder_item[detail::kv_index(f)], items);
+}
+
+// The host cost of a prompt of n_tokens (negative: 0) in format kv: KV, state and activation peak.
 [[gnu::always_inline]] constexpr std::uint64_t host_cost_bytes(const model_cost& m, int n_tokens, kv_format kv) noexcept {
   const std::uint64_t n = n_tokens < 0 ? 0 : static_cast<std::uint64_t>(n_tokens);
   return detail::sat_add(detail::sat_add(kv_bytes(m, kv, n), m.state_bytes_per_seq),
@@ -326,11 +249,25 @@ constexpr std::uint64_t kv_bytes_per_token(const model_cost& m, kv_format f) noe
 }
 
 namespace detail {
+// host_cost_bytes with the KV not rounded to a block (the same for a model charged per token).
+[[gnu::always_inline]] constexpr std::uint64_t host_cost_unblocked(const model_cost& m, std::uint64_t n,
+                                                                   kv_format kv) noexcept {
+  return sat_add(sat_add(kv_bytes_unblocked(m, kv, n), m.state_bytes_per_seq), activation_peak_bytes(m.activation, n));
+}
+}  // namespace detail
 
-// A model given as coefficients (no anchor table), on one side of its sliding window: its host cost
-// of n tokens is the polynomial a + b*n + c*n^2, here without saturation, in 128 bits. Every term is
-// non-negative and n < 2^31, so the sum stays below 2^127 and host_cost_bytes(m, n, kv) ==
-// min(2^64-1, at(n)) for every n on that side (tested): the CAP solve checks a guess against a limit
+// The same, with the cross-attention KV of `encoder_items` items (images) the request carries.
+constexpr std::uint64_t host_cost_bytes(const model_cost& m, int n_tokens, kv_format kv, int encoder_items) noexcept {
+  return detail::sat_add(host_cost_bytes(m, n_tokens, kv),
+                         encoder_kv_bytes(m, kv, encoder_items < 0 ? 0 : static_cast<std::uint64_t>(encoder_items)));
+}
+
+namespace detail {
+
+// A model given as coefficients (no anchor table), on one piece between its windows: its host cost
+// of n tokens (KV not rounded to a block) is the polynomial a + b*n + c*n^2, here without saturation,
+// in 128 bits. Every term is non-negative and n < 2^31, so the sum stays below 2^127 and
+// host_cost_unblocked(m, n, kv) == min(2^64-1, at(n)) for every n on that piece (tested): the CAP solve checks a guess against a limit
 // with one polynomial instead of host_cost_bytes' saturating steps.
 struct coefficient_piece {
   u128 a = 0;
@@ -339,16 +276,23 @@ struct coefficient_piece {
   [[gnu::always_inline]] constexpr u128 at(std::uint64_t n) const noexcept { return a + b * n + c * (n * n); }
 };
 
-// past_window: n >= m.sliding_window (a sliding layer then keeps the window, not n); false when the
-// model has no window.
+// The piece that holds `from` and runs up to the next window above it: windows at or below `from`
+// keep their whole window (a constant), the others grow with every token.
 [[gnu::always_inline]] constexpr coefficient_piece coefficient_piece_of(const model_cost& m, kv_format kv,
-                                                                        bool past_window) noexcept {
+                                                                        std::uint64_t from) noexcept {
   const std::size_t i = kv_index(kv);
-  const std::uint64_t slide = m.sliding_kv_bytes_per_token[i];
   const activation_model& act = m.activation;
   coefficient_piece p;
-  p.a = u128{m.state_bytes_per_seq} + act.fixed_bytes + (past_window ? u128{slide} * m.sliding_window : 0);
-  p.b = u128{m.full_kv_bytes_per_token[i]} + act.per_token_bytes + (past_window ? 0 : slide);
+  p.a = u128{m.state_bytes_per_seq} + act.fixed_bytes;
+  p.b = u128{m.full_kv_bytes_per_token[i]} + act.per_token_bytes;
+  for (std::size_t w = 0; w < window_count(m); ++w) {
+    const kv_window& t = m.windows[w];
+    if (t.window != 0 && t.window <= from) {
+      p.a += u128{t.bytes_per_token[i]} * t.window;
+    } else {
+      p.b += t.bytes_per_token[i];
+    }
+  }
   p.c = act.per_token_sq_bytes;
   return p;
 }
@@ -360,6 +304,11 @@ struct coefficient_piece {
 constexpr std::string_view validate(const model_cost& m) noexcept {
   if (static_cast<std::size_t>(m.normal_kv) >= kv_format_count) return "normal_kv is not a KV format";
   if (static_cast<std::size_t>(m.compact_kv) >= kv_format_count) return "compact_kv is not a KV format";
+  if (m.n_windows > max_kv_windows) return "more than 4 KV windows";
+  for (std::size_t w = 0; w < m.n_windows; ++w) {
+    if (m.windows[w].window == 0) return "a KV window of 0 tokens (layers that keep every token are full_kv_bytes_per_token)";
+    if (w > 0 && m.windows[w].window <= m.windows[w - 1].window) return "KV windows must increase";
+  }
   const activation_model& a = m.activation;
   if (a.n_anchors > max_activation_anchors) return "more than 8 activation anchors";
   for (std::size_t i = 1; i < a.n_anchors; ++i) {
@@ -370,6 +319,41 @@ constexpr std::string_view validate(const model_cost& m) noexcept {
     return "an activation model is an anchor table or coefficients, not both";
   }
   return {};
+}
+
+// Adds `bytes_per_token` (per format) kept up to `window` tokens to m: to the full term for window 0,
+// else to the window's term, a new term in order when there is none yet. With every term taken, the
+// bytes go to the smallest window above (keeping more than they do: an over-estimate, never under) or,
+// above the largest, to the largest term, which then keeps `window` tokens (its layers a few more).
+constexpr void add_kv_term(model_cost& m, const std::array<std::uint64_t, kv_format_count>& bytes_per_token,
+                           std::uint64_t window) noexcept {
+  auto add_to = [&](std::array<std::uint64_t, kv_format_count>& into) {
+    for (std::size_t i = 0; i < kv_format_count; ++i) into[i] = detail::sat_add(into[i], bytes_per_token[i]);
+  };
+  if (window == 0) {
+    add_to(m.full_kv_bytes_per_token);
+    return;
+  }
+  const std::size_t count = detail::window_count(m);
+  std::size_t at = 0;
+  while (at < count && m.windows[at].window < window) ++at;
+  if (at < count && m.windows[at].window == window) {
+    add_to(m.windows[at].bytes_per_token);
+    return;
+  }
+  if (count < max_kv_windows) {
+    for (std::size_t j = count; j > at; --j) m.windows[j] = m.windows[j - 1];
+    m.windows[at] = kv_window{};
+    m.windows[at].window = window;
+    add_to(m.windows[at].bytes_per_token);
+    m.n_windows = static_cast<std::uint32_t>(count + 1);
+    return;
+  }
+  if (at == count) {  // above every term: the largest grows to this window
+    at = count - 1;
+    m.windows[at].window = window;
+  }
+  add_to(m.windows[at].bytes_per_token);
 }
 
 // --- the seed's model, under the names the seed-only API had -------------------------------------------

@@ -1,7 +1,7 @@
 // pnmem/pnmem.hpp - the whole policy library.
 //
 // Header-only, standard library only. The decision headers (level, ladder,
-// cost_model, admission, parse) have no heap, no locks and no exceptions, and
+// cost_model, model_shape, admission, parse) have no heap, no locks and no exceptions, and
 // every decision is usable in a constant expression. config.hpp and format.hpp
 // allocate and are meant for start-up and logging.
 #pragma once
@@ -11,10 +11,12 @@
 #include "pnmem/cost_model.hpp"
 #include "pnmem/format.hpp"
 #include "pnmem/host_sample.hpp"
+#include "pnmem/kv_format.hpp"
 #include "pnmem/ladder.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/mem_level.hpp"
 #include "pnmem/mem_state.hpp"
+#include "pnmem/model_shape.hpp"
 #include "pnmem/parse.hpp"
 #include "pnmem/policy.hpp"
 #include "pnmem/provenance.hpp"

@@ -250,11 +250,18 @@ typedef enum pnmem_kv_format {
 } pnmem_kv_format;
 #define PNMEM_KV_FORMATS 7
 #define PNMEM_MAX_ACTIVATION_ANCHORS 8
+#define PNMEM_MAX_KV_WINDOWS 4
 
 typedef struct pnmem_activation_anchor {
   uint64_t tokens;
   uint64_t peak_bytes;
 } pnmem_activation_anchor;
+
+/* Layers that keep at most `window` tokens (pnmem::kv_window): bytes one token adds to them, per format. */
+typedef struct pnmem_kv_window {
+  uint64_t window;
+  uint64_t bytes_per_token[PNMEM_KV_FORMATS];
+} pnmem_kv_window;
 
 /* A request's model: the request fields, then its cost (pnmem::model_cost, inline).
  * Initialise it with pnmem_model_init (struct_size and every field's default: the
@@ -267,6 +274,9 @@ typedef struct pnmem_activation_anchor {
  *
  * The host cost of a prompt of n tokens in format f (cost_model.hpp):
  *   full_kv_bytes_per_token[f] x n + sliding_kv_bytes_per_token[f] x min(n, sliding_window)
+ *   + more_windows[i].bytes_per_token[f] x min(n, more_windows[i].window), each i < n_more_windows
+ *   + kv_bytes_per_encoder_item[f] x the request's encoder items (images; pnmem_admit_items)
+ * with n rounded up to kv_block_tokens for the KV terms
  *   + state_bytes_per_seq + the activation peak at n (the anchor table when n_anchors > 0,
  *   interpolated rounding up and growing with n^2 past the last anchor; else
  *   activation_fixed_bytes + activation_per_token_bytes x n + activation_per_token_sq_bytes x n^2).
@@ -294,6 +304,14 @@ typedef struct pnmem_model {
   uint64_t activation_fixed_bytes;
   uint64_t activation_per_token_bytes;
   uint64_t activation_per_token_sq_bytes;
+
+  /* Since version 2 (layer groups; a caller compiled against version 1 gets these defaults: none). */
+  uint32_t n_more_windows; /* windows besides sliding_window: 0 to PNMEM_MAX_KV_WINDOWS - 1 */
+  pnmem_kv_window more_windows[PNMEM_MAX_KV_WINDOWS - 1]; /* each window above sliding_window and
+                                                          * the one before (a window is not 0) */
+  uint64_t kv_bytes_per_encoder_item[PNMEM_KV_FORMATS];  /* cross-attention KV per image (Mllama) */
+  uint32_t kv_block_tokens; /* KV allocated in blocks of this many tokens (vLLM 16, llama.cpp 256):
+                             * n tokens are charged as n rounded up to a block; 0 or 1: per token */
 } pnmem_model;
 
 /* Fills *model with the defaults above and struct_size = `struct_size`. 0 on success;
@@ -313,6 +331,90 @@ static inline int pnmem_model_init(pnmem_model* model) { return pnmem_model_init
  * not touched. Locks nothing. */
 PNMEM_C_API int pnmem_model_cost_from_json(const char* json, size_t len, pnmem_model* model, char* err,
                                            size_t err_len);
+
+/* --- Models from the files engines load, and from layer groups (model_shape.hpp) --------- */
+
+/* Whose rule turns layer groups into costs: what the serving engine keeps of windowed layers and
+ * recurrent state (model_shape.hpp explains each; pnmem::kv_engine). */
+typedef enum pnmem_engine { PNMEM_ENGINE_EXACT = 0, PNMEM_ENGINE_VLLM = 1, PNMEM_ENGINE_LLAMA_CPP = 2 } pnmem_engine;
+
+/* pnmem::engine_rule. Initialise it with pnmem_engine_rule_init (the exact rule and each engine's
+ * defaults), then set the engine and what differs. Refused (-1, a line naming the field) when
+ * struct_size is not valid, engine is not a pnmem_engine, or block_tokens, seqs or state_copies is 0. */
+typedef struct pnmem_engine_rule {
+  uint32_t struct_size;
+  pnmem_engine engine;
+  uint32_t block_tokens;       /* vllm: --block-size (16) */
+  uint32_t max_batched_tokens; /* vllm: --max-num-batched-tokens (8192) */
+  uint32_t ubatch_tokens;      /* llama.cpp: -ub (512) */
+  uint32_t seqs;               /* llama.cpp: sequences sharing one unified cache (1) */
+  uint32_t state_copies;       /* vllm: recurrent states per layer and sequence (1; 2 with prefix caching) */
+  int ssm_state_fp32;          /* vllm: --mamba-ssm-cache-dtype float32 */
+} pnmem_engine_rule;
+
+PNMEM_C_API int pnmem_engine_rule_init_sized(pnmem_engine_rule* rule, size_t struct_size);
+static inline int pnmem_engine_rule_init(pnmem_engine_rule* rule) {
+  return pnmem_engine_rule_init_sized(rule, sizeof *rule);
+}
+
+typedef enum pnmem_layer_kind {
+  PNMEM_LAYERS_FULL = 0,     /* attention over every token */
+  PNMEM_LAYERS_SLIDING = 1,  /* the last `span` tokens */
+  PNMEM_LAYERS_CHUNKED = 2,  /* the current chunk of `span` tokens */
+  PNMEM_LAYERS_CROSS = 3,    /* an encoder's `span` tokens per item (image) */
+  PNMEM_LAYERS_RECURRENT = 4 /* no KV: conv + SSM state per sequence */
+} pnmem_layer_kind;
+#define PNMEM_MAX_LAYER_GROUPS 8
+
+/* pnmem::layer_group: `layers` layers that hold memory alike. */
+typedef struct pnmem_layer_group {
+  pnmem_layer_kind kind;
+  uint32_t layers;
+  uint32_t kv_heads;
+  uint32_t key_dim;             /* values per head of a K row */
+  uint32_t value_dim;           /* of a V row; 0: key_dim */
+  int k_only;                   /* one row per token (MLA's latent), no V row */
+  uint32_t span;                /* sliding: window; chunked: chunk; cross: encoder tokens per item */
+  uint64_t conv_state_values;   /* recurrent: per layer and sequence */
+  uint64_t ssm_state_values;    /* recurrent: per layer and sequence */
+} pnmem_layer_group;
+
+/* pnmem::model_shape. Initialise it with pnmem_model_shape_init (no groups, f16 KV and state, q4_0
+ * compact, 256 MiB fixed activation), then add groups. */
+typedef struct pnmem_model_shape {
+  uint32_t struct_size;
+  uint32_t n_groups; /* 0 to PNMEM_MAX_LAYER_GROUPS */
+  pnmem_layer_group groups[PNMEM_MAX_LAYER_GROUPS];
+  uint32_t query_heads;            /* the activation formula's (cost_model.hpp) */
+  uint32_t hidden_size;
+  uint64_t fixed_activation_bytes;
+  pnmem_kv_format normal_kv;        /* the KV cache's format */
+  pnmem_kv_format compact_kv;       /* rung 4a's */
+  pnmem_kv_format state_format;     /* the recurrent conv state's */
+  pnmem_kv_format ssm_state_format; /* the recurrent SSM state's */
+} pnmem_model_shape;
+
+PNMEM_C_API int pnmem_model_shape_init_sized(pnmem_model_shape* shape, size_t struct_size);
+static inline int pnmem_model_shape_init(pnmem_model_shape* shape) {
+  return pnmem_model_shape_init_sized(shape, sizeof *shape);
+}
+
+/* Each fills model's cost fields (as pnmem_model_cost_from_json: struct_size and the request
+ * fields are left) from layer groups, a Hugging Face config.json (`len` bytes; Python's json:
+ * NaN and Infinity read), or a GGUF file's metadata (only the metadata is read), under `engine`'s
+ * rule (NULL: the exact rule). 0 on success; -1 if a pointer is NULL, a struct is not valid, or
+ * the input is refused: then err (when not NULL and err_len > 0) gets the message naming the key
+ * or field, truncated to err_len - 1 bytes and NUL-terminated, and *model is not touched.
+ * Locks nothing. */
+PNMEM_C_API int pnmem_model_cost_from_shape(const pnmem_model_shape* shape, const pnmem_engine_rule* engine,
+                                            pnmem_model* model, char* err, size_t err_len);
+PNMEM_C_API int pnmem_model_cost_from_hf_config(const char* json, size_t len, const pnmem_engine_rule* engine,
+                                                pnmem_model* model, char* err, size_t err_len);
+PNMEM_C_API int pnmem_model_cost_from_gguf_file(const char* path, const pnmem_engine_rule* engine,
+                                                pnmem_model* model, char* err, size_t err_len);
+/* The layer groups a config.json holds (what pnmem_model_cost_from_hf_config derives the costs from). */
+PNMEM_C_API int pnmem_model_shape_from_hf_config(const char* json, size_t len, pnmem_model_shape* shape, char* err,
+                                                 size_t err_len);
 
 typedef enum pnmem_admit_status {
   PNMEM_ADMITTED = 0,
@@ -342,6 +444,7 @@ typedef struct pnmem_admit_answer {
  * is answered (PNMEM_DENIED, "bad_request"), not an error. Locks nothing (the ladder's
  * clamp line, at TIGHT or worse, goes to the sink on this thread). */
 PNMEM_C_API int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out);
+
 
 /* One line describing an answer, e.g.
  *   capped (host_budget): need 7.06 GiB (7580934144 B), limit 2.80 GiB (3006477107 B), fit 4962 tokens, level ok, die -1
@@ -434,6 +537,23 @@ PNMEM_C_API int pnmem_admit_load_spike(pnmem_admit_answer* out);
 typedef uint64_t pnmem_reservation;
 PNMEM_C_API int pnmem_admit_reserved(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out,
                          pnmem_reservation* reservation);
+
+/* One request, for pnmem_admit_request: its prompt tokens and the encoder items (images) it carries,
+ * whose cross-attention KV it holds (pnmem_model's kv_bytes_per_encoder_item each). Initialise it with
+ * pnmem_request_init (0 tokens, no items). */
+typedef struct pnmem_request {
+  uint32_t struct_size;
+  int n_tokens;
+  int encoder_items; /* a negative count is answered (PNMEM_DENIED, "bad_request") */
+} pnmem_request;
+
+PNMEM_C_API int pnmem_request_init_sized(pnmem_request* request, size_t struct_size);
+static inline int pnmem_request_init(pnmem_request* request) { return pnmem_request_init_sized(request, sizeof *request); }
+
+/* pnmem_admit (reservation NULL) or pnmem_admit_reserved (reservation not NULL) for a request that may
+ * carry encoder items. The same returns and locks as those. */
+PNMEM_C_API int pnmem_admit_request(const pnmem_model* model, const pnmem_request* request, pnmem_admit_answer* out,
+                                    pnmem_reservation* reservation);
 
 /* Host bytes the engine is about to allocate besides a request's own KV and activations
  * (a prompt-cache entry, swapped KV, a staging buffer), on the same budget:

@@ -4,6 +4,7 @@
     with pnmem.Watcher() as w:                       # the process's watcher (one per process)
         print(w.state().level)                       # "ok"; .provenance says where the numbers came from
         a = pnmem.admit(8192, pnmem.Model(kv=pnmem.KvFormat.F16, max_window=16384))
+        m = pnmem.Model.from_hf_config("config.json", engine="vllm", kv=pnmem.KvFormat.BF16)
         if a.status == pnmem.Status.DENIED:
             print(a.explain())                       # "denied (host_reserve): need ..."
 
@@ -11,10 +12,12 @@ The library is found through $PNMEM_LIBRARY, then pkg-config (pnmem-c, then pnme
 tree next to this source checkout, then the loader's search; `pnmem.library_path` says which.
 Failures raise pnmem.Error (ArgumentError / ArgumentTypeError for arguments refused before C).
 """
-from ._enums import (CGROUP_PATH_MAX, KV_FORMATS, MAX_ACTIVATION_ANCHORS, MAX_DIES, SOURCES, CgroupMode, GateStatus,
-                     KvFormat, Level, PsiMode, Reason, Source, Status)
+from ._enums import (CGROUP_PATH_MAX, KV_FORMATS, MAX_ACTIVATION_ANCHORS, MAX_DIES, MAX_KV_WINDOWS, MAX_LAYER_GROUPS,
+                     SOURCES, CgroupMode, Engine, GateStatus, KvFormat, LayerKind, Level, PsiMode, Reason, Source,
+                     Status)
 from ._ffi import LibraryNotFound, library_path
-from ._core import (Answer, ArgumentError, ArgumentTypeError, Budget, Die, Error, Gate, GateRefused, KvAllocation,
+from ._core import (Answer, ArgumentError, ArgumentTypeError, Budget, Die, EngineRule, Error, Gate, GateRefused,
+                    KvAllocation,
                     LevelChange, Model, Plan, Policy, Provenance, Reservation, State, Subscription, Watcher, admit,
                     admit_bytes, admit_load_spike, admit_model_load, admit_model_load_die, admit_reserved, budget,
                     explain, kv_allocation, level_name, pending_bytes, plan, policy, poll_now, read, running,
@@ -23,9 +26,10 @@ from ._core import (Answer, ArgumentError, ArgumentTypeError, Budget, Die, Error
 __version__ = "0.1.0"
 
 __all__ = [
-    "Answer", "ArgumentError", "ArgumentTypeError", "Budget", "CGROUP_PATH_MAX", "CgroupMode", "Die", "Error",
-    "Gate", "GateRefused", "GateStatus", "KV_FORMATS", "KvAllocation", "KvFormat", "Level", "LevelChange",
-    "LibraryNotFound", "MAX_ACTIVATION_ANCHORS", "MAX_DIES", "Model", "Plan", "Policy", "Provenance", "PsiMode",
+    "Answer", "ArgumentError", "ArgumentTypeError", "Budget", "CGROUP_PATH_MAX", "CgroupMode", "Die", "Engine",
+    "EngineRule", "Error", "Gate", "GateRefused", "GateStatus", "KV_FORMATS", "KvAllocation", "KvFormat", "LayerKind",
+    "Level", "LevelChange", "LibraryNotFound", "MAX_ACTIVATION_ANCHORS", "MAX_DIES", "MAX_KV_WINDOWS",
+    "MAX_LAYER_GROUPS", "Model", "Plan", "Policy", "Provenance", "PsiMode",
     "Reason", "Reservation", "SOURCES", "Source", "State", "Status", "Subscription", "Watcher", "admit",
     "admit_bytes", "admit_load_spike", "admit_model_load", "admit_model_load_die", "admit_reserved", "budget",
     "explain", "kv_allocation", "level_name", "library_path", "pending_bytes", "plan", "policy", "poll_now",

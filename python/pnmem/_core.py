@@ -6,13 +6,14 @@ import ctypes
 import dataclasses
 import logging
 import math
+import os
 import threading
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from . import _ffi
-from ._enums import CgroupMode, GateStatus, KvFormat, Level, PsiMode, Reason, Source, Status
+from ._enums import CgroupMode, Engine, GateStatus, KvFormat, Level, PsiMode, Reason, Source, Status
 
 _lib = _ffi.lib
 _log = logging.getLogger("pnmem")
@@ -445,16 +446,21 @@ def _default_c_model() -> _ffi.pnmem_model:
 
 
 _SEED = _default_c_model()
-_COST_FIELDS = ("full_kv_bytes_per_token", "sliding_kv_bytes_per_token", "sliding_window", "state_bytes_per_seq",
-                "normal_kv", "compact_kv", "anchors", "activation_fixed_bytes", "activation_per_token_bytes",
-                "activation_per_token_sq_bytes")
+_COST_FIELDS = ("full_kv_bytes_per_token", "windows", "kv_block_tokens", "kv_bytes_per_encoder_item",
+                "state_bytes_per_seq", "normal_kv", "compact_kv", "anchors", "activation_fixed_bytes",
+                "activation_per_token_bytes", "activation_per_token_sq_bytes")
 
 
 def _cost_from_c(m: _ffi.pnmem_model) -> dict[str, Any]:
     n = min(m.n_anchors, _ffi.MAX_ACTIVATION_ANCHORS)
-    return dict(full_kv_bytes_per_token=tuple(m.full_kv_bytes_per_token),
-                sliding_kv_bytes_per_token=tuple(m.sliding_kv_bytes_per_token),
-                sliding_window=m.sliding_window, state_bytes_per_seq=m.state_bytes_per_seq,
+    windows = []
+    if m.sliding_window != 0:
+        windows.append((m.sliding_window, tuple(m.sliding_kv_bytes_per_token)))
+    for i in range(min(m.n_more_windows, _ffi.MAX_KV_WINDOWS - 1)):
+        windows.append((m.more_windows[i].window, tuple(m.more_windows[i].bytes_per_token)))
+    return dict(full_kv_bytes_per_token=tuple(m.full_kv_bytes_per_token), windows=tuple(windows),
+                kv_block_tokens=m.kv_block_tokens, kv_bytes_per_encoder_item=tuple(m.kv_bytes_per_encoder_item),
+                state_bytes_per_seq=m.state_bytes_per_seq,
                 normal_kv=KvFormat(m.normal_kv), compact_kv=KvFormat(m.compact_kv),
                 anchors=tuple((m.anchors[i].tokens, m.anchors[i].peak_bytes) for i in range(n)),
                 activation_fixed_bytes=m.activation_fixed_bytes,
@@ -466,18 +472,70 @@ def _seed(name: str) -> Any:
     return field(default_factory=lambda: _cost_from_c(_SEED)[name])
 
 
+@dataclass(frozen=True)
+class EngineRule:
+    """pnmem_engine_rule: what the serving engine keeps of a model's windowed layers and recurrent
+    state (the C header and model_shape.hpp explain each rule). The defaults are each engine's own."""
+    engine: Engine = Engine.EXACT
+    block_tokens: int = 16          # vllm: --block-size
+    max_batched_tokens: int = 8192  # vllm: --max-num-batched-tokens
+    ubatch_tokens: int = 512        # llama.cpp: -ub
+    seqs: int = 1                   # llama.cpp: sequences sharing one unified cache
+    state_copies: int = 1           # vllm: recurrent states per layer and sequence (2 with prefix caching)
+    ssm_state_fp32: bool = False    # vllm: --mamba-ssm-cache-dtype float32
+
+    def _to_c(self, function: str) -> _ffi.pnmem_engine_rule:
+        f = function
+        e = _ffi.pnmem_engine_rule()
+        if _lib.pnmem_engine_rule_init_sized(ctypes.byref(e), ctypes.sizeof(e)) != 0:
+            raise Error(f"{f}: pnmem_engine_rule_init_sized refused this package's struct", f)
+        e.engine = _enum(f, "engine.engine", self.engine, Engine)
+        for name in ("block_tokens", "max_batched_tokens", "ubatch_tokens", "seqs", "state_copies"):
+            setattr(e, name, _int(f, f"engine.{name}", getattr(self, name), 0, 2 ** 32 - 1))
+        if not isinstance(self.ssm_state_fp32, (bool, int)):
+            raise ArgumentTypeError(f"{f}: engine.ssm_state_fp32 must be a bool", f)
+        e.ssm_state_fp32 = 1 if self.ssm_state_fp32 else 0
+        return e
+
+
+def _engine_rule(function: str, engine: Any) -> EngineRule:
+    """An EngineRule from what a caller gave: None (exact), an Engine, a name ("vllm", "llama.cpp"), a rule."""
+    if engine is None:
+        return EngineRule()
+    if isinstance(engine, EngineRule):
+        return engine
+    if isinstance(engine, Engine):
+        return EngineRule(engine=engine)
+    if isinstance(engine, str):
+        names = {str(e): e for e in Engine}
+        if engine not in names:
+            raise ArgumentError(f"{function}: engine \"{engine}\" is not one of {', '.join(sorted(names))}", function)
+        return EngineRule(engine=names[engine])
+    raise ArgumentTypeError(f"{function}: engine must be an EngineRule, an Engine or its name, not "
+                            f"{type(engine).__name__}", function)
+
+
+_REQUEST_FIELDS = {"kv", "gpu_resident", "max_window", "die", "max_slots"}
+
+
 @dataclass
 class Model:
     """A request's model (pnmem_model): the request fields, then its cost. The defaults are
-    pnmem_model_init's (the seed's model, Q4, host path); Model.from_json reads a description."""
+    pnmem_model_init's (the seed's model, Q4, host path); Model.from_json reads a description,
+    Model.from_hf_config a Hugging Face config.json and Model.from_gguf a GGUF file's metadata.
+
+    windows: ((window, bytes per token per KvFormat), ...) for the layers that keep at most `window`
+    tokens (sliding, chunked), windows increasing; kv_block_tokens: KV is charged in whole blocks of
+    this many tokens (0: per token); kv_bytes_per_encoder_item: cross-attention KV per image."""
     kv: KvFormat = KvFormat.Q4
     gpu_resident: bool = False
     max_window: int = 0
     die: int = -1
     max_slots: int = 1
     full_kv_bytes_per_token: tuple[int, ...] = _seed("full_kv_bytes_per_token")
-    sliding_kv_bytes_per_token: tuple[int, ...] = _seed("sliding_kv_bytes_per_token")
-    sliding_window: int = _seed("sliding_window")
+    windows: tuple[tuple[int, tuple[int, ...]], ...] = _seed("windows")
+    kv_block_tokens: int = _seed("kv_block_tokens")
+    kv_bytes_per_encoder_item: tuple[int, ...] = _seed("kv_bytes_per_encoder_item")
     state_bytes_per_seq: int = _seed("state_bytes_per_seq")
     normal_kv: KvFormat = _seed("normal_kv")
     compact_kv: KvFormat = _seed("compact_kv")
@@ -487,27 +545,55 @@ class Model:
     activation_per_token_sq_bytes: int = _seed("activation_per_token_sq_bytes")
 
     @classmethod
-    def from_json(cls, text: Any, **request: Any) -> "Model":
-        """The cost from a pnmem model description (JSON, what `pnmem model` prints), with the request
-        fields given as keywords (kv=..., max_window=...; the rest default). Error carries the C message."""
-        f = "pnmem_model_cost_from_json"
-        if isinstance(text, str):
-            data = text.encode("utf-8")
-        elif isinstance(text, (bytes, bytearray)):
-            data = bytes(text)
-        else:
-            raise ArgumentTypeError(f"{f}: text must be str or bytes, not {type(text).__name__}", f)
-        bad = set(request) - {"kv", "gpu_resident", "max_window", "die", "max_slots"}
+    def _from_c_reader(cls, f: str, request: dict, read: Any) -> "Model":
+        bad = set(request) - _REQUEST_FIELDS
         if bad:
             raise ArgumentTypeError(f"{f}: not a request field: {', '.join(sorted(bad))}", f)
         base = cls(**request)
         c = base._to_c(f)
         err = ctypes.create_string_buffer(512)
         _begin()
-        if _lib.pnmem_model_cost_from_json(data, len(data), ctypes.byref(c), err, len(err)) != 0:
+        if read(c, err) != 0:
             msg = err.value.decode("utf-8", "replace") or "refused"
             raise Error(f"{f}: {msg}", f)
         return dataclasses.replace(base, **_cost_from_c(c))
+
+    @classmethod
+    def from_json(cls, text: Any, **request: Any) -> "Model":
+        """The cost from a pnmem model description (JSON, what `pnmem model` prints), with the request
+        fields given as keywords (kv=..., max_window=...; the rest default). Error carries the C message."""
+        f = "pnmem_model_cost_from_json"
+        data = _text_bytes(f, "text", text)
+        return cls._from_c_reader(f, request, lambda c, err: _lib.pnmem_model_cost_from_json(
+            data, len(data), ctypes.byref(c), err, len(err)))
+
+    @classmethod
+    def from_hf_config(cls, path: Any, engine: Any = None, **request: Any) -> "Model":
+        """The cost from a Hugging Face config.json (the file at `path`), under `engine`'s rule (None or
+        "exact": the model's own need; "vllm", "llama.cpp", an Engine or an EngineRule with that engine's
+        settings). Request fields as keywords. Error names the key the config got wrong."""
+        f = "pnmem_model_cost_from_hf_config"
+        data = _file_bytes(f, path)
+        rule = _engine_rule(f, engine)._to_c(f)
+        return cls._from_c_reader(f, request, lambda c, err: _lib.pnmem_model_cost_from_hf_config(
+            data, len(data), ctypes.byref(rule), ctypes.byref(c), err, len(err)))
+
+    @classmethod
+    def from_gguf(cls, path: Any, engine: Any = None, **request: Any) -> "Model":
+        """The cost from a GGUF file's metadata (never its tensors), under `engine`'s rule (as from_hf_config)."""
+        f = "pnmem_model_cost_from_gguf_file"
+        if not isinstance(path, (str, os.PathLike)):
+            raise ArgumentTypeError(f"{f}: path must be a str or os.PathLike, not {type(path).__name__}", f)
+        encoded = os.fsencode(path)
+        rule = _engine_rule(f, engine)._to_c(f)
+        return cls._from_c_reader(f, request, lambda c, err: _lib.pnmem_model_cost_from_gguf_file(
+            encoded, ctypes.byref(rule), ctypes.byref(c), err, len(err)))
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """Bytes one token adds in the request's format while shorter than every window."""
+        i = int(self.kv)
+        return self.full_kv_bytes_per_token[i] + sum(w[1][i] for w in self.windows)
 
     def _to_c(self, function: str) -> _ffi.pnmem_model:
         f = function
@@ -519,14 +605,35 @@ class Model:
         m.max_window = _int(f, "model.max_window", self.max_window, INT32_MIN, INT32_MAX)
         m.die = _int(f, "model.die", self.die, -1, _ffi.MAX_DIES - 1)
         m.max_slots = _int(f, "model.max_slots", self.max_slots, INT32_MIN, INT32_MAX)
-        for name in ("full_kv_bytes_per_token", "sliding_kv_bytes_per_token"):
-            values = getattr(self, name)
+
+        def formats(name: str, values: Any, arr: Any) -> None:
             if not isinstance(values, (tuple, list)) or len(values) != _ffi.KV_FORMATS:
                 raise ArgumentError(f"{f}: model.{name} must be {_ffi.KV_FORMATS} ints (one per KvFormat)", f)
-            arr = getattr(m, name)
             for i, v in enumerate(values):
                 arr[i] = _u64(f, f"model.{name}[{i}]", v)
-        for name in ("sliding_window", "state_bytes_per_seq", "activation_fixed_bytes", "activation_per_token_bytes",
+
+        formats("full_kv_bytes_per_token", self.full_kv_bytes_per_token, m.full_kv_bytes_per_token)
+        formats("kv_bytes_per_encoder_item", self.kv_bytes_per_encoder_item, m.kv_bytes_per_encoder_item)
+        windows = self.windows
+        if not isinstance(windows, (tuple, list)) or len(windows) > _ffi.MAX_KV_WINDOWS:
+            raise ArgumentError(f"{f}: model.windows must be at most {_ffi.MAX_KV_WINDOWS} (window, bytes per "
+                                "token per KvFormat) pairs", f)
+        m.sliding_window = 0
+        for i in range(_ffi.KV_FORMATS):
+            m.sliding_kv_bytes_per_token[i] = 0
+        for i, w in enumerate(windows):
+            if not isinstance(w, (tuple, list)) or len(w) != 2:
+                raise ArgumentError(f"{f}: model.windows[{i}] must be a (window, bytes per token) pair", f)
+            window = _u64(f, f"model.windows[{i}][0]", w[0])
+            if i == 0:
+                m.sliding_window = window
+                formats(f"windows[{i}][1]", w[1], m.sliding_kv_bytes_per_token)
+            else:
+                m.more_windows[i - 1].window = window
+                formats(f"windows[{i}][1]", w[1], m.more_windows[i - 1].bytes_per_token)
+        m.n_more_windows = max(0, len(windows) - 1)
+        m.kv_block_tokens = _int(f, "model.kv_block_tokens", self.kv_block_tokens, 0, 2 ** 32 - 1)
+        for name in ("state_bytes_per_seq", "activation_fixed_bytes", "activation_per_token_bytes",
                      "activation_per_token_sq_bytes"):
             setattr(m, name, _u64(f, f"model.{name}", getattr(self, name)))
         m.normal_kv = _enum(f, "model.normal_kv", self.normal_kv, KvFormat)
@@ -544,6 +651,24 @@ class Model:
             m.anchors[i].peak_bytes = _u64(f, f"model.anchors[{i}].peak_bytes", a[1])
         m.n_anchors = len(anchors)
         return m
+
+
+def _text_bytes(function: str, name: str, text: Any) -> bytes:
+    if isinstance(text, str):
+        return text.encode("utf-8")
+    if isinstance(text, (bytes, bytearray)):
+        return bytes(text)
+    raise ArgumentTypeError(f"{function}: {name} must be str or bytes, not {type(text).__name__}", function)
+
+
+def _file_bytes(function: str, path: Any) -> bytes:
+    if not isinstance(path, (str, os.PathLike)):
+        raise ArgumentTypeError(f"{function}: path must be a str or os.PathLike, not {type(path).__name__}", function)
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(64 << 20)
+    except OSError as e:
+        raise Error(f"{function}: {os.fsdecode(path)}: {e.strerror or e}", function) from e
 
 
 def _model_c(function: str, model: Optional[Model]) -> _ffi.pnmem_model:
@@ -611,14 +736,30 @@ def _tokens(function: str, n_tokens: Any) -> int:
     return _int(function, "n_tokens", n_tokens, 0, INT32_MAX)
 
 
-def admit(n_tokens: int, model: Optional[Model] = None) -> Answer:
-    """pnmem_admit: may a request of n_tokens prompt tokens of `model` (default: Model()) start now?"""
-    f = "pnmem_admit"
+def _request_c(function: str, n_tokens: Any, encoder_items: Any) -> _ffi.pnmem_request:
+    q = _ffi.pnmem_request()
+    if _lib.pnmem_request_init_sized(ctypes.byref(q), ctypes.sizeof(q)) != 0:
+        raise Error(f"{function}: pnmem_request_init_sized refused this package's struct", function)
+    q.n_tokens = _tokens(function, n_tokens)
+    q.encoder_items = _int(function, "encoder_items", encoder_items, 0, INT32_MAX)
+    return q
+
+
+def admit(n_tokens: int, model: Optional[Model] = None, encoder_items: int = 0) -> Answer:
+    """pnmem_admit: may a request of n_tokens prompt tokens of `model` (default: Model()) start now?
+    encoder_items: images the request carries (their cross-attention KV, for models that have it)."""
+    f = "pnmem_admit" if encoder_items == 0 else "pnmem_admit_request"
     n = _tokens(f, n_tokens)
     m = _model_c(f, model)
     out = _ffi.pnmem_admit_answer()
+    if encoder_items == 0:
+        _begin()
+        if _lib.pnmem_admit(ctypes.byref(m), n, ctypes.byref(out)) != 0:
+            raise _fail(f, "model refused")
+        return _answer(out)
+    q = _request_c(f, n, encoder_items)
     _begin()
-    if _lib.pnmem_admit(ctypes.byref(m), n, ctypes.byref(out)) != 0:
+    if _lib.pnmem_admit_request(ctypes.byref(m), ctypes.byref(q), ctypes.byref(out), None) != 0:
         raise _fail(f, "model refused")
     return _answer(out)
 
@@ -669,16 +810,17 @@ class Reservation:
         return f"Reservation(handle={self.handle}, granted={self.granted}, done={self._done}, answer={self.answer!r})"
 
 
-def admit_reserved(n_tokens: int, model: Optional[Model] = None) -> Reservation:
+def admit_reserved(n_tokens: int, model: Optional[Model] = None, encoder_items: int = 0) -> Reservation:
     """pnmem_admit_reserved: admit() that also promises the request's host bytes until settled or
     cancelled (so requests admitted between two samples do not all spend the same memory)."""
-    f = "pnmem_admit_reserved"
+    f = "pnmem_admit_reserved" if encoder_items == 0 else "pnmem_admit_request"
     n = _tokens(f, n_tokens)
     m = _model_c(f, model)
     out = _ffi.pnmem_admit_answer()
     r = ctypes.c_uint64(0)
+    q = _request_c(f, n, encoder_items)
     _begin()
-    if _lib.pnmem_admit_reserved(ctypes.byref(m), n, ctypes.byref(out), ctypes.byref(r)) != 0:
+    if _lib.pnmem_admit_request(ctypes.byref(m), ctypes.byref(q), ctypes.byref(out), ctypes.byref(r)) != 0:
         raise _fail(f, "model refused")
     a = _answer(out)
     return Reservation(a, r.value, a.status != Status.DENIED)

@@ -42,6 +42,25 @@ class KvFormat(_CEnum):
     Q4_0 = 6
 
 
+class Engine(_CEnum):
+    """pnmem_engine: whose rule turns a model's layer groups into costs (PNMEM_ENGINE_*)."""
+    EXACT = 0
+    VLLM = 1
+    LLAMA_CPP = 2
+
+    def __str__(self) -> str:
+        return "llama.cpp" if self is Engine.LLAMA_CPP else self.name.lower()
+
+
+class LayerKind(_CEnum):
+    """pnmem_layer_kind: how a group of layers holds memory (PNMEM_LAYERS_*)."""
+    FULL = 0
+    SLIDING = 1
+    CHUNKED = 2
+    CROSS = 3
+    RECURRENT = 4
+
+
 class GateStatus(_CEnum):
     """pnmem_gate_status: what an acquire got."""
     ACQUIRED = 0
@@ -98,5 +117,7 @@ class Reason(str, enum.Enum):
 MAX_DIES = 16
 KV_FORMATS = 7
 MAX_ACTIVATION_ANCHORS = 8
+MAX_KV_WINDOWS = 4
+MAX_LAYER_GROUPS = 8
 SOURCES = 8
 CGROUP_PATH_MAX = 256

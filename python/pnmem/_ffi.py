@@ -27,6 +27,8 @@ LIBRARY_NAME = "libpnmem_c.so"
 MAX_DIES = 16
 KV_FORMATS = 7
 MAX_ACTIVATION_ANCHORS = 8
+MAX_KV_WINDOWS = 4
+MAX_LAYER_GROUPS = 8
 CGROUP_PATH_MAX = 256
 
 
@@ -92,6 +94,10 @@ class pnmem_activation_anchor(Structure):
     _fields_ = [("tokens", c_uint64), ("peak_bytes", c_uint64)]
 
 
+class pnmem_kv_window(Structure):
+    _fields_ = [("window", c_uint64), ("bytes_per_token", U64_FORMATS)]
+
+
 class pnmem_model(Structure):
     _fields_ = [
         ("struct_size", c_uint32),
@@ -111,7 +117,58 @@ class pnmem_model(Structure):
         ("activation_fixed_bytes", c_uint64),
         ("activation_per_token_bytes", c_uint64),
         ("activation_per_token_sq_bytes", c_uint64),
+        # version 2
+        ("n_more_windows", c_uint32),
+        ("more_windows", pnmem_kv_window * (MAX_KV_WINDOWS - 1)),
+        ("kv_bytes_per_encoder_item", U64_FORMATS),
+        ("kv_block_tokens", c_uint32),
     ]
+
+
+class pnmem_engine_rule(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("engine", c_int),
+        ("block_tokens", c_uint32),
+        ("max_batched_tokens", c_uint32),
+        ("ubatch_tokens", c_uint32),
+        ("seqs", c_uint32),
+        ("state_copies", c_uint32),
+        ("ssm_state_fp32", c_int),
+    ]
+
+
+class pnmem_layer_group(Structure):
+    _fields_ = [
+        ("kind", c_int),
+        ("layers", c_uint32),
+        ("kv_heads", c_uint32),
+        ("key_dim", c_uint32),
+        ("value_dim", c_uint32),
+        ("k_only", c_int),
+        ("span", c_uint32),
+        ("conv_state_values", c_uint64),
+        ("ssm_state_values", c_uint64),
+    ]
+
+
+class pnmem_model_shape(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("n_groups", c_uint32),
+        ("groups", pnmem_layer_group * MAX_LAYER_GROUPS),
+        ("query_heads", c_uint32),
+        ("hidden_size", c_uint32),
+        ("fixed_activation_bytes", c_uint64),
+        ("normal_kv", c_int),
+        ("compact_kv", c_int),
+        ("state_format", c_int),
+        ("ssm_state_format", c_int),
+    ]
+
+
+class pnmem_request(Structure):
+    _fields_ = [("struct_size", c_uint32), ("n_tokens", c_int), ("encoder_items", c_int)]
 
 
 class pnmem_admit_answer(Structure):
@@ -194,9 +251,9 @@ class pnmem_kv_allocation(Structure):
     _fields_ = [("format", c_int), ("bytes", c_uint64)]
 
 
-STRUCTS = (pnmem_state, pnmem_snapshot, pnmem_watcher_options, pnmem_activation_anchor, pnmem_model,
-           pnmem_admit_answer, pnmem_model_load, pnmem_policy, pnmem_budget, pnmem_level_change, pnmem_ladder_plan,
-           pnmem_kv_allocation)
+STRUCTS = (pnmem_state, pnmem_snapshot, pnmem_watcher_options, pnmem_activation_anchor, pnmem_kv_window, pnmem_model,
+           pnmem_engine_rule, pnmem_layer_group, pnmem_model_shape, pnmem_request, pnmem_admit_answer, pnmem_model_load,
+           pnmem_policy, pnmem_budget, pnmem_level_change, pnmem_ladder_plan, pnmem_kv_allocation)
 
 LEVEL_FN = CFUNCTYPE(None, c_void_p, POINTER(pnmem_level_change))
 LOG_FN = CFUNCTYPE(None, c_void_p, c_char_p)
@@ -216,6 +273,18 @@ PROTOTYPES = {
     "pnmem_set_die": (c_int, [c_int, c_uint64, c_uint64, c_uint64, c_uint64]),
     "pnmem_model_init_sized": (c_int, [POINTER(pnmem_model), c_size_t]),
     "pnmem_model_cost_from_json": (c_int, [c_char_p, c_size_t, POINTER(pnmem_model), c_void_p, c_size_t]),
+    "pnmem_engine_rule_init_sized": (c_int, [POINTER(pnmem_engine_rule), c_size_t]),
+    "pnmem_model_shape_init_sized": (c_int, [POINTER(pnmem_model_shape), c_size_t]),
+    "pnmem_model_cost_from_shape": (c_int, [POINTER(pnmem_model_shape), POINTER(pnmem_engine_rule), POINTER(pnmem_model),
+                                            c_void_p, c_size_t]),
+    "pnmem_model_cost_from_hf_config": (c_int, [c_char_p, c_size_t, POINTER(pnmem_engine_rule), POINTER(pnmem_model),
+                                                c_void_p, c_size_t]),
+    "pnmem_model_cost_from_gguf_file": (c_int, [c_char_p, POINTER(pnmem_engine_rule), POINTER(pnmem_model), c_void_p,
+                                                c_size_t]),
+    "pnmem_model_shape_from_hf_config": (c_int, [c_char_p, c_size_t, POINTER(pnmem_model_shape), c_void_p, c_size_t]),
+    "pnmem_request_init_sized": (c_int, [POINTER(pnmem_request), c_size_t]),
+    "pnmem_admit_request": (c_int, [POINTER(pnmem_model), POINTER(pnmem_request), POINTER(pnmem_admit_answer),
+                                    POINTER(c_uint64)]),
     "pnmem_admit": (c_int, [POINTER(pnmem_model), c_int, POINTER(pnmem_admit_answer)]),
     "pnmem_explain": (c_int, [POINTER(pnmem_admit_answer), c_void_p, c_size_t]),
     "pnmem_model_load_init_sized": (c_int, [POINTER(pnmem_model_load), c_size_t]),

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "c_check.h"
@@ -36,6 +37,9 @@ static pnmem_admit_answer untouched_answer(void) {
 static int same_answer(const pnmem_admit_answer* x, const pnmem_admit_answer* y) {
   return memcmp(x, y, sizeof *x) == 0;
 }
+
+/* The first version's pnmem_model: up to the fields version 2 added. */
+#define PNMEM_MODEL_V1_SIZE offsetof(pnmem_model, n_more_windows)
 
 static char last_line[512];
 static void sink(void* user, const char* line) {
@@ -226,7 +230,7 @@ static void bad_new_arguments(int running) {
   memset(&m, 0x33, sizeof m);
   const pnmem_model garbage = m;
   CHECK(pnmem_model_init_sized(&m, 0) == -1);
-  CHECK(pnmem_model_init_sized(&m, sizeof m - 1) == -1);
+  CHECK(pnmem_model_init_sized(&m, PNMEM_MODEL_V1_SIZE - 1) == -1);
   CHECK(pnmem_model_init_sized(&m, SIZE_MAX) == -1); /* more than a uint32_t struct_size says */
   CHECK(memcmp(&m, &garbage, sizeof m) == 0);
   CHECK(pnmem_watcher_options_init(NULL) == -1);
@@ -300,8 +304,25 @@ static void bad_new_arguments(int running) {
   m = valid_model();
   m.struct_size = 0;
   refused(&m, "model->struct_size is 0: initialise it with pnmem_model_init");
-  m.struct_size = (uint32_t)sizeof m - 1;
+  m.struct_size = (uint32_t)PNMEM_MODEL_V1_SIZE - 1;
   refused(&m, "model->struct_size is");
+  m = valid_model();
+  m.n_more_windows = PNMEM_MAX_KV_WINDOWS;
+  refused(&m, "model->n_more_windows is 4");
+  m = valid_model();
+  m.sliding_window = 4096;
+  m.n_more_windows = 1;
+  m.more_windows[0].window = 4096; /* not above sliding_window */
+  refused(&m, "model->more_windows[0].window is 4096: not above sliding_window");
+  m.more_windows[0].window = 0;
+  refused(&m, "model->more_windows[0].window is 0");
+  /* A caller compiled against version 1 (its struct ends before n_more_windows): accepted, and the
+   * fields it does not have read as none. */
+  m = valid_model();
+  m.struct_size = (uint32_t)PNMEM_MODEL_V1_SIZE;
+  m.n_more_windows = 77; /* past the caller's struct: not read */
+  a = pattern;
+  CHECK(pnmem_admit(&m, 1, &a) == 0);
   m = valid_model();
   m.kv = (pnmem_kv_format)PNMEM_KV_FORMATS;
   refused(&m, "model->kv is 7: not a pnmem_kv_format");
@@ -362,8 +383,8 @@ static void bad_new_arguments(int running) {
   {
     static const char other[] = "{\"format\": \"other\"}";
     bad_json(other, strlen(other), "format");
-    static const char version_2[] = "{\"format\": \"pnmem-model\", \"version\": 2}";
-    bad_json(version_2, strlen(version_2), "version");
+    static const char version_3[] = "{\"format\": \"pnmem-model\", \"version\": 3}";
+    bad_json(version_3, strlen(version_3), "version");
   }
   {
     static const char no_activation[] = "{\"format\": \"pnmem-model\", \"version\": 1, \"kv_bytes_per_token\": 1}";
@@ -394,6 +415,86 @@ static void bad_new_arguments(int running) {
   CHECK(pnmem_model_cost_from_json("{", 1, &m, err, 8) == -1);
   CHECK(strlen(err) == 7 && err[8] == 'x');
   CHECK(memcmp(&m, &before, sizeof m) == 0);
+
+  /* The readers of config.json, GGUF and layer groups, the rule and shape inits, requests. */
+  {
+    static const char cfg[] = "{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                              "\"hidden_size\": 256}";
+    pnmem_engine_rule e;
+    CHECK(pnmem_engine_rule_init(NULL) == -1);
+    CHECK(pnmem_engine_rule_init_sized(&e, sizeof e - 1) == -1);
+    CHECK(pnmem_engine_rule_init(&e) == 0);
+    m = valid_model();
+    before = m;
+    CHECK(pnmem_model_cost_from_hf_config(NULL, 3, NULL, &m, err, sizeof err) == -1);
+    CHECK(strcmp(err, "json is NULL") == 0);
+    CHECK(pnmem_model_cost_from_hf_config(cfg, strlen(cfg), NULL, NULL, err, sizeof err) == -1);
+    CHECK(strcmp(err, "model is NULL") == 0);
+    e.engine = (pnmem_engine)3;
+    CHECK(pnmem_model_cost_from_hf_config(cfg, strlen(cfg), &e, &m, err, sizeof err) == -1);
+    CHECK(strstr(err, "engine->engine is 3") == err);
+    CHECK(pnmem_engine_rule_init(&e) == 0);
+    e.seqs = 0;
+    CHECK(pnmem_model_cost_from_hf_config(cfg, strlen(cfg), &e, &m, err, sizeof err) == -1);
+    CHECK(strstr(err, "seqs is 0") != NULL);
+    e.struct_size = 3;
+    CHECK(pnmem_model_cost_from_hf_config(cfg, strlen(cfg), &e, &m, err, sizeof err) == -1);
+    CHECK(strstr(err, "engine->struct_size is 3") == err);
+    CHECK(pnmem_model_cost_from_hf_config(cfg, strlen(cfg) - 1, NULL, &m, err, sizeof err) == -1);
+    CHECK(strstr(err, "not JSON") != NULL);
+    CHECK(pnmem_model_cost_from_hf_config("{\"x\": NaN}", 10, NULL, &m, err, sizeof err) == -1);
+    CHECK(strstr(err, "num_hidden_layers: missing") != NULL);
+    CHECK(memcmp(&m, &before, sizeof m) == 0);
+    CHECK(pnmem_model_cost_from_gguf_file(NULL, NULL, &m, err, sizeof err) == -1);
+    CHECK(strcmp(err, "path is NULL") == 0);
+    CHECK(pnmem_model_cost_from_gguf_file("/nonexistent/model.gguf", NULL, &m, err, sizeof err) == -1);
+    CHECK(strstr(err, "/nonexistent/model.gguf") == err);
+    CHECK(memcmp(&m, &before, sizeof m) == 0);
+    pnmem_model_shape sh;
+    CHECK(pnmem_model_shape_init(NULL) == -1);
+    CHECK(pnmem_model_shape_init_sized(&sh, 8) == -1);
+    CHECK(pnmem_model_shape_init(&sh) == 0);
+    CHECK(pnmem_model_cost_from_shape(NULL, NULL, &m, err, sizeof err) == -1);
+    CHECK(strcmp(err, "shape is NULL") == 0);
+    sh.n_groups = PNMEM_MAX_LAYER_GROUPS + 1;
+    CHECK(pnmem_model_cost_from_shape(&sh, NULL, &m, err, sizeof err) == -1);
+    CHECK(strstr(err, "shape->n_groups is 9") == err);
+    sh.n_groups = 1;
+    sh.groups[0].kind = (pnmem_layer_kind)5;
+    CHECK(pnmem_model_cost_from_shape(&sh, NULL, &m, err, sizeof err) == -1);
+    CHECK(strstr(err, "shape->groups[0].kind is 5") == err);
+    sh.groups[0].kind = PNMEM_LAYERS_SLIDING;  /* no span */
+    CHECK(pnmem_model_cost_from_shape(&sh, NULL, &m, err, sizeof err) == -1);
+    CHECK(strstr(err, "span of 0") != NULL);
+    sh.groups[0].kind = PNMEM_LAYERS_FULL;
+    sh.state_format = (pnmem_kv_format)-3;
+    CHECK(pnmem_model_cost_from_shape(&sh, NULL, &m, err, sizeof err) == -1);
+    CHECK(strstr(err, "shape->state_format is -3") == err);
+    CHECK(memcmp(&m, &before, sizeof m) == 0);
+    CHECK(pnmem_model_shape_from_hf_config(NULL, 0, &sh, err, sizeof err) == -1);
+    CHECK(pnmem_model_shape_from_hf_config(cfg, strlen(cfg), NULL, err, sizeof err) == -1);
+    CHECK(strcmp(err, "shape is NULL") == 0);
+    CHECK(pnmem_model_shape_from_hf_config("{}", 2, &sh, err, sizeof err) == -1);
+    CHECK(strstr(err, "num_hidden_layers: missing") != NULL);
+    pnmem_request q;
+    CHECK(pnmem_request_init(NULL) == -1);
+    CHECK(pnmem_request_init_sized(&q, 4) == -1);
+    CHECK(pnmem_request_init(&q) == 0);
+    a = pattern;
+    CHECK(pnmem_admit_request(NULL, &q, &a, NULL) == -1);
+    m = valid_model();
+    CHECK(pnmem_admit_request(&m, NULL, &a, NULL) == -1);
+    CHECK(pnmem_admit_request(&m, &q, NULL, NULL) == -1);
+    q.struct_size = 0;
+    r = 77;
+    CHECK(pnmem_admit_request(&m, &q, &a, &r) == -1);
+    CHECK(r == 0);
+    CHECK(same_answer(&a, &pattern));
+    CHECK(logged("request->struct_size is 0"));
+    CHECK(pnmem_request_init(&q) == 0);
+    q.encoder_items = -1; /* answered, not refused */
+    CHECK(pnmem_admit_request(&m, &q, &a, NULL) == 0);
+  }
 
   /* pnmem_reserve_bytes: NULL pointers; any bytes and ttl are answered. */
   r = 77;

@@ -57,6 +57,20 @@ constexpr std::string_view sliding_json = R"({"format": "pnmem-model", "version"
   "sliding_window": 4096, "state_bytes_per_seq": "3MiB", "normal_kv": "bf16", "compact_kv": "fp8",
   "activation": {"anchors": [[0, "100MiB"], [2048, "300MiB"], [8192, "900MiB"], [32768, "5GiB"]]}})";
 
+// Several windows (a sliding and a chunked term), KV in 544-token blocks (vLLM's for Qwen3-Next), per-image
+// KV and a recurrent state: the fields version 2 of pnmem_model added.
+constexpr std::string_view groups_json = R"({"format": "pnmem-model", "version": 2, "name": "groups",
+  "kv_bytes_per_token": {"full": {"q4": 1000, "fp32": 8000, "f16": 4000, "bf16": 4000, "fp8": 2000,
+                                  "q8_0": 2200, "q4_0": 1200},
+                         "windows": [
+                           {"window": 1024, "bytes_per_token": {"q4": 3000, "fp32": 20000, "f16": 10000, "bf16": 10000,
+                                                                "fp8": 5000, "q8_0": 5400, "q4_0": 2900}},
+                           {"window": 9248, "bytes_per_token": {"q4": 7000, "fp32": 40000, "f16": 20000, "bf16": 20000,
+                                                                "fp8": 10000, "q8_0": 10800, "q4_0": 5800}}]},
+  "kv_block_tokens": 544, "kv_bytes_per_encoder_item": "200MiB",
+  "state_bytes_per_seq": "38MiB", "normal_kv": "bf16", "compact_kv": "q4_0",
+  "activation": {"anchors": [[0, "100MiB"], [2048, "300MiB"], [8192, "900MiB"], [32768, "5GiB"]]}})";
+
 // An engine that preallocated its KV and compute buffers: a request costs the host nothing more.
 constexpr std::string_view prealloc_json = R"({"format": "pnmem-model", "version": 1,
   "kv_bytes_per_token": 0, "activation": {"fixed_bytes": 0}})";
@@ -98,7 +112,11 @@ pnmem::model_cost cost_of(std::string_view json) {
 
 // The C model's cost fields equal the C++ cost, field by field.
 bool same_cost(const pnmem_model& c, const pnmem::model_cost& m) {
-  bool same = c.sliding_window == m.sliding_window && c.state_bytes_per_seq == m.state_bytes_per_seq &&
+  // The first window is version 1's sliding term, the others more_windows.
+  const pnmem::kv_window none{};
+  const pnmem::kv_window& first = m.n_windows > 0 ? m.windows[0] : none;
+  bool same = c.sliding_window == first.window && c.n_more_windows + (m.n_windows > 0 ? 1 : 0) == m.n_windows &&
+              c.kv_block_tokens == m.kv_block_tokens && c.state_bytes_per_seq == m.state_bytes_per_seq &&
               static_cast<int>(c.normal_kv) == static_cast<int>(m.normal_kv) &&
               static_cast<int>(c.compact_kv) == static_cast<int>(m.compact_kv) &&
               c.n_anchors == m.activation.n_anchors && c.activation_fixed_bytes == m.activation.fixed_bytes &&
@@ -106,7 +124,12 @@ bool same_cost(const pnmem_model& c, const pnmem::model_cost& m) {
               c.activation_per_token_sq_bytes == m.activation.per_token_sq_bytes;
   for (std::size_t f = 0; f < pnmem::kv_format_count; ++f) {
     same = same && c.full_kv_bytes_per_token[f] == m.full_kv_bytes_per_token[f] &&
-           c.sliding_kv_bytes_per_token[f] == m.sliding_kv_bytes_per_token[f];
+           c.sliding_kv_bytes_per_token[f] == first.bytes_per_token[f] &&
+           c.kv_bytes_per_encoder_item[f] == m.kv_bytes_per_encoder_item[f];
+    for (std::uint32_t w = 0; w < c.n_more_windows && w + 1 < pnmem::max_kv_windows; ++w) {
+      same = same && c.more_windows[w].window == m.windows[w + 1].window &&
+             c.more_windows[w].bytes_per_token[f] == m.windows[w + 1].bytes_per_token[f];
+    }
   }
   for (std::size_t i = 0; i < pnmem::max_activation_anchors; ++i) {
     same = same && c.anchors[i].tokens == m.activation.anchors[i].tokens &&
@@ -330,6 +353,8 @@ int main() {
       {"sliding bf16", sliding_json, PNMEM_KV_BF16, pnmem::kv_format::bf16},
       {"sliding fp8", sliding_json, PNMEM_KV_FP8, pnmem::kv_format::fp8},
       {"preallocated", prealloc_json, PNMEM_KV_F16, pnmem::kv_format::f16},
+      {"groups bf16", groups_json, PNMEM_KV_BF16, pnmem::kv_format::bf16},
+      {"groups q4_0", groups_json, PNMEM_KV_Q4_0, pnmem::kv_format::q4_0},
   };
   for (const json_case& jc : cases) {
     const pnmem::model_cost cost = cost_of(jc.json);

@@ -250,7 +250,7 @@ TEST_CASE("pnmem model: its output read back with --model answers exactly as the
     CHECK(as_json.out == text.out);
     const json d = json::parse(text.out);
     CHECK(d.at("format") == "pnmem-model");
-    CHECK(d.at("version") == 1);
+    CHECK(d.at("version") == 2);
     const std::string file = dir.write("m" + std::to_string(k++) + ".json", text.out);
     // Re-read, validated and re-printed: the same description.
     const process_result again = run({"model", "--model", file});
@@ -321,7 +321,7 @@ TEST_CASE("--model: a description with sliding layers, and load --ctx from it") 
   CHECK(load.at("sequences") == 3);
   CHECK(load.at("kv") == "f16");
   CHECK(load.at("model").at("name") == "slider");
-  CHECK(load.at("model").at("sliding_window") == 4096);
+  CHECK(load.at("model").at("kv_windows") == json::array({{{"window", 4096}, {"bytes_per_token", 8192}}}));
   pnmem::mem_state s;
   s.n_dies = 1;
   s.per_die_free_bytes[0] = 20 * GiB;
@@ -337,7 +337,7 @@ TEST_CASE("--model: a description with sliding layers, and load --ctx from it") 
   const json a = run_json(admit_args(64 * GiB, 60 * GiB, 10000) + args_t{"--model", file});
   CHECK(u64(a.at("need_bytes")) == 4096ULL * 10000 + 8192ULL * 4096 + 2 * MiB + 64 * MiB);
   CHECK(a.at("model").at("kv_bytes_per_token") == 4096 + 8192);
-  CHECK(a.at("model").at("sliding_kv_bytes_per_token") == 8192);
+  CHECK(a.at("model").at("kv_windows").at(0).at("bytes_per_token") == 8192);
   // An override on top of a file.
   const json o = run_json(admit_args(64 * GiB, 60 * GiB, 10000) + args_t{"--model", file, "--state-bytes-per-seq", "0"});
   CHECK(u64(o.at("need_bytes")) == 4096ULL * 10000 + 8192ULL * 4096 + 64 * MiB);
@@ -498,9 +498,12 @@ TEST_CASE("pnmem model --from-hf-config: a Llama-3-8B config.json gives 131072 B
   CHECK(d.at("source") == "hf-config");
   CHECK(d.at("kv_bytes_per_token").at("full").at("f16") == 131072);
   CHECK(d.at("normal_kv") == "f16");
-  CHECK(d.at("shape").at("layers") == 32);
-  CHECK(d.at("shape").at("kv_heads") == 8);
-  CHECK(d.at("shape").at("key_dim") == 128);
+  const json& group = d.at("shape").at("groups").at(0);
+  CHECK(group.at("kind") == "full");
+  CHECK(group.at("layers") == 32);
+  CHECK(group.at("kv_heads") == 8);
+  CHECK(group.at("key_dim") == 128);
+  CHECK(d.at("engine").at("engine") == "exact");
 
   // Read back by admit: need = 131072 x n + the description's own activation table, interpolated.
   const std::string file = dir.write("llama.json", r.out);
@@ -596,7 +599,8 @@ TEST_CASE("--help: pnmem model and the model flags are explained") {
   const process_result model = run({"model", "--help"});
   CHECK(model.exit_code == 0);
   for (const char* expect : {"--from-hf-config", "--from-gguf", "--model", "--layers", "--kv-dtype", "--summary",
-                             "--activation-anchors", "pnmem-model", "version 1", "with or without --json"}) {
+                             "--activation-anchors", "pnmem-model", "version 2", "with or without --json", "--engine",
+                             "--max-batched-tokens", "--ubatch"}) {
     CAPTURE(expect);
     CHECK(model.out.find(expect) != std::string::npos);
   }

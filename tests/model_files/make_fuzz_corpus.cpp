@@ -77,15 +77,18 @@ int main(int argc, char** argv) {
   ggufs.emplace_back("duplicate-key", model("llama", 32, 32, 8, 4096).u32("llama.block_count", 16).bytes());
   ggufs.emplace_back("bad-bool", model("llama", 32, 32, 8, 4096).raw_kv("x.b", 7, le(2, 1)).bytes());
   ggufs.emplace_back("unknown-type", model("llama", 32, 32, 8, 4096).raw_kv("x.t", 13, le(0, 4)).bytes());
-  {
-    std::vector<std::int64_t> kv(32, 0);
-    for (std::size_t i = 4; i < 32; i += 8) kv[i] = 8;
-    gguf_writer w;
-    w.str("general.architecture", "jamba").u32("jamba.block_count", 32).u32("jamba.attention.head_count", 32)
-        .ints("jamba.attention.head_count_kv", gguf_t::i32, kv).u32("jamba.embedding_length", 4096)
-        .u32("jamba.context_length", 262144);
-    ggufs.emplace_back("jamba-per-layer-kv", w.bytes());
-  }
+  // The architectures issue 23 added (gguf_writer.hpp: the keys llama.cpp's converter writes for them).
+  ggufs.emplace_back("jamba-per-layer-kv", pnmem::test::jamba_mini_gguf().bytes());
+  ggufs.emplace_back("deepseek-v3-mla", pnmem::test::deepseek_v3_gguf().bytes());
+  ggufs.emplace_back("qwen3next", pnmem::test::qwen3_next_gguf().bytes());
+  ggufs.emplace_back("qwen35-mtp", pnmem::test::qwen35_9b_gguf().bytes());
+  ggufs.emplace_back("llama4-chunked", pnmem::test::llama4_scout_gguf().bytes());
+  ggufs.emplace_back("gemma3-27b", pnmem::test::gemma3_27b_gguf().bytes());
+  ggufs.emplace_back("gemma4-31b", pnmem::test::gemma4_31b_gguf().bytes());
+  ggufs.emplace_back("gemma4-e2b-shared", pnmem::test::gemma4_e2b_gguf().bytes());
+  ggufs.emplace_back("nemotron-h", pnmem::test::nemotron3_nano_gguf().bytes());
+  ggufs.emplace_back("mamba2", pnmem::test::mamba_codestral_gguf().bytes());
+  ggufs.emplace_back("phi3-swa-off", pnmem::test::phi3_mini_gguf().bytes());
   {
     gguf_writer w = model("gemma2", 42, 16, 8, 3584);
     w.u32("gemma2.attention.key_length", 256).u32("gemma2.attention.value_length", 256)
@@ -133,7 +136,8 @@ int main(int argc, char** argv) {
   // --- model JSON: what write_model_json writes for the fixtures and the GGUFs, and edge cases --------
   std::vector<std::pair<std::string, std::string>> jsons;
   for (const char* f : {"llama-3-8b", "qwen2.5-7b", "mistral-7b-v0.1", "gemma-2-9b", "gemma-3-1b-it",
-                        "gemma-3-27b-it", "gpt-oss-20b"}) {
+                        "gemma-3-27b-it", "gpt-oss-20b", "deepseek-v3", "qwen3-next-80b-a3b-thinking",
+                        "llama-3.2-90b-vision-instruct", "gemma-4-31b-it", "nemotron-3-nano-30b-a3b"}) {
     const auto text = pnmem::model_files::read_text_file((fixtures / (std::string(f) + ".config.json")).string());
     const auto d = text ? pnmem::model_files::read_hf_config(*text.value) : decltype(pnmem::model_files::read_hf_config("")){};
     if (!d) {
@@ -143,7 +147,10 @@ int main(int argc, char** argv) {
     jsons.emplace_back(std::string("hf-") + f, pnmem::model_files::write_model_json(*d.value));
   }
   for (const auto& [name, bytes] : ggufs) {
-    if (name != "llama3-8b-v3" && name != "jamba-per-layer-kv" && name != "gemma2-9b" && name != "pattern-array") continue;
+    if (name != "llama3-8b-v3" && name != "jamba-per-layer-kv" && name != "gemma2-9b" && name != "pattern-array" &&
+        name != "qwen3next" && name != "llama4-chunked") {
+      continue;
+    }
     const auto d = pnmem::model_files::read_gguf(bytes);
     if (!d) {
       std::fprintf(stderr, "%s: %s\n", name.c_str(), d.error.c_str());
@@ -168,7 +175,11 @@ int main(int argc, char** argv) {
   jsons.emplace_back("shape-value-dim-0",
                      R"({"format": "pnmem-model", "version": 1, "shape": {"layers": 2, "kv_heads": 1, "key_dim": 64}, "kv_bytes_per_token": 512, "activation": {"anchors": [[0, 0]]}})");
   jsons.emplace_back("error-unknown-key", R"({"format": "pnmem-model", "version": 1, "colour": 1})");
-  jsons.emplace_back("error-version-2", R"({"format": "pnmem-model", "version": 2})");
+  jsons.emplace_back("error-version-3", R"({"format": "pnmem-model", "version": 3})");
+  jsons.emplace_back("error-windows-decreasing",
+                     R"({"format": "pnmem-model", "version": 2, "kv_bytes_per_token": {"full": 1, "windows": [{"window": 512, "bytes_per_token": 1}, {"window": 128, "bytes_per_token": 1}]}, "activation": {"fixed_bytes": 0}})");
+  jsons.emplace_back("v1-sliding",
+                     R"({"format": "pnmem-model", "version": 1, "kv_bytes_per_token": {"full": {"q4": 1, "fp32": 2, "f16": 3, "bf16": 4, "fp8": 5, "q8_0": 6, "q4_0": 7}, "sliding": {"q4": 1, "fp32": 2, "f16": 3, "bf16": 4, "fp8": 5, "q8_0": 6, "q4_0": 7}}, "sliding_window": 4096, "activation": {"fixed_bytes": 0}})");
   jsons.emplace_back("error-anchors-decreasing",
                      R"({"format": "pnmem-model", "version": 1, "kv_bytes_per_token": 1, "activation": {"anchors": [[1024, 1], [0, 2]]}})");
   jsons.emplace_back("error-negative", R"({"format": "pnmem-model", "version": 1, "kv_bytes_per_token": -1, "activation": {"fixed_bytes": 0}})");

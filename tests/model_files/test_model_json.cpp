@@ -39,8 +39,9 @@ TEST_CASE("a minimal description reads: one number for every format, units in st
   const model_cost& m = r.value->cost;
   for (const kv_format f : all_kv_formats) {
     CHECK(m.full_kv_bytes_per_token[static_cast<std::size_t>(f)] == 4096);
-    CHECK(m.sliding_kv_bytes_per_token[static_cast<std::size_t>(f)] == 0);
   }
+  CHECK(m.n_windows == 0);
+  CHECK(m.kv_block_tokens == 0);
   CHECK(m.activation.n_anchors == 2);
   CHECK(m.activation.anchors[1].peak_bytes == MiB);
   CHECK(m.normal_kv == kv_format::fp32);  // the documented defaults
@@ -68,8 +69,8 @@ TEST_CASE("errors name the key") {
   CHECK(read_error(j).rfind("format: expected \"pnmem-model\"", 0) == 0);
 
   j = base();
-  j["version"] = 2;
-  CHECK(read_error(j) == "version: 2 is not known to this pnmem (it reads version 1)");
+  j["version"] = 3;
+  CHECK(read_error(j) == "version: 3 is not known to this pnmem (it reads versions 1 and 2)");
   j["version"] = "1";
   CHECK(read_error(j) == "version: missing or not an integer");
   j.erase("version");
@@ -120,6 +121,8 @@ TEST_CASE("errors name the key") {
   CHECK(read_error(j) == "kv_bytes_per_token.full.q4_0: missing (a per-format table lists all seven formats)");
   j["kv_bytes_per_token"] = {{"sliding", 1}};
   CHECK(read_error(j) == "kv_bytes_per_token.full: missing");
+  j["version"] = 2;  // version 2 lists windows, not one sliding term
+  CHECK(read_error(j) == "kv_bytes_per_token.sliding: unknown key");
 
   j = base();
   j["normal_kv"] = "int3";
@@ -145,11 +148,18 @@ TEST_CASE("round trips: the seed's model, a preallocating engine's, coefficients
 
   model_description odd;
   odd.cost.activation = activation_coefficients(1, 2, 3);
+  odd.cost.n_windows = 3;
   for (const kv_format f : all_kv_formats) {
     odd.cost.full_kv_bytes_per_token[static_cast<std::size_t>(f)] = 1000 + static_cast<std::uint64_t>(f);
-    odd.cost.sliding_kv_bytes_per_token[static_cast<std::size_t>(f)] = 2000 + static_cast<std::uint64_t>(f);
+    odd.cost.kv_bytes_per_encoder_item[static_cast<std::size_t>(f)] = 5000 + static_cast<std::uint64_t>(f);
+    for (std::size_t w = 0; w < 3; ++w) {
+      odd.cost.windows[w].bytes_per_token[static_cast<std::size_t>(f)] = 2000 * (w + 1) + static_cast<std::uint64_t>(f);
+    }
   }
-  odd.cost.sliding_window = 4096;
+  odd.cost.windows[0].window = 128;
+  odd.cost.windows[1].window = 4096;
+  odd.cost.windows[2].window = 16400;
+  odd.cost.kv_block_tokens = 544;
   odd.cost.state_bytes_per_seq = 1ULL << 63;
   odd.cost.normal_kv = kv_format::q8_0;
   odd.cost.compact_kv = kv_format::fp8;
@@ -182,4 +192,99 @@ TEST_CASE("regression: a value nested a million deep is refused by its kind, not
   j = base();
   j["compact_kv"] = std::string(100, 'x');
   CHECK(read_error(j).ends_with("got a string of 100 bytes"));
+}
+
+TEST_CASE("version 2: windows, blocks, per-item KV and the layer groups with their engine") {
+  json j = base();
+  j["version"] = 2;
+  j["kv_block_tokens"] = 16;
+  auto formats = [](std::uint64_t first) {
+    json o = json::object();
+    for (const kv_format f : all_kv_formats) o[std::string(to_string(f))] = first + static_cast<std::uint64_t>(f);
+    return o;
+  };
+  json windows = json::array();
+  windows.push_back({{"window", 512}, {"bytes_per_token", formats(1)}});
+  windows.push_back({{"window", "8KiB"}, {"bytes_per_token", formats(8)}});
+  j["kv_bytes_per_token"] = {{"full", 100}, {"windows", windows}};
+  // "full" as one number is a per-format table of that number.
+  CHECK(read_error(j).rfind("kv_bytes_per_token.full: expected an object", 0) == 0);
+  j["kv_bytes_per_token"]["full"] = {{"q4", 100}, {"fp32", 100}, {"f16", 100}, {"bf16", 100}, {"fp8", 100}, {"q8_0", 100}, {"q4_0", 100}};
+  j["kv_bytes_per_encoder_item"] = "1MiB";
+  const auto r = read_model_json(j.dump());
+  REQUIRE_MESSAGE(r.value.has_value(), r.error);
+  const model_cost& m = r.value->cost;
+  CHECK(m.n_windows == 2);
+  CHECK(m.windows[0].window == 512);
+  CHECK(m.windows[1].window == 8192);
+  CHECK(m.windows[1].bytes_per_token[static_cast<std::size_t>(kv_format::bf16)] == 8 + 3);  // bf16 is format 3
+  CHECK(m.kv_block_tokens == 16);
+  CHECK(m.kv_bytes_per_encoder_item[static_cast<std::size_t>(kv_format::q4_0)] == MiB);
+  CHECK(kv_bytes(m, kv_format::bf16, 10000) == 100 * 10000 + 4 * 512 + 11 * 8192);  // 10000: whole blocks of 16
+
+  json w = j;
+  w["kv_bytes_per_token"]["windows"][1]["window"] = 512;
+  CHECK(read_error(w) == "kv_bytes_per_token.windows[1].window: windows must increase (512 after 512)");
+  w["kv_bytes_per_token"]["windows"][1]["window"] = 0;
+  CHECK(read_error(w).rfind("kv_bytes_per_token.windows[1].window: 0", 0) == 0);
+  w = j;
+  w["sliding_window"] = 4096;
+  CHECK(read_error(w).rfind("sliding_window: a version 1 key", 0) == 0);
+  w = j;
+  w["version"] = 1;
+  CHECK(read_error(w).rfind("kv_block_tokens: unknown key in version 1", 0) == 0);
+  w = j;
+  w["shape"] = {{"groups", {{{"kind", "mamba"}, {"layers", 2}}}}};
+  CHECK(read_error(w).rfind("shape.groups[0].kind: expected full, sliding, chunked, cross or recurrent", 0) == 0);
+  w["shape"] = {{"groups", {{{"kind", "sliding"}, {"layers", 2}, {"kv_heads", 1}, {"key_dim", 64}}}}};
+  CHECK(read_error(w) == "shape: a sliding, chunked or cross group with a span of 0");
+  w = j;
+  w["engine"] = {{"engine", "sglang"}};
+  CHECK(read_error(w).rfind("engine.engine: expected exact, vllm or llama.cpp", 0) == 0);
+
+  // A description with groups and an engine round-trips, the groups and rule included.
+  model_description d;
+  model_shape s;
+  s.add(attention_layers(layer_kind::full, 12, 2, 256));
+  s.add(attention_layers(layer_kind::chunked, 4, 8, 128, 64, 8192));
+  s.add(latent_layers(3, 576));
+  s.add(attention_layers(layer_kind::cross, 2, 8, 128, 128, 6404));
+  s.add(recurrent_layers(36, 24576, 524288));
+  s.query_heads = 16;
+  s.hidden_size = 2048;
+  s.normal_kv = kv_format::bf16;
+  s.state_format = kv_format::bf16;
+  s.ssm_state_format = kv_format::fp32;
+  d.engine.engine = kv_engine::vllm;
+  d.engine.state_copies = 2;
+  d.shape = s;
+  d.cost = from_shape(s, d.engine);
+  d.name = "groups";
+  pnmem::test::check_json_round_trip(d);
+}
+
+TEST_CASE("version 1 reads as before: one sliding term up to sliding_window, its flat shape as groups") {
+  json j = base();
+  j["kv_bytes_per_token"] = {{"full", {{"q4", 1}, {"fp32", 2}, {"f16", 3}, {"bf16", 4}, {"fp8", 5}, {"q8_0", 6}, {"q4_0", 7}}},
+                             {"sliding", {{"q4", 10}, {"fp32", 20}, {"f16", 30}, {"bf16", 40}, {"fp8", 50}, {"q8_0", 60}, {"q4_0", 70}}}};
+  j["sliding_window"] = 4096;
+  j["shape"] = {{"layers", 42}, {"sliding_layers", 21}, {"sliding_window", 4096}, {"kv_heads", 8}, {"key_dim", 256},
+                {"value_dim", 256}, {"query_heads", 16}, {"hidden_size", 3584}};
+  const auto r = read_model_json(j.dump());
+  REQUIRE_MESSAGE(r.value.has_value(), r.error);
+  CHECK(r.value->cost.n_windows == 1);
+  CHECK(r.value->cost.windows[0].window == 4096);
+  CHECK(r.value->cost.windows[0].bytes_per_token[static_cast<std::size_t>(kv_format::bf16)] == 40);
+  REQUIRE(r.value->shape.has_value());
+  REQUIRE(r.value->shape->n_groups == 2);
+  CHECK(r.value->shape->groups[0] == attention_layers(layer_kind::full, 21, 8, 256, 256));
+  CHECK(r.value->shape->groups[1] == attention_layers(layer_kind::sliding, 21, 8, 256, 256, 4096));
+  // sliding_window 0: the sliding layers grow as full ones (version 1's rule).
+  j["sliding_window"] = 0;
+  const auto z = read_model_json(j.dump());
+  REQUIRE_MESSAGE(z.value.has_value(), z.error);
+  CHECK(z.value->cost.n_windows == 0);
+  CHECK(z.value->cost.full_kv_bytes_per_token[static_cast<std::size_t>(kv_format::bf16)] == 44);
+  // Written again, it is version 2.
+  CHECK(json::parse(write_model_json(*r.value))["version"] == 2);
 }

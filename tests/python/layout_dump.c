@@ -71,6 +71,52 @@ int main(void) {
   F(pnmem_model, activation_fixed_bytes);
   F(pnmem_model, activation_per_token_bytes);
   F(pnmem_model, activation_per_token_sq_bytes);
+  F(pnmem_model, n_more_windows);
+  F(pnmem_model, more_windows);
+  F(pnmem_model, kv_bytes_per_encoder_item);
+  F(pnmem_model, kv_block_tokens);
+
+  S(pnmem_kv_window);
+  F(pnmem_kv_window, window);
+  F(pnmem_kv_window, bytes_per_token);
+
+  S(pnmem_engine_rule);
+  F(pnmem_engine_rule, struct_size);
+  F(pnmem_engine_rule, engine);
+  F(pnmem_engine_rule, block_tokens);
+  F(pnmem_engine_rule, max_batched_tokens);
+  F(pnmem_engine_rule, ubatch_tokens);
+  F(pnmem_engine_rule, seqs);
+  F(pnmem_engine_rule, state_copies);
+  F(pnmem_engine_rule, ssm_state_fp32);
+
+  S(pnmem_layer_group);
+  F(pnmem_layer_group, kind);
+  F(pnmem_layer_group, layers);
+  F(pnmem_layer_group, kv_heads);
+  F(pnmem_layer_group, key_dim);
+  F(pnmem_layer_group, value_dim);
+  F(pnmem_layer_group, k_only);
+  F(pnmem_layer_group, span);
+  F(pnmem_layer_group, conv_state_values);
+  F(pnmem_layer_group, ssm_state_values);
+
+  S(pnmem_model_shape);
+  F(pnmem_model_shape, struct_size);
+  F(pnmem_model_shape, n_groups);
+  F(pnmem_model_shape, groups);
+  F(pnmem_model_shape, query_heads);
+  F(pnmem_model_shape, hidden_size);
+  F(pnmem_model_shape, fixed_activation_bytes);
+  F(pnmem_model_shape, normal_kv);
+  F(pnmem_model_shape, compact_kv);
+  F(pnmem_model_shape, state_format);
+  F(pnmem_model_shape, ssm_state_format);
+
+  S(pnmem_request);
+  F(pnmem_request, struct_size);
+  F(pnmem_request, n_tokens);
+  F(pnmem_request, encoder_items);
 
   S(pnmem_admit_answer);
   F(pnmem_admit_answer, status);

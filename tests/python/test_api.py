@@ -1,6 +1,7 @@
 """Every public function with valid input, and with bad input: a pnmem.Error (ArgumentError /
 ArgumentTypeError for what Python refuses before C), never a crash."""
 import dataclasses
+import os
 import threading
 
 import pnmem
@@ -48,7 +49,9 @@ def test_admit_bad_tokens(watcher, n):
     dict(die=-2), dict(die=pnmem.MAX_DIES), dict(die=None), dict(kv=7), dict(kv=-1), dict(kv="f16"),
     dict(normal_kv=99), dict(compact_kv=None), dict(max_window=2 ** 31), dict(max_slots="8"),
     dict(full_kv_bytes_per_token=(1, 2)), dict(full_kv_bytes_per_token=(-1,) * 7),
-    dict(sliding_window=-1), dict(state_bytes_per_seq=2 ** 64), dict(activation_fixed_bytes=1.0),
+    dict(windows=((-1, (0,) * 7),)), dict(windows=((4096, (0,) * 6),)), dict(windows=((1, (0,) * 7),) * 5),
+    dict(windows=((8192, (1,) * 7), (4096, (1,) * 7))), dict(kv_block_tokens=-1),
+    dict(kv_bytes_per_encoder_item=(1,)), dict(state_bytes_per_seq=2 ** 64), dict(activation_fixed_bytes=1.0),
     dict(anchors=((1, 1),) * 9), dict(anchors=((1,),)), dict(anchors=((-1, 1),)), dict(anchors="x"),
     dict(gpu_resident="yes"),
 ])
@@ -100,7 +103,7 @@ def test_model_from_json():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("{bad", "not JSON"), ("", ""), ('{"format": "pnmem-model", "version": 2}', "version"),
+    ("{bad", "not JSON"), ("", ""), ('{"format": "pnmem-model", "version": 3}', "version"),
     ("\0", ""),
 ])
 def test_model_from_json_refused_with_the_c_message(text, message):
@@ -115,7 +118,7 @@ def test_model_from_json_bad_arguments():
         with pytest.raises(pnmem.ArgumentTypeError):
             pnmem.Model.from_json(bad)
     with pytest.raises(pnmem.ArgumentTypeError):
-        pnmem.Model.from_json(GOOD_JSON, sliding_window=4)  # a cost field, not a request one
+        pnmem.Model.from_json(GOOD_JSON, windows=())  # a cost field, not a request one
     with pytest.raises(pnmem.ArgumentError):
         pnmem.Model.from_json(GOOD_JSON, die=99)
 
@@ -238,3 +241,79 @@ def test_log_sink_none_and_bad():
         pnmem.set_log_sink()
     with pytest.raises(pnmem.ArgumentTypeError):
         pnmem.set_log_sink("stderr")
+
+
+# --- models from the files engines load (issue 23) ----------------------------------------------
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "models")
+
+
+def fixture(name):
+    return os.path.join(FIXTURES, name)
+
+
+def test_from_hf_config_prices_mla_as_one_latent_row():
+    # DeepSeek-V3: 61 layers x (512 + 64) values x 2 B in bf16.
+    m = pnmem.Model.from_hf_config(fixture("deepseek-v3.config.json"), kv=pnmem.KvFormat.BF16)
+    assert m.full_kv_bytes_per_token[pnmem.KvFormat.BF16] == 70272
+    assert m.kv_bytes_per_token == 70272
+    assert m.windows == () and m.state_bytes_per_seq == 0
+    assert m.kv == pnmem.KvFormat.BF16 and m.normal_kv == pnmem.KvFormat.BF16
+
+
+def test_from_hf_config_under_each_engine():
+    path = fixture("qwen3-next-80b-a3b-thinking.config.json")
+    exact = pnmem.Model.from_hf_config(path)
+    assert exact.state_bytes_per_seq == 36 * (24576 + 524288) * 2
+    assert exact.kv_block_tokens == 0
+    vllm = pnmem.Model.from_hf_config(path, engine="vllm")
+    assert vllm.kv_block_tokens == 544 and vllm.state_bytes_per_seq == 36 * 544 * 2048
+    assert pnmem.Model.from_hf_config(path, engine=pnmem.Engine.LLAMA_CPP).state_bytes_per_seq == 79036416
+    twice = pnmem.Model.from_hf_config(path, engine=pnmem.EngineRule(engine=pnmem.Engine.VLLM, state_copies=2))
+    assert twice.state_bytes_per_seq == 2 * vllm.state_bytes_per_seq
+    gemma = pnmem.Model.from_hf_config(fixture("gemma-3-27b-it.config.json"), engine="llama.cpp")
+    assert [w[0] for w in gemma.windows] == [1536]  # pad256(1024 + 512)
+    assert str(pnmem.Engine.LLAMA_CPP) == "llama.cpp"
+
+
+def test_from_hf_config_errors_name_the_key(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text('{"model_type": "brand_new", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256}')
+    with pytest.raises(pnmem.Error, match=r"pnmem_model_cost_from_hf_config: head_dim: missing") as e:
+        pnmem.Model.from_hf_config(bad)
+    assert e.value.function == "pnmem_model_cost_from_hf_config"
+    with pytest.raises(pnmem.Error, match=r"nope\.json"):
+        pnmem.Model.from_hf_config(tmp_path / "nope.json")
+    with pytest.raises(pnmem.ArgumentError, match="engine \"sglang\""):
+        pnmem.Model.from_hf_config(fixture("llama-3-8b.config.json"), engine="sglang")
+    with pytest.raises(pnmem.ArgumentTypeError):
+        pnmem.Model.from_hf_config(fixture("llama-3-8b.config.json"), engine=3.5)
+    with pytest.raises(pnmem.ArgumentTypeError):
+        pnmem.Model.from_hf_config(None)
+    with pytest.raises(pnmem.Error, match="seqs is 0"):
+        pnmem.Model.from_hf_config(fixture("llama-3-8b.config.json"),
+                                   engine=pnmem.EngineRule(engine=pnmem.Engine.LLAMA_CPP, seqs=0))
+
+
+def test_from_gguf_reads_a_header(tmp_path):
+    with pytest.raises(pnmem.Error, match="pnmem_model_cost_from_gguf_file: .*missing.gguf"):
+        pnmem.Model.from_gguf(tmp_path / "missing.gguf")
+
+
+def test_windows_round_trip_through_c_and_admit_with_images(watcher):
+    m = pnmem.Model.from_hf_config(fixture("llama-3.2-90b-vision-instruct.config.json"), kv=pnmem.KvFormat.BF16)
+    per_image = 20 * 4096 * 6404
+    assert m.kv_bytes_per_encoder_item[pnmem.KvFormat.BF16] == per_image
+    g = pnmem.Model.from_hf_config(fixture("gemma-2-9b.config.json"), kv=pnmem.KvFormat.BF16)
+    assert [w[0] for w in g.windows] == [4096]
+    again = dataclasses.replace(g)
+    assert again._to_c("x").sliding_window == 4096
+    a = pnmem.admit(1000, m, encoder_items=2)
+    b = pnmem.admit(1000, m)
+    if a.need_bytes and b.need_bytes:  # host path answers carry the need
+        assert a.need_bytes - b.need_bytes == 2 * per_image
+    with pytest.raises(pnmem.Error):
+        pnmem.admit(10, m, encoder_items=-1)
+    with pnmem.admit_reserved(100, m, encoder_items=1) as r:
+        assert r.answer.status in (pnmem.Status.ADMITTED, pnmem.Status.CAPPED, pnmem.Status.FAIL_OPEN,
+                                   pnmem.Status.DENIED)

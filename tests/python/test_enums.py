@@ -15,6 +15,8 @@ ENUMS = {
     "pnmem_gate_status": (pnmem.GateStatus, "PNMEM_GATE_"),
     "pnmem_cgroup_mode": (pnmem.CgroupMode, "PNMEM_CGROUP_"),
     "pnmem_psi_mode": (pnmem.PsiMode, "PNMEM_PSI_"),
+    "pnmem_engine": (pnmem.Engine, "PNMEM_ENGINE_"),
+    "pnmem_layer_kind": (pnmem.LayerKind, "PNMEM_LAYERS_"),
 }
 
 
@@ -70,6 +72,8 @@ def test_constants(header_text):
     assert d["PNMEM_KV_FORMATS"] == pnmem.KV_FORMATS == len(pnmem.KvFormat)
     assert d["PNMEM_MAX_ACTIVATION_ANCHORS"] == pnmem.MAX_ACTIVATION_ANCHORS
     assert d["PNMEM_CGROUP_PATH_MAX"] == pnmem.CGROUP_PATH_MAX
+    assert d["PNMEM_MAX_KV_WINDOWS"] == pnmem.MAX_KV_WINDOWS
+    assert d["PNMEM_MAX_LAYER_GROUPS"] == pnmem.MAX_LAYER_GROUPS
 
 
 def test_reasons_are_the_documented_strings(header_text):

@@ -36,6 +36,7 @@ class admit_command final : public one_shot_command {
   std::optional<std::string> die_;
   std::optional<std::string> max_window_;
   std::optional<std::string> prefill_window_;
+  std::optional<std::string> encoder_items_;
   policy_options policy_;
   model_options model_;
 };
@@ -61,6 +62,10 @@ void admit_command::add_options(CLI::App& app) {
                   "the most prompt tokens admitted now; 0 = none (default " +
                       std::to_string(pnmem::request_spec{}.prefill_window) + ")")
       ->type_name("W");
+  add_text_option(app, "--encoder-items,--images", encoder_items_,
+                  "Encoder items (images) the request carries: each adds the model's cross-attention KV per "
+                  "item (Mllama), whatever the prompt's length (default 0)")
+      ->type_name("N");
   policy_.add_to(app, level_flags);
   model_.add_to(app);
 }
@@ -79,6 +84,7 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   }
   if (max_window_) rq.max_window = parse_int_arg("--max-window", *max_window_, 0);
   if (prefill_window_) rq.prefill_window = parse_int_arg("--prefill-window", *prefill_window_, 0);
+  if (encoder_items_) rq.encoder_items = parse_int_arg("--encoder-items", *encoder_items_, 0);
   const pnmem::policy p = policy_.apply(env_policy);
 
   const pnmem::mem_level level = pnmem::derive_level(state, p);
@@ -95,6 +101,7 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   j["gpu_resident"] = rq.gpu_resident;
   j["max_window"] = rq.max_window;
   if (prefill_window_) j["prefill_window"] = rq.prefill_window;
+  if (encoder_items_) j["encoder_items"] = rq.encoder_items;
   j["host_reserve_bytes"] = pnmem::host_reserve_bytes(state, p);
   // Only when a model was given: the seed's answers stay as they were, to the byte.
   if (model) j["model"] = model_brief_json(*model, rq.kv);
@@ -109,6 +116,7 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   } else if (rq.prefill_window > 0) {
     t << " (prefill window " << rq.prefill_window << ")";
   }
+  if (rq.encoder_items > 0) t << ", " << rq.encoder_items << " encoder items";
   t << '\n';
   t << "level: " << pnmem::to_string(level) << '\n';
   if (model) t << model_brief_text(*model, rq.kv) << '\n';

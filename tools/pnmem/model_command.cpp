@@ -22,6 +22,7 @@
 
 #include "arg_parsers.hpp"
 #include "diagnostics.hpp"
+#include "engine_options.hpp"
 #include "model_options.hpp"
 #include "pnmem/format.hpp"
 #include "pnmem/model_files/gguf.hpp"
@@ -45,17 +46,17 @@ std::string without_path(std::string why, const std::string& path) {
   return why;
 }
 
-mf::model_description read_hf_config_file(const char* flag, const std::string& path) {
+mf::model_description read_hf_config_file(const char* flag, const std::string& path, const pnmem::engine_rule& engine) {
   const mf::read_result<std::string> text = mf::read_text_file(path);
   if (!text) throw usage_error(describe_bad_value(flag, path, without_path(text.error, path)));
-  mf::read_result<mf::model_description> d = mf::read_hf_config(*text.value);
+  mf::read_result<mf::model_description> d = mf::read_hf_config(*text.value, engine);
   if (!d) throw usage_error(describe_bad_value(flag, path, without_path(d.error, path)));
   if (d.value->source.empty()) d.value->source = "hf-config";
   return std::move(*d.value);
 }
 
-mf::model_description read_gguf_metadata(const char* flag, const std::string& path) {
-  mf::read_result<mf::model_description> d = mf::read_gguf_file(path);
+mf::model_description read_gguf_metadata(const char* flag, const std::string& path, const pnmem::engine_rule& engine) {
+  mf::read_result<mf::model_description> d = mf::read_gguf_file(path, engine);
   if (!d) throw usage_error(describe_bad_value(flag, path, without_path(d.error, path)));
   if (d.value->source.empty()) d.value->source = "gguf";
   return std::move(*d.value);
@@ -73,23 +74,48 @@ std::string summary(const mf::model_description& d) {
   t << "model: " << model_label(d) << '\n';
   if (d.shape) {
     const pnmem::model_shape& s = *d.shape;
-    t << "shape: " << s.layers << " attention layers (" << s.sliding_layers << " sliding) x " << s.kv_heads
-      << " KV heads x " << s.key_dim << '/' << (s.value_dim == 0 ? s.key_dim : s.value_dim) << " K/V dims, "
-      << s.query_heads << " query heads, hidden " << s.hidden_size << '\n';
+    t << "shape (" << s.query_heads << " query heads, hidden " << s.hidden_size << "), engine rule "
+      << pnmem::to_string(d.engine.engine) << ":\n";
+    for (std::size_t g = 0; g < s.n_groups && g < pnmem::max_layer_groups; ++g) {
+      const pnmem::layer_group& x = s.groups[g];
+      t << "  " << x.layers << " x " << pnmem::to_string(x.kind);
+      if (x.kind == pnmem::layer_kind::recurrent) {
+        t << ": state " << x.conv_state_values << " conv + " << x.ssm_state_values << " SSM values per layer";
+      } else {
+        t << ": " << x.kv_heads << " KV heads x ";
+        if (x.k_only) {
+          t << x.key_dim << " dims, one row (K only: a latent)";
+        } else {
+          t << x.key_dim << '/' << (x.value_dim == 0 ? x.key_dim : x.value_dim) << " K/V dims";
+        }
+        if (x.kind == pnmem::layer_kind::sliding) t << ", window " << x.span;
+        if (x.kind == pnmem::layer_kind::chunked) t << ", chunk " << x.span;
+        if (x.kind == pnmem::layer_kind::cross) t << ", " << x.span << " encoder tokens per item";
+        if (x.kind == pnmem::layer_kind::sliding || x.kind == pnmem::layer_kind::chunked) {
+          t << " (kept: " << pnmem::kept_tokens(d.engine, x.kind, x.span, m.kv_block_tokens == 0 ? 1 : m.kv_block_tokens) << " tokens)";
+        }
+      }
+      t << '\n';
+    }
   }
   t << "KV bytes per token";
-  if (m.sliding_window != 0) {
-    t << " (sliding layers keep the last " << m.sliding_window << " tokens)";
-  } else {
-    t << " (no sliding window: every layer grows with the prompt)";
+  if (m.n_windows == 0 && m.kv_block_tokens <= 1) t << " (no window: every layer grows with the prompt)";
+  if (m.n_windows == 0 && m.kv_block_tokens > 1) {
+    t << " (no window: every layer grows with the prompt, in blocks of " << m.kv_block_tokens << " tokens)";
   }
+  if (m.n_windows != 0 && m.kv_block_tokens > 1) t << " (in blocks of " << m.kv_block_tokens << " tokens)";
   t << ":\n";
-  t << "  " << std::left << std::setw(8) << "format" << std::setw(24) << "full layers" << std::setw(24)
-    << "sliding layers" << '\n';
+  t << "  " << std::left << std::setw(8) << "format" << std::setw(24) << "every token";
+  for (std::size_t w = 0; w < m.n_windows && w < pnmem::max_kv_windows; ++w) {
+    t << std::setw(24) << ("up to " + std::to_string(m.windows[w].window));
+  }
+  t << '\n';
   for (pnmem::kv_format f : pnmem::all_kv_formats) {
     const auto i = static_cast<std::size_t>(f);
-    t << "  " << std::setw(8) << pnmem::to_string(f) << std::setw(24) << bytes_cell(m.full_kv_bytes_per_token[i])
-      << std::setw(24) << bytes_cell(m.sliding_kv_bytes_per_token[i]);
+    t << "  " << std::setw(8) << pnmem::to_string(f) << std::setw(24) << bytes_cell(m.full_kv_bytes_per_token[i]);
+    for (std::size_t w = 0; w < m.n_windows && w < pnmem::max_kv_windows; ++w) {
+      t << std::setw(24) << bytes_cell(m.windows[w].bytes_per_token[i]);
+    }
     if (f == m.normal_kv) t << "normal";
     if (f == m.compact_kv) t << (f == m.normal_kv ? ", compact" : "compact");
     t << '\n';
@@ -98,6 +124,8 @@ std::string summary(const mf::model_description& d) {
   t << "normal KV format: " << pnmem::to_string(m.normal_kv) << ", compact (forced by rung 4a): "
     << pnmem::to_string(m.compact_kv) << '\n';
   t << "state per sequence: " << bytes_cell(m.state_bytes_per_seq) << '\n';
+  const std::uint64_t per_item = m.kv_bytes_per_encoder_item[static_cast<std::size_t>(m.normal_kv)];
+  if (per_item != 0) t << "cross-attention KV per encoder item (image), " << pnmem::to_string(m.normal_kv) << ": " << bytes_cell(per_item) << '\n';
   const pnmem::activation_model& a = m.activation;
   t << "activation peak (CPU path): ";
   if (a.n_anchors > 0) {
@@ -137,6 +165,7 @@ class model_command final : public subcommand {
   std::optional<std::string> name_;
   bool summary_ = false;
   model_options model_;
+  engine_options engine_;
 };
 
 void model_command::add_options(CLI::App& app) {
@@ -152,13 +181,16 @@ void model_command::add_options(CLI::App& app) {
                "Also write a readable summary on stderr (stdout stays the JSON): KV bytes per token per format, "
                "state, activation model, host cost at 1k/8k/32k/128k tokens in the normal format");
   model_.add_to(app, "Model source (one of --model or the shape) and overrides");
+  engine_.add_to(app, "Engine rule (what the serving engine keeps of the layers: with a config.json, a GGUF file, a "
+                      "shape, or a description that has its shape)");
   app.footer(
       "Give one source: --from-hf-config, --from-gguf, --model, or the shape (--layers, --kv-heads,\n"
       "--head-dim [--kv-dtype]); --kv-bytes-per-token, --state-bytes-per-seq and --activation-* apply on\n"
-      "top of it (alone: on top of the seed's model). stdout is the description as pnmem's model JSON\n"
-      "(format \"pnmem-model\", version 1), with or without --json; admit, load and plan read it back\n"
-      "with --model FILE:\n"
-      "  pnmem model --from-hf-config config.json > m.json\n"
+      "top of it (alone: on top of the seed's model). --engine says whose rule prices windowed layers and\n"
+      "state (exact, vllm, llama.cpp). stdout is the description as pnmem's model JSON (format\n"
+      "\"pnmem-model\", version 2), with or without --json; admit, load and plan read it back with\n"
+      "--model FILE:\n"
+      "  pnmem model --from-hf-config config.json --engine vllm > m.json\n"
       "  pnmem admit --model m.json --host-total 16GiB --host-avail 8GiB --prompt 8192");
 }
 
@@ -175,13 +207,15 @@ mf::model_description model_command::describe() const {
         "no model given: use --from-hf-config FILE, --from-gguf FILE, --model FILE or the shape "
         "(--layers L --kv-heads H --head-dim D); see pnmem model --help");
   }
+  const pnmem::engine_rule engine = engine_.resolve();
+  const std::string engine_flag = engine_.given() ? "--engine" : "";
   mf::model_description d;
   if (hf_config_) {
-    d = model_.apply_overrides(read_hf_config_file("--from-hf-config", *hf_config_));
+    d = model_.apply_overrides(read_hf_config_file("--from-hf-config", *hf_config_, engine));
   } else if (gguf_) {
-    d = model_.apply_overrides(read_gguf_metadata("--from-gguf", *gguf_));
+    d = model_.apply_overrides(read_gguf_metadata("--from-gguf", *gguf_, engine));
   } else {
-    d = *model_.resolve();
+    d = *model_.resolve(engine, engine_flag);
   }
   if (name_) d.name = *name_;
   return d;

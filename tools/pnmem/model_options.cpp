@@ -212,7 +212,8 @@ std::vector<std::string> model_options::bases_given() const {
   return out;
 }
 
-std::optional<mf::model_description> model_options::resolve() const {
+std::optional<mf::model_description> model_options::resolve(const pnmem::engine_rule& engine,
+                                                             const std::string& engine_flag) const {
   if (!given()) return std::nullopt;
   const bool shape = layers_ || kv_heads_ || head_dim_;
   if (model_file_ && (shape || kv_dtype_)) {
@@ -237,20 +238,28 @@ std::optional<mf::model_description> model_options::resolve() const {
   mf::model_description d;
   if (model_file_) {
     d = read_model_file("--model", *model_file_);
+    if (!engine_flag.empty()) {
+      if (!d.shape) {
+        throw usage_error(engine_flag + " with --model \"" + *model_file_ +
+                          "\": the description has no shape (layer groups) to derive the costs from again");
+      }
+      d.cost = pnmem::from_shape(*d.shape, engine);
+      d.engine = engine;
+    }
   } else if (shape) {
-    pnmem::model_shape s;
-    s.layers = static_cast<std::uint32_t>(parse_int_arg("--layers", *layers_, 1));
-    s.kv_heads = static_cast<std::uint32_t>(parse_int_arg("--kv-heads", *kv_heads_, 1));
-    s.key_dim = static_cast<std::uint32_t>(parse_int_arg("--head-dim", *head_dim_, 1));
+    pnmem::model_shape s = pnmem::uniform_shape(static_cast<std::uint32_t>(parse_int_arg("--layers", *layers_, 1)),
+                                                static_cast<std::uint32_t>(parse_int_arg("--kv-heads", *kv_heads_, 1)),
+                                                static_cast<std::uint32_t>(parse_int_arg("--head-dim", *head_dim_, 1)),
+                                                0, 0);
     s.normal_kv = kv_dtype_ ? parse_kv_arg("--kv-dtype", *kv_dtype_) : pnmem::kv_format::f16;
     // Rung 4a's 4-bit format: the seed's own Q4 for a q4 model, llama.cpp's q4_0 otherwise.
     s.compact_kv = s.normal_kv == pnmem::kv_format::q4 ? pnmem::kv_format::q4 : pnmem::kv_format::q4_0;
-    const pnmem::model_cost shaped = pnmem::from_shape(s);
-    // The shape gives the KV; the activation table and the state stay the seed's.
+    const pnmem::model_cost shaped = pnmem::from_shape(s, engine);
+    // The shape gives the KV (under the engine's rule: its blocks); the activation table and the
+    // state stay the seed's.
     d.cost = pnmem::seed_model_cost;
     d.cost.full_kv_bytes_per_token = shaped.full_kv_bytes_per_token;
-    d.cost.sliding_kv_bytes_per_token = shaped.sliding_kv_bytes_per_token;
-    d.cost.sliding_window = shaped.sliding_window;
+    d.cost.kv_block_tokens = shaped.kv_block_tokens;
     d.cost.normal_kv = shaped.normal_kv;
     d.cost.compact_kv = shaped.compact_kv;
     d.source = "flags";
@@ -277,8 +286,8 @@ mf::model_description model_options::apply_overrides(mf::model_description d) co
   if (kv_bytes_per_token_) {
     const std::uint64_t b = parse_bytes_arg("--kv-bytes-per-token", *kv_bytes_per_token_);
     d.cost.full_kv_bytes_per_token.fill(b);
-    d.cost.sliding_kv_bytes_per_token.fill(0);
-    d.cost.sliding_window = 0;
+    d.cost.windows = {};
+    d.cost.n_windows = 0;
   }
   if (state_bytes_per_seq_) d.cost.state_bytes_per_seq = parse_bytes_arg("--state-bytes-per-seq", *state_bytes_per_seq_);
   if (activation_anchors_) d.cost.activation = parse_anchors("--activation-anchors", *activation_anchors_);
@@ -330,8 +339,12 @@ nlohmann::ordered_json model_brief_json(const mf::model_description& m, pnmem::k
   j["source"] = m.source;
   j["kv"] = std::string(pnmem::to_string(kv));
   j["kv_bytes_per_token"] = pnmem::kv_bytes_per_token(m.cost, kv);
-  j["sliding_kv_bytes_per_token"] = m.cost.sliding_kv_bytes_per_token[i];
-  j["sliding_window"] = m.cost.sliding_window;
+  nlohmann::ordered_json windows = nlohmann::ordered_json::array();
+  for (std::size_t w = 0; w < m.cost.n_windows && w < pnmem::max_kv_windows; ++w) {
+    windows.push_back({{"window", m.cost.windows[w].window}, {"bytes_per_token", m.cost.windows[w].bytes_per_token[i]}});
+  }
+  j["kv_windows"] = windows;
+  j["kv_bytes_per_encoder_item"] = m.cost.kv_bytes_per_encoder_item[i];
   j["state_bytes_per_seq"] = m.cost.state_bytes_per_seq;
   j["normal_kv"] = std::string(pnmem::to_string(m.cost.normal_kv));
   j["compact_kv"] = std::string(pnmem::to_string(m.cost.compact_kv));
@@ -344,15 +357,20 @@ std::string model_label(const mf::model_description& m) {
 }
 
 std::string model_brief_text(const mf::model_description& m, pnmem::kv_format kv) {
+  const auto i = static_cast<std::size_t>(kv);
   const std::uint64_t per_token = pnmem::kv_bytes_per_token(m.cost, kv);
   std::string out = "model: " + model_label(m) + ", kv " + std::string(pnmem::to_string(kv)) + " " +
                     std::to_string(per_token) + " B/token";
   if (per_token >= pnmem::KiB) out += " (" + pnmem::format_bytes(per_token) + ")";
-  const std::uint64_t sliding = m.cost.sliding_kv_bytes_per_token[static_cast<std::size_t>(kv)];
-  if (sliding != 0 && m.cost.sliding_window != 0) {
-    out += " (" + std::to_string(sliding) + " of it up to " + std::to_string(m.cost.sliding_window) + " tokens)";
+  for (std::size_t w = 0; w < m.cost.n_windows && w < pnmem::max_kv_windows; ++w) {
+    const pnmem::kv_window& t = m.cost.windows[w];
+    if (t.bytes_per_token[i] == 0) continue;
+    out += " (" + std::to_string(t.bytes_per_token[i]) + " of it up to " + std::to_string(t.window) + " tokens)";
   }
   out += ", state " + std::to_string(m.cost.state_bytes_per_seq) + " B";
+  if (m.cost.kv_bytes_per_encoder_item[i] != 0) {
+    out += ", " + std::to_string(m.cost.kv_bytes_per_encoder_item[i]) + " B per encoder item";
+  }
   return out;
 }
 

@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pnmem/cost_model.hpp"
+#include "pnmem/model_shape.hpp"
 #include "pnmem/model_files/model_description.hpp"
 
 namespace CLI {
@@ -56,8 +57,11 @@ class model_options {
 
   // The model the flags describe, or nothing when none was given (the seed's model applies).
   // Throws usage_error naming the flag on a bad value, a conflict, or a file that cannot be read
-  // or is not a model description.
-  std::optional<pnmem::model_files::model_description> resolve() const;
+  // or is not a model description. `engine` (pnmem model's --engine flags, `engine_flag` the first of
+  // them, empty when none was given) derives the shape's costs: a description is derived again from
+  // its shape (one without a shape is refused), the --layers shape's KV is the rule's.
+  std::optional<pnmem::model_files::model_description> resolve(const pnmem::engine_rule& engine = pnmem::exact_engine,
+                                                               const std::string& engine_flag = {}) const;
 
   // `base` with the overrides applied (--kv-bytes-per-token, --state-bytes-per-seq, --activation-*).
   // A description whose costs were changed loses its shape (no longer the derivation) and its source
@@ -89,8 +93,9 @@ pnmem::kv_format request_kv_format(const char* flag, const std::optional<std::st
 // cannot be read, is not JSON, or is not a valid description: the reader's message names the key).
 pnmem::model_files::model_description read_model_file(const char* flag, const std::string& path);
 
-// `{"source", "name", "kv", "kv_bytes_per_token", "sliding_kv_bytes_per_token", "sliding_window",
-//   "state_bytes_per_seq"}`: what a command's answer adds when a model was given, for format `kv`.
+// `{"name", "source", "kv", "kv_bytes_per_token", "kv_windows": [{"window", "bytes_per_token"}],
+//   "kv_bytes_per_encoder_item", "state_bytes_per_seq", "normal_kv", "compact_kv"}`: what a command's
+// answer adds when a model was given, for format `kv`.
 nlohmann::ordered_json model_brief_json(const pnmem::model_files::model_description& m, pnmem::kv_format kv);
 
 // "model: Llama-3-8B (hf-config), kv f16 131072 B/token (128.00 KiB), state 0 B": one line, no newline.

@@ -9,6 +9,8 @@
 //      so through the log sink:
 //        [ladder] TIGHT -> prefill window clamped 16384 -> 8192 (rung 3)
 //   4. admit_request, mapped to admitted / capped / denied.
+// A request that carries images for a model with cross-attention layers (Mllama) says how many:
+// admit(w, m, n_tokens, encoder_items, o); each costs the model's kv_bytes_per_encoder_item.
 // The answer carries the reason, the level, the die and the window used. A cap to the configured
 // window says `window`; a cap to rung 3's clamp, of a prompt within the configured window,
 // says `prefill_window` (the prompt tokens admitted now; it fits whole once the box recovers).
@@ -99,7 +101,8 @@ namespace detail {
 
 // admit_snapshot's body: inlined whole into pnmem::admit (one call frame on the hot path).
 [[gnu::always_inline]] inline admit_answer admit_snapshot_inline(const mem_state& s, const model_desc& m,
-                                                                 int n_tokens, const admit_options& o) {
+                                                                 int n_tokens, int encoder_items,
+                                                                 const admit_options& o) {
   // Everything is decided in locals and the answer built once at the end: a store into the
   // answer (the caller's memory) could alias `s`, and would make the compiler reload the snapshot.
   const mem_level level = s.level;
@@ -124,7 +127,8 @@ namespace detail {
                         /*gpu_resident=*/m.gpu_resident,
                         /*die=*/die,
                         /*max_window=*/m.max_window,
-                        /*prefill_window=*/clamped ? window : 0};
+                        /*prefill_window=*/clamped ? window : 0,
+                        /*encoder_items=*/encoder_items};
   // admit_request; a GPU engine's decision inlined whole (no host-path code around it: the hot path).
   const admit_result r =
       m.gpu_resident ? detail::admit_gpu_resident(rq, s, o.policy) : admit_request(m.cost, rq, s, o.policy);
@@ -155,20 +159,28 @@ namespace detail {
   a.request.die = rq.die;
   a.request.max_window = rq.max_window;
   a.request.prefill_window = rq.prefill_window;
+  a.request.encoder_items = rq.encoder_items;
   return a;
 }
 }  // namespace detail
 
 // The decision on a snapshot already read: pure apart from the log line and the counters.
 inline admit_answer admit_snapshot(const mem_state& s, const model_desc& m, int n_tokens, const admit_options& o) {
-  return detail::admit_snapshot_inline(s, m, n_tokens, o);
+  return detail::admit_snapshot_inline(s, m, n_tokens, 0, o);
+}
+
+// The same for a request that carries encoder items (images) whose cross-attention KV it holds
+// (model_cost::kv_bytes_per_encoder_item; a negative count is answered bad_request).
+inline admit_answer admit_snapshot(const mem_state& s, const model_desc& m, int n_tokens, int encoder_items,
+                                   const admit_options& o) {
+  return detail::admit_snapshot_inline(s, m, n_tokens, encoder_items, o);
 }
 
 // The seed's pn_admit over a live watcher (anything with running() and read()). It decides
 // on the snapshot's live part, which holds every number the decision reads, when the
 // watcher offers it (pnmem::watcher does: live_state.hpp, with_live_snapshot).
 template <class Watcher>
-admit_answer admit(const Watcher& w, const model_desc& m, int n_tokens, const admit_options& o = {}) {
+admit_answer admit(const Watcher& w, const model_desc& m, int n_tokens, int encoder_items, const admit_options& o = {}) {
   if (!w.running()) {
     admit_answer a;
     a.status = admit_status::fail_open;
@@ -177,7 +189,14 @@ admit_answer admit(const Watcher& w, const model_desc& m, int n_tokens, const ad
     if (o.counters != nullptr) engine_counters::bump(o.counters->fail_open);
     return a;
   }
-  return with_live_snapshot(w, [&](const mem_state& s) { return detail::admit_snapshot_inline(s, m, n_tokens, o); });
+  return with_live_snapshot(
+      w, [&](const mem_state& s) { return detail::admit_snapshot_inline(s, m, n_tokens, encoder_items, o); });
+}
+
+// A request without encoder items (every text-only model's).
+template <class Watcher>
+admit_answer admit(const Watcher& w, const model_desc& m, int n_tokens, const admit_options& o = {}) {
+  return admit(w, m, n_tokens, 0, o);
 }
 
 }  // namespace pnmem

@@ -133,21 +133,27 @@ class host_ledger {
 
   // pnmem::admit against the watcher's newest snapshot with the pending bytes taken
   // off MemAvailable, and the need reserved when the request may start.
+  // With encoder items (images): their cross-attention KV is reserved with the tokens'.
   template <class Watcher>
-  admission admit(const Watcher& w, const model_desc& m, int n_tokens, const admit_options& o = {})
+  admission admit(const Watcher& w, const model_desc& m, int n_tokens, int encoder_items, const admit_options& o = {})
       PNMEM_EXCLUDES(mu_) {
     admission out;
     detail::lock_guard lk(mu_);
     if (!w.running()) {
-      out.answer = pnmem::admit(w, m, n_tokens, o);  // fail open, as admit does
+      out.answer = pnmem::admit(w, m, n_tokens, encoder_items, o);  // fail open, as admit does
       return out;
     }
     const mem_state s = budget_locked(read_for_decision(w), out.pending_bytes);
-    out.answer = admit_snapshot(s, m, n_tokens, o);
+    out.answer = admit_snapshot(s, m, n_tokens, encoder_items, o);
     const bool starts = out.answer.status == admit_status::admitted || out.answer.status == admit_status::capped;
-    const std::uint64_t need = m.gpu_resident ? 0 : host_cost_bytes(m.cost, out.answer.fit_tokens, m.kv);
+    const std::uint64_t need =
+        m.gpu_resident ? 0 : host_cost_bytes(m.cost, out.answer.fit_tokens, m.kv, encoder_items);
     if (starts && need > 0) out.held = hold_locked(need, never);
     return out;
+  }
+  template <class Watcher>
+  admission admit(const Watcher& w, const model_desc& m, int n_tokens, const admit_options& o = {}) PNMEM_EXCLUDES(mu_) {
+    return admit(w, m, n_tokens, 0, o);
   }
 
   // admit_host_bytes (admission.hpp) against the watcher's newest snapshot with the pending bytes

@@ -24,6 +24,6 @@
 
 namespace pnmem::model_files {
 
-read_result<model_description> read_hf_config(std::string_view json_text);
+read_result<model_description> read_hf_config(std::string_view json_text, const engine_rule& engine = exact_engine);
 
 }  // namespace pnmem::model_files

@@ -2,8 +2,9 @@
 //
 // What the readers of this adapter return (model_json.hpp: pnmem's own description format;
 // hf_config.hpp: a Hugging Face config.json; gguf.hpp: a GGUF file's metadata), and what
-// `pnmem model` prints. The costs are a pnmem::model_cost (cost_model.hpp); the shape, when the
-// costs were derived from one, is kept so the description can say how.
+// `pnmem model` prints. The costs are a pnmem::model_cost (cost_model.hpp); the shape (its layer
+// groups, model_shape.hpp) and the engine rule, when the costs were derived from them, are kept so the
+// description can say how: cost == from_shape(*shape, engine).
 #pragma once
 
 #include <optional>
@@ -11,12 +12,14 @@
 #include <utility>
 
 #include "pnmem/cost_model.hpp"
+#include "pnmem/model_shape.hpp"
 
 namespace pnmem::model_files {
 
 struct model_description {
   model_cost cost = seed_model_cost;
-  std::optional<model_shape> shape;  // set when `cost` is from_shape(*shape)
+  std::optional<model_shape> shape;  // set when `cost` is from_shape(*shape, engine)
+  engine_rule engine{};              // the rule the windows were derived with (exact unless said)
   std::string name;                  // free text ("Llama-3-8B"); may be empty
   std::string source;                // where it was read from ("hf-config", "gguf", "json", "flags")
 };
