@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "pnmem/admission.hpp"
-#include "pnmem/model_shape.hpp"
 #include "pnmem/cost_model.hpp"
 #include "pnmem/ladder.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/mem_state.hpp"
+#include "pnmem/model_shape.hpp"
 #include "pnmem/parse.hpp"
 #include "pnmem/policy.hpp"
 #include "pnmem/units.hpp"
@@ -530,9 +530,32 @@ constexpr pnmem::model_cost gemma2_9b_cost = [] {
   s.normal_kv = pnmem::kv_format::bf16;
   return pnmem::from_shape(s);
 }();
-// Several groups (issue 23's bar): 10 full layers, 20 sliding (1024), 18 chunked (8192) of 8 KV heads x
-// 128 dims, and 12 recurrent layers' state: two windows, per-sequence state, bf16.
-constexpr pnmem::model_cost multi_group_cost = [] {
+// Several groups (issue 23's bar): Gemma-4-31B, 50 sliding layers (1024) of 16 KV heads x 256 and 10
+// global ones of 4 KV heads x 512 (two shapes, one window); and Qwen3-Next-80B's 12 attention layers
+// beside 36 gated-delta-net layers' state.
+constexpr pnmem::model_cost gemma4_31b_cost = [] {
+  pnmem::model_shape s;
+  s.add(pnmem::attention_layers(pnmem::layer_kind::sliding, 50, 16, 256, 256, 1024));
+  s.add(pnmem::attention_layers(pnmem::layer_kind::full, 10, 4, 512));
+  s.query_heads = 32;
+  s.hidden_size = 5376;
+  s.normal_kv = pnmem::kv_format::bf16;
+  return pnmem::from_shape(s);
+}();
+constexpr pnmem::model_shape qwen3_next_shape = [] {
+  pnmem::model_shape s;
+  s.add(pnmem::attention_layers(pnmem::layer_kind::full, 12, 2, 256));
+  s.add(pnmem::recurrent_layers(36, 24576, 524288));
+  s.query_heads = 16;
+  s.hidden_size = 2048;
+  s.normal_kv = pnmem::kv_format::bf16;
+  s.state_format = s.ssm_state_format = pnmem::kv_format::bf16;
+  return s;
+}();
+constexpr pnmem::model_cost qwen3_next_cost = pnmem::from_shape(qwen3_next_shape);
+// Two windows (a stress case no family priced so far has: every one folds into one window term): 10
+// full layers, 20 sliding (1024), 18 chunked (8192) of 8 KV heads x 128, and 12 recurrent layers' state.
+constexpr pnmem::model_cost two_windows_cost = [] {
   pnmem::model_shape s;
   s.add(pnmem::attention_layers(pnmem::layer_kind::full, 10, 8, 128));
   s.add(pnmem::attention_layers(pnmem::layer_kind::sliding, 20, 8, 128, 128, 1024));
@@ -546,16 +569,9 @@ constexpr pnmem::model_cost multi_group_cost = [] {
 }();
 // Qwen3-Next-80B under vLLM's rule: KV in 544-token blocks (the CAP solve's block step), 38 MiB state.
 constexpr pnmem::model_cost qwen3_next_vllm_cost = [] {
-  pnmem::model_shape s;
-  s.add(pnmem::attention_layers(pnmem::layer_kind::full, 12, 2, 256));
-  s.add(pnmem::recurrent_layers(36, 24576, 524288));
-  s.query_heads = 16;
-  s.hidden_size = 2048;
-  s.normal_kv = pnmem::kv_format::bf16;
-  s.state_format = s.ssm_state_format = pnmem::kv_format::bf16;
   pnmem::engine_rule e;
   e.engine = pnmem::kv_engine::vllm;
-  return pnmem::from_shape(s, e);
+  return pnmem::from_shape(qwen3_next_shape, e);
 }();
 // Llama-3-8B's KV with an activation given as coefficients (fixed + per token + per token^2):
 // the CAP solve's quadratic piece (a floating-point root checked by two exact costs).
@@ -565,13 +581,15 @@ constexpr pnmem::model_cost llama3_coefficients_cost = [] {
   return m;
 }();
 
-enum class model_id { llama3_8b, gemma2_9b, llama3_coefficients, seed, multi_group, qwen3_next_vllm };
+enum class model_id { llama3_8b, gemma2_9b, llama3_coefficients, seed, gemma4_31b, qwen3_next, two_windows,
+                      qwen3_next_vllm };
 
 const pnmem::model_cost& model_of(model_id id) {
   // Copied to the heap through an escaped pointer, so no field is a compile-time constant.
   static const std::vector<pnmem::model_cost> models =
-      to_heap(std::array<pnmem::model_cost, 6>{llama3_8b_cost, gemma2_9b_cost, llama3_coefficients_cost,
-                                               pnmem::seed_model_cost, multi_group_cost, qwen3_next_vllm_cost});
+      to_heap(std::array<pnmem::model_cost, 8>{llama3_8b_cost, gemma2_9b_cost, llama3_coefficients_cost,
+                                               pnmem::seed_model_cost, gemma4_31b_cost, qwen3_next_cost,
+                                               two_windows_cost, qwen3_next_vllm_cost});
   return models[static_cast<std::size_t>(id)];
 }
 
@@ -606,7 +624,9 @@ BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, llama3_8b, model_id::llama3
 BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, seed_as_data, model_id::seed);
 BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, gemma2_9b, model_id::gemma2_9b);
 BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, llama3_coefficients, model_id::llama3_coefficients);
-BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, multi_group, model_id::multi_group);
+BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, gemma4_31b, model_id::gemma4_31b);
+BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, qwen3_next, model_id::qwen3_next);
+BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, two_windows, model_id::two_windows);
 BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, qwen3_next_vllm, model_id::qwen3_next_vllm);
 
 void BM_admit_request_host_cap_model(benchmark::State& st, model_id id) {
@@ -617,7 +637,9 @@ BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, llama3_8b, model_id::llama3_8
 BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, seed_as_data, model_id::seed);
 BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, gemma2_9b, model_id::gemma2_9b);
 BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, llama3_coefficients, model_id::llama3_coefficients);
-BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, multi_group, model_id::multi_group);
+BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, gemma4_31b, model_id::gemma4_31b);
+BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, qwen3_next, model_id::qwen3_next);
+BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, two_windows, model_id::two_windows);
 BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, qwen3_next_vllm, model_id::qwen3_next_vllm);
 
 // The same models compiled in (a template argument, `admit_request<M>`), as the seed's is in the
@@ -666,7 +688,9 @@ void BM_host_cost_bytes_compiled(benchmark::State& st) {
   BENCHMARK_TEMPLATE(bm, pnmem::seed_model_cost)->Name(#bm "/seed");                      \
   BENCHMARK_TEMPLATE(bm, gemma2_9b_cost)->Name(#bm "/gemma2_9b");                         \
   BENCHMARK_TEMPLATE(bm, llama3_coefficients_cost)->Name(#bm "/llama3_coefficients");        \
-  BENCHMARK_TEMPLATE(bm, multi_group_cost)->Name(#bm "/multi_group");                    \
+  BENCHMARK_TEMPLATE(bm, gemma4_31b_cost)->Name(#bm "/gemma4_31b");                      \
+  BENCHMARK_TEMPLATE(bm, qwen3_next_cost)->Name(#bm "/qwen3_next");                      \
+  BENCHMARK_TEMPLATE(bm, two_windows_cost)->Name(#bm "/two_windows");                    \
   BENCHMARK_TEMPLATE(bm, qwen3_next_vllm_cost)->Name(#bm "/qwen3_next_vllm")
 PNMEM_BENCH_COMPILED(BM_admit_request_host_admit_compiled);
 PNMEM_BENCH_COMPILED(BM_admit_request_host_cap_compiled);
@@ -687,7 +711,9 @@ BENCHMARK_CAPTURE(BM_host_cost_bytes_model, llama3_8b, model_id::llama3_8b);
 BENCHMARK_CAPTURE(BM_host_cost_bytes_model, seed_as_data, model_id::seed);
 BENCHMARK_CAPTURE(BM_host_cost_bytes_model, gemma2_9b, model_id::gemma2_9b);
 BENCHMARK_CAPTURE(BM_host_cost_bytes_model, llama3_coefficients, model_id::llama3_coefficients);
-BENCHMARK_CAPTURE(BM_host_cost_bytes_model, multi_group, model_id::multi_group);
+BENCHMARK_CAPTURE(BM_host_cost_bytes_model, gemma4_31b, model_id::gemma4_31b);
+BENCHMARK_CAPTURE(BM_host_cost_bytes_model, qwen3_next, model_id::qwen3_next);
+BENCHMARK_CAPTURE(BM_host_cost_bytes_model, two_windows, model_id::two_windows);
 BENCHMARK_CAPTURE(BM_host_cost_bytes_model, qwen3_next_vllm, model_id::qwen3_next_vllm);
 
 void BM_admit_host_bytes(benchmark::State& st) {

@@ -120,7 +120,6 @@ constexpr std::uint64_t max_heads = std::uint64_t{1} << 20;
 constexpr std::uint64_t max_head_dim = std::uint64_t{1} << 20;
 constexpr std::uint64_t max_hidden = std::uint64_t{1} << 24;
 constexpr std::uint64_t max_span = 0xffffffffULL;
-constexpr std::uint64_t max_state = std::uint64_t{1} << 40;
 
 // --- Python's JSON ----------------------------------------------------------------------------------
 

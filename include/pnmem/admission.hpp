@@ -34,6 +34,7 @@
 // engine wrapper does when no watcher runs), never read as "0 bytes free".
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string_view>
@@ -130,6 +131,82 @@ constexpr admit_result make_result(verdict v, int fit, admit_reason r, int die, 
 
 constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_bytes != 0; }
 
+// The breakpoint walk of a model with windows (largest_fitting_unblocked's step 1): the anchors, then
+// the windows inside the piece they leave (a window is a kink of the KV line, not of the table). With the
+// windows in increasing order, the KV of n tokens is one line per stretch between windows:
+// slope[j] x n + filled[j], j the number of windows at or below n (filled: their whole windows; slope:
+// the full layers and the windows still growing), so each breakpoint's KV is one product. Out of line:
+// only models with windows run it, and inlined it made every admission too large to inline.
+struct window_walk {
+  std::uint64_t lo = 0;          // fits
+  std::uint64_t hi = 0;          // does not fit (or n_max)
+  std::size_t next_anchor = 0;   // the first anchor above lo
+  std::uint64_t slope = 0;       // KV bytes per token on [lo, hi)
+  std::uint64_t filled = 0;      // the bytes of the windows at or below lo
+};
+
+[[gnu::noinline]] constexpr window_walk walk_with_windows(const model_cost& m, kv_format kv, std::uint64_t hi,
+                                                          std::uint64_t limit) noexcept {
+  const std::size_t fi = kv_index(kv);
+  const std::size_t windows = window_count(m);
+  const activation_model& act = m.activation;
+  const std::size_t count = act.n_anchors > max_activation_anchors ? max_activation_anchors : act.n_anchors;
+  const std::uint64_t full = m.full_kv_bytes_per_token[fi];
+  // The KV of x tokens, each window's layers keeping at most their window (a window of 0, never valid,
+  // keeps every token).
+  auto kv_at = [&](std::uint64_t x) {
+    std::uint64_t b = sat_mul(full, x);
+#if !defined(__CUDACC__)
+#pragma GCC unroll 4
+#endif
+    for (std::size_t w = 0; w < max_kv_windows; ++w) {
+      if (w >= windows) break;
+      const kv_window& t = m.windows[w];
+      b = sat_add(b, sat_mul(t.bytes_per_token[fi], t.window != 0 && x > t.window ? t.window : x));
+    }
+    return b;
+  };
+  std::uint64_t lo = 0;
+  std::size_t next_anchor = 0;
+  for (; next_anchor < count; ++next_anchor) {
+    const activation_anchor& x = act.anchors[next_anchor];
+    if (x.tokens >= hi) break;
+    if (x.tokens > lo) {
+      // At an anchor the peak is the anchor's own value: no table walk needed.
+      if (sat_add(sat_add(kv_at(x.tokens), m.state_bytes_per_seq), x.peak_bytes) > limit) {
+        hi = x.tokens;
+        break;
+      }
+      lo = x.tokens;
+    }
+  }
+  // The windows inside the piece the anchors leave, in any order: each test makes its window an end of
+  // the bracket, so none is left strictly inside.
+  for (std::size_t w = 0; w < windows; ++w) {
+    const std::uint64_t x = m.windows[w].window;
+    if (lo < x && x < hi) {
+      if (sat_add(sat_add(kv_at(x), m.state_bytes_per_seq), activation_peak_bytes(act, x)) > limit) {
+        hi = x;
+      } else {
+        lo = x;
+      }
+    }
+  }
+  // On [lo, hi) every window is at or below lo (its layers keep the whole window) or at or above hi
+  // (they grow with every token).
+  std::uint64_t slope = full;
+  std::uint64_t filled = 0;
+  for (std::size_t w = 0; w < windows; ++w) {
+    const kv_window& t = m.windows[w];
+    if (t.window != 0 && t.window <= lo) {
+      filled = sat_add(filled, sat_mul(t.bytes_per_token[fi], t.window));
+    } else {
+      slope = sat_add(slope, t.bytes_per_token[fi]);
+    }
+  }
+  return {lo, hi, next_anchor, slope, filled};
+}
+
 // The largest n in [0, n_max) with host_cost_bytes(m, n, kv) <= limit, given that cost(0) fits and
 // cost(n_max) does not (admit_request calls it only then). cost() is non-decreasing in n.
 //
@@ -172,58 +249,73 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
   const std::size_t count = !table ? 0 : act.n_anchors > max_activation_anchors ? max_activation_anchors : act.n_anchors;
   auto cost = [&](std::uint64_t n) { return host_cost_unblocked(m, n, kv); };
 
-  // 1. Test the breakpoints inside (lo, hi): the anchors in increasing order, then each window that
-  //    lies strictly inside the piece they leave (a window is a kink of the KV line, not of the table;
-  //    in any order: each test makes its window an end of the bracket). One counted loop either way,
-  //    which the compiler unrolls when the model is a constant; without windows only the full layers'
-  //    term is computed.
+  // 1. Test the breakpoints inside (lo, hi) in increasing order: the anchors, and the windows between
+  //    them (a window is a kink of the KV line, not of the table). One counted loop over the anchors,
+  //    unrolled when the model is a constant; without windows nothing more is computed.
   std::uint64_t lo = 0;                                  // fits
   auto hi = static_cast<std::uint64_t>(n_max);           // does not fit
   std::size_t next_anchor = 0;
-  auto walk_anchors = [&](auto kv_at) {
+  std::uint64_t k = full;       // KV growth per token on the piece
+  std::uint64_t kv_const = 0;   // the filled windows' bytes
+  if (windows == 0) {
     for (; next_anchor < count; ++next_anchor) {
       const activation_anchor& x = act.anchors[next_anchor];
       if (x.tokens >= hi) break;
       if (x.tokens > lo) {
         // At an anchor the peak is the anchor's own value: no table walk needed.
-        if (sat_add(sat_add(kv_at(x.tokens), m.state_bytes_per_seq), x.peak_bytes) > limit) {
+        if (sat_add(sat_add(sat_mul(full, x.tokens), m.state_bytes_per_seq), x.peak_bytes) > limit) {
           hi = x.tokens;
           break;
         }
         lo = x.tokens;
       }
     }
-  };
-  if (windows == 0) {
-    walk_anchors([&](std::uint64_t n) { return sat_mul(full, n); });
-  } else {
-    walk_anchors([&](std::uint64_t n) { return kv_bytes_unblocked(m, kv, n); });
-    for (std::size_t w = 0; w < windows; ++w) {
-      const std::uint64_t x = m.windows[w].window;
-      if (lo < x && x < hi) {
-        if (cost(x) > limit) {
-          hi = x;
-        } else {
-          lo = x;
+  } else if (windows == 1 && m.windows[0].window != 0) {
+    // One window (Gemma, Mistral, gpt-oss, Llama 4: every family priced so far): the KV at n is one
+    // product either side of it, and the window is tested once after the anchors if it lies inside
+    // the piece they leave.
+    const std::uint64_t window = m.windows[0].window;
+    const std::uint64_t slide = m.windows[0].bytes_per_token[fi];
+    const std::uint64_t below = sat_add(full, slide);
+    const std::uint64_t share = sat_mul(slide, window);
+    for (; next_anchor < count; ++next_anchor) {
+      const activation_anchor& x = act.anchors[next_anchor];
+      if (x.tokens >= hi) break;
+      if (x.tokens > lo) {
+        const std::uint64_t kv_x = x.tokens < window ? sat_mul(below, x.tokens) : sat_add(sat_mul(full, x.tokens), share);
+        if (sat_add(sat_add(kv_x, m.state_bytes_per_seq), x.peak_bytes) > limit) {
+          hi = x.tokens;
+          break;
         }
+        lo = x.tokens;
       }
     }
+    if (lo < window && window < hi) {
+      if (cost(window) > limit) {
+        hi = window;
+      } else {
+        lo = window;
+      }
+    }
+    // No window strictly inside [lo, hi): it is at or below lo (full) or at or above hi (growing).
+    const bool past = window <= lo;
+    k = past ? full : below;
+    kv_const = past ? share : 0;
+  } else {
+    const window_walk w = walk_with_windows(m, kv, hi, limit);
+    lo = w.lo;
+    hi = w.hi;
+    next_anchor = w.next_anchor;
+    k = w.slope;
+    kv_const = w.filled;
   }
 
   // 2. Solve the piece [lo, hi): no breakpoint lies strictly inside it, so every window is at or below
-  //    lo (its layers keep the whole window on the piece: a constant) or at or above hi (they grow with
-  //    every token, as the full layers do).
-  std::uint64_t k = full;       // KV growth per token on the piece
-  std::uint64_t kv_const = 0;   // the full windows' bytes
-  for (std::size_t w = 0; w < windows; ++w) {
-    const kv_window& t = m.windows[w];
-    if (t.window != 0 && t.window <= lo) {
-      kv_const = sat_add(kv_const, sat_mul(t.bytes_per_token[fi], t.window));
-    } else {
-      k = sat_add(k, t.bytes_per_token[fi]);
-    }
-  }
-  auto clamp = [&](u128 v) { return static_cast<int>(v < lo ? lo : v >= hi ? hi - 1 : static_cast<std::uint64_t>(v)); };
+  //    lo (its layers keep the whole window on the piece: kv_const) or at or above hi (they grow with
+  //    every token, as the full layers do: in k).
+  auto clamp = [&](u128 v) __attribute__((always_inline)) {
+    return static_cast<int>(v < lo ? lo : v >= hi ? hi - 1 : static_cast<std::uint64_t>(v));
+  };
   if (table && (lo < act.anchors[0].tokens || (next_anchor > 0 && next_anchor < count))) {
     // Inside the table (or before its first anchor, where the peak is constant): a line.
     activation_anchor a{lo, act.anchors[0].peak_bytes};
@@ -252,9 +344,9 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
   }
   if (!table && act.per_token_sq_bytes == 0) {
     // Coefficients without an N^2 term: a line from lo.
-    const u128 slope = static_cast<u128>(k) + act.per_token_bytes;
-    if (slope == 0) return clamp(hi);
-    return clamp(lo + sat_sub(limit, cost(lo)) / slope);
+    const u128 line = static_cast<u128>(k) + act.per_token_bytes;
+    if (line == 0) return clamp(hi);
+    return clamp(lo + sat_sub(limit, cost(lo)) / line);
   }
   // A quadratic piece (coefficients with an N^2 term, or past the table's last anchor): cost(n) is
   // about A + B*n + C*n^2 on it. Its root in floating point is only a guess (rounding, the activation's
@@ -348,26 +440,48 @@ constexpr bool host_known(const mem_state& s) noexcept { return s.host_total_byt
 // The largest n in [0, n_max) with host_cost_bytes(m, n, kv) <= limit (cost(0) fits, cost(n_max) does
 // not), KV rounded up to the model's blocks. With cost'(n) the cost per token (<= cost(n)) and n1 its
 // answer, the answer lies in [b, n1] for b = n1 rounded down to a block (cost(b) = cost'(b) <= limit):
-// every n in (b, n1] pays the KV of the block b + g, so the largest of them that fits is the largest
-// whose activation fits beside that KV, found by bisecting at most g - 1 tokens. The seed's and every
-// model charged per token return n1 at once.
+// every n in (b, n1] pays the KV of the block b + g, a constant, so the largest of them that fits is the
+// largest whose activation fits beside it: the same solve on a model of that constant and the
+// activation alone. The seed's and every model charged per token return n1 at once.
+// The answer inside n1's block (out of line: only models charged in blocks get here, and a second
+// inlined solve would make every admission's code too large to inline).
+[[gnu::noinline]] constexpr int largest_fitting_in_block(const model_cost& m, int n1, kv_format kv,
+                                                       std::uint64_t limit) noexcept {
+  const std::uint64_t g = m.kv_block_tokens;
+  const auto top = static_cast<std::uint64_t>(n1);
+  const std::uint64_t lo = top - top % g;  // fits
+  if (lo == top) return n1;
+  const std::uint64_t fixed = sat_add(kv_bytes_unblocked(m, kv, lo + g), m.state_bytes_per_seq);
+  if (sat_add(fixed, activation_peak_bytes(m.activation, lo + 1)) > limit) return static_cast<int>(lo);
+  const std::uint64_t room = limit - fixed;  // for the activation of n in (lo, top]
+  // The usual case: (lo, top] lies on one line of the table, peak(a + d) = a.peak + ceil(rise x d /
+  // span), which fits while rise x d <= (room - a.peak) x span.
+  const activation_model& act = m.activation;
+  const std::size_t count = act.n_anchors > max_activation_anchors ? max_activation_anchors : act.n_anchors;
+  for (std::size_t i = 1; i < count; ++i) {
+    const activation_anchor& a = act.anchors[i - 1];
+    const activation_anchor& b = act.anchors[i];
+    if (a.tokens > lo || b.tokens < top) continue;
+    const std::uint64_t rise = sat_sub(b.peak_bytes, a.peak_bytes);
+    if (rise == 0) return n1;
+    const u128 d = static_cast<u128>(room - a.peak_bytes) * (b.tokens - a.tokens) / rise;  // room >= peak(lo + 1) >= a.peak
+    const u128 n = a.tokens + d;
+    return n >= top ? n1 : static_cast<int>(n);
+  }
+  // Otherwise the same solve on a model of that constant and the activation alone: cost(lo + 1) fits on
+  // it and cost(0) does too (the activation only grows).
+  model_cost block;
+  block.state_bytes_per_seq = fixed;
+  block.activation = act;
+  const int in_block = largest_fitting_unblocked(block, n1 + 1, kv, limit);
+  return in_block > n1 ? n1 : in_block;
+}
+
 [[gnu::always_inline]] constexpr int largest_fitting_prompt(const model_cost& m, int n_max, kv_format kv,
                                                           std::uint64_t limit) noexcept {
   const int n1 = largest_fitting_unblocked(m, n_max, kv, limit);
-  const std::uint64_t g = m.kv_block_tokens;
-  if (__builtin_expect(g <= 1, 1)) return n1;
-  const auto top = static_cast<std::uint64_t>(n1);
-  std::uint64_t lo = top - top % g;  // fits
-  if (lo == top) return n1;
-  const std::uint64_t fixed = sat_add(kv_bytes_unblocked(m, kv, lo + g), m.state_bytes_per_seq);
-  if (fixed > limit) return static_cast<int>(lo);
-  const std::uint64_t room = limit - fixed;  // for the activation of n in (lo, top]
-  std::uint64_t hi = top + 1;                // does not fit (or past n1)
-  while (hi - lo > 1) {
-    const std::uint64_t mid = lo + (hi - lo) / 2;
-    (activation_peak_bytes(m.activation, mid) <= room ? lo : hi) = mid;
-  }
-  return static_cast<int>(lo);
+  if (__builtin_expect(m.kv_block_tokens <= 1, 1)) return n1;
+  return largest_fitting_in_block(m, n1, kv, limit);
 }
 
 // The seed's model.

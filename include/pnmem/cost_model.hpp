@@ -100,6 +100,20 @@ constexpr activation_model activation_coefficients(std::uint64_t fixed, std::uin
   return m;
 }
 
+namespace detail {
+// The peak at n on the line from anchor a to anchor b (a.tokens < n <= b.tokens), the share rounded up:
+// the table must not under-estimate. A product past 2^64 (peaks far beyond any host) is divided exactly
+// in 128 bits, not saturated (which would under-estimate).
+[[gnu::always_inline]] constexpr std::uint64_t interpolate_up(const activation_anchor& a, const activation_anchor& b,
+                                                              std::uint64_t n) noexcept {
+  const std::uint64_t span = b.tokens - a.tokens;
+  const std::uint64_t rise = sat_sub(b.peak_bytes, a.peak_bytes);
+  std::uint64_t num = 0;
+  if (__builtin_expect(mul_overflows(rise, n - a.tokens, num), 0)) return sat_add(a.peak_bytes, mul_div_ceil(rise, n - a.tokens, span));
+  return sat_add(a.peak_bytes, num / span + (num % span != 0 ? 1 : 0));
+}
+}  // namespace detail
+
 [[gnu::always_inline]] constexpr std::uint64_t activation_peak_bytes(const activation_model& m, std::uint64_t n) noexcept {
   using detail::sat_add;
   using detail::sat_mul;
@@ -116,17 +130,7 @@ constexpr activation_model activation_coefficients(std::uint64_t fixed, std::uin
 #pragma GCC unroll 8
 #endif
   for (std::size_t i = 1; i < count; ++i) {
-    if (n <= a[i].tokens) {
-      const std::uint64_t span = a[i].tokens - a[i - 1].tokens;
-      const std::uint64_t rise = detail::sat_sub(a[i].peak_bytes, a[i - 1].peak_bytes);
-      // Round the interpolated share up: the table must not under-estimate. A product past 2^64 (peaks
-      // far beyond any host) is divided exactly in 128 bits, not saturated (which would under-estimate).
-      std::uint64_t num = 0;
-      if (__builtin_expect(detail::mul_overflows(rise, n - a[i - 1].tokens, num), 0)) {
-        return sat_add(a[i - 1].peak_bytes, detail::mul_div_ceil(rise, n - a[i - 1].tokens, span));
-      }
-      return sat_add(a[i - 1].peak_bytes, num / span + (num % span != 0 ? 1 : 0));
-    }
+    if (n <= a[i].tokens) return detail::interpolate_up(a[i - 1], a[i], n);
   }
   const activation_anchor last = a[count - 1];
   if (last.tokens == 0) return last.peak_bytes;
