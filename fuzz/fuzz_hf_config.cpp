@@ -8,8 +8,9 @@
 //     source "hf-config";
 //   - a value agrees with a reference reading of the config (nlohmann's DOM, written apart from the
 //     reader, the non-finite literals first made null): the level read (text_config when the top has no
-//     num_hidden_layers), its query heads and hidden size where given, each group's layers and the
-//     attention and recurrent groups' totals at most num_hidden_layers;
+//     num_hidden_layers and has one), its layer count (only a Gemma 3 config may leave it out, for its
+//     default 26), its query heads and hidden size where given, each group's layers and the attention
+//     and recurrent groups' totals at most that layer count;
 //   - the same config under the vLLM and llama.cpp rules reads (or fails) alike, and costs at least
 //     what the exact rule does at 1k and 128k tokens (the engines keep more, never less);
 //   - whitespace appended changes nothing;
@@ -65,13 +66,15 @@ void check_reference(std::string_view text, const mf::model_description& d) {
   if (root.is_discarded()) return;  // a literal the rewrite above cut differently: nothing to compare
   FUZZ_CHECK(root.is_object());
   const json* l = &root;
-  if (!root.contains("num_hidden_layers") || root.at("num_hidden_layers").is_null()) l = &root.at("text_config");
+  const bool top_has_layers = root.contains("num_hidden_layers") && !root.at("num_hidden_layers").is_null();
+  if (!top_has_layers && root.contains("text_config")) l = &root.at("text_config");
   FUZZ_CHECK(l->is_object());
   const auto has = [&](const char* k) { return l->contains(k) && l->at(k).is_number_unsigned(); };
   const auto u = [&](const char* k) { return l->at(k).get<std::uint64_t>(); };
   const pnmem::model_shape& s = *d.shape;
-  FUZZ_CHECK(has("num_hidden_layers"));
-  const std::uint64_t layers = u("num_hidden_layers");
+  // Without num_hidden_layers only a Gemma 3 config reads (Gemma3TextConfig's default: 26 layers).
+  if (!has("num_hidden_layers")) FUZZ_CHECK(text.find("emma3") != std::string_view::npos);
+  const std::uint64_t layers = has("num_hidden_layers") ? u("num_hidden_layers") : 26;
   if (has("num_attention_heads") && s.query_heads != 0) FUZZ_CHECK(s.query_heads == u("num_attention_heads"));
   if (has("hidden_size")) FUZZ_CHECK(s.hidden_size == u("hidden_size"));
   std::uint64_t attention = 0;

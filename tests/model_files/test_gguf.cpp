@@ -3,6 +3,7 @@
 // worked out by hand below from the models' configs (tests/fixtures/models) and llama.cpp's allocation
 // rules (docs/engine-rules-research.md), not taken from pnmem's output.
 #include "pnmem/model_files/gguf.hpp"
+#include "pnmem/model_files/hf_config.hpp"
 
 #include <doctest/doctest.h>
 
@@ -840,4 +841,48 @@ TEST_CASE("a recurrent state pnmem cannot place is refused, naming the key") {
   gguf_writer other = model("llama", 4, 8, 2, 512);
   other.u32("mamba.ssm.state_size", 16);
   CHECK(read_ok(other.bytes()).description.cost.state_bytes_per_seq == 0);
+}
+
+TEST_CASE("the GGUF reader agrees with the config.json reader on the same models (under llama.cpp's rule)") {
+  // gguf_writer.hpp writes each model's metadata with the keys llama.cpp's converter writes for the
+  // config.json beside it in tests/fixtures/models; both readers must then price the same model the same
+  // way: the KV of every format, the windows, the state, the blocks (GGUF has no dtype: its normal
+  // format is f16 where the config says bf16, so the formats are left out).
+  pnmem::engine_rule llama;
+  llama.engine = pnmem::kv_engine::llama_cpp;
+  auto same = [](model_cost a, model_cost b) {
+    a.normal_kv = b.normal_kv;
+    a.compact_kv = b.compact_kv;
+    return a == b;
+  };
+  const struct {
+    const char* fixture;
+    std::string gguf;
+  } pairs[] = {
+      {"deepseek-v3.config.json", pnmem::test::deepseek_v3_gguf().bytes()},
+      {"qwen3-next-80b-a3b-thinking.config.json", pnmem::test::qwen3_next_gguf().bytes()},
+      {"gemma-3-27b-it.config.json", pnmem::test::gemma3_27b_gguf().bytes()},
+      {"nemotron-3-nano-30b-a3b.config.json", pnmem::test::nemotron3_nano_gguf().bytes()},
+      {"mamba-codestral-7b-v0.1.config.json", pnmem::test::mamba_codestral_gguf().bytes()},
+  };
+  for (const auto& p : pairs) {
+    CAPTURE(p.fixture);
+    const auto hf = pnmem::model_files::read_hf_config(pnmem::test::model_fixture(p.fixture), llama);
+    const auto gg = read_gguf(p.gguf, llama);
+    REQUIRE_MESSAGE(hf.value.has_value(), hf.error);
+    REQUIRE_MESSAGE(gg.value.has_value(), gg.error);
+    CHECK(same(hf.value->cost, gg.value->cost));
+    CHECK(hf.value->cost.state_bytes_per_seq == gg.value->cost.state_bytes_per_seq);
+    CHECK(pnmem::kv_bytes(hf.value->cost, kv_format::f16, 131072) == pnmem::kv_bytes(gg.value->cost, kv_format::f16, 131072));
+  }
+  // Llama 4 Scout: no public config.json is stored here (tests/fixtures/models/README.md); the config
+  // with transformers' keys and Scout's sizes, as test_hf_config.cpp reads it.
+  const std::string scout = R"({"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+    "text_config": {"model_type": "llama4_text", "num_hidden_layers": 48, "num_attention_heads": 40,
+    "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 5120, "attention_chunk_size": 8192}})";
+  const auto hf = pnmem::model_files::read_hf_config(scout, llama);
+  const auto gg = read_gguf(pnmem::test::llama4_scout_gguf().bytes(), llama);
+  REQUIRE_MESSAGE(hf.value.has_value(), hf.error);
+  REQUIRE_MESSAGE(gg.value.has_value(), gg.error);
+  CHECK(same(hf.value->cost, gg.value->cost));
 }
