@@ -11,7 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "pnmem/fake_sampler.hpp"
 #include "pnmem/watcher.hpp"
+#include "splitmix64.hpp"
 #include "test_support.hpp"
 #include "watcher_fakes.hpp"
 
@@ -423,4 +425,181 @@ TEST_CASE("many threads reserving cache bytes on one stale snapshot never promis
   CHECK(admitted.load() > 0);
   CHECK(refused.load() > 0);
   CHECK(ledger.pending_bytes(w) == promised);
+}
+
+namespace {
+
+// The ledger's rules written out plainly, one entry per reservation and a scan over all of them
+// (the ledger's first form): what the running sums, the settled queue and the expiry heap must agree
+// with whatever the order of the calls.
+struct reference_ledger {
+  struct entry {
+    int key;
+    std::uint64_t bytes;
+    bool settled;
+    std::int64_t settled_ns;
+    std::int64_t expires_ns;  // max: never
+  };
+  std::vector<entry> entries;
+  std::uint64_t pending(std::int64_t host_read_ns, std::int64_t now) {
+    std::erase_if(entries, [&](const entry& e) { return e.settled ? e.settled_ns < host_read_ns : e.expires_ns <= now; });
+    std::uint64_t sum = 0;
+    for (const entry& e : entries) sum += e.bytes;
+    return sum;
+  }
+  entry* find(int key) {
+    for (entry& e : entries) {
+      if (e.key == key) return &e;
+    }
+    return nullptr;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("thousands of reservations settled, cancelled and expiring in any order: the sums are the plain rule's") {
+  // Random calls against reference_ledger: settles stamped out of order (settle_at), handles kept past
+  // their expiry and then settled or cancelled (their slots taken again meanwhile), samples that
+  // release part of the settled queue, and time-to-live entries cancelled in bulk (the heap rebuilt).
+  ledger_now = 1'000'000;
+  fake_watcher w;
+  std::int64_t read_ns = 1000;
+  w.set(box_with_budget(64 * GiB), read_ns);
+  host_ledger ledger(&ledger_clock);
+  reference_ledger ref;
+  std::vector<std::pair<int, host_ledger::reservation>> held;
+  pnmem::test::splitmix64 rng{2312};
+  int next_key = 0;
+  for (int step = 0; step < 20000; ++step) {
+    const std::uint64_t op = rng.below(100);
+    if (op < 45 || held.empty()) {
+      const std::uint64_t bytes = rng.between(1, 1 << 20);
+      const bool ttl = rng.below(2) == 0;
+      host_ledger::reserve_options o;
+      if (ttl) o.ttl = std::chrono::nanoseconds(static_cast<std::int64_t>(rng.between(1, 5000)));
+      auto r = ledger.reserve_bytes(w, bytes, o);
+      REQUIRE(r.held);
+      const std::int64_t expires = ttl ? ledger_now.load() + o.ttl.count() : std::numeric_limits<std::int64_t>::max();
+      ref.entries.push_back({next_key, bytes, false, 0, expires});
+      held.emplace_back(next_key++, std::move(r.held));
+    } else if (op < 85) {
+      const std::size_t i = rng.below(held.size());
+      reference_ledger::entry* e = ref.find(held[i].first);
+      if (rng.below(2) == 0) {
+        const std::int64_t at = ledger_now.load() - static_cast<std::int64_t>(rng.below(3000));  // out of order
+        held[i].second.settle_at(at);
+        if (e != nullptr && !e->settled) {
+          e->settled = true;
+          e->settled_ns = at;
+        }
+      } else {
+        held[i].second.cancel();
+        if (e != nullptr && !e->settled) std::erase_if(ref.entries, [&](const auto& x) { return x.key == held[i].first; });
+      }
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+    } else if (op < 95) {
+      ledger_now += static_cast<std::int64_t>(rng.below(2000));
+    } else {
+      read_ns = ledger_now.load() - static_cast<std::int64_t>(rng.below(2000));
+      read_ns = std::max(read_ns, w.read().host_read_ns);  // samples begin in order
+      w.set(box_with_budget(64 * GiB), read_ns);
+    }
+    const std::uint64_t want = ref.pending(read_ns, ledger_now.load());
+    REQUIRE(ledger.pending_bytes(w) == want);
+    REQUIRE(ledger.size() == ref.entries.size());
+  }
+}
+
+namespace {
+// A pnmem::watcher seen through what the ledger uses: running(), and refresh_live (the ledger's own
+// live copy, refreshed in place) or, for the second, read() only (a copy each time).
+struct refreshing_watcher {
+  const watcher<fake_sampler>& w;
+  bool running() const { return true; }
+  bool refresh_live(mem_state& live, live_version& v) const noexcept { return w.refresh_live(live, v); }
+  mem_state read() const { return w.read(); }
+};
+struct copying_watcher {
+  const watcher<fake_sampler>& w;
+  bool running() const { return true; }
+  mem_state read() const { return w.read(); }
+};
+}  // namespace
+
+TEST_CASE("on a watcher read in place, the promised bytes come off each sample once, never again") {
+  const std::uint64_t one = host_cost_bytes(1024, kv_format::fp32);
+  auto host = std::make_shared<fake_host>();
+  const std::uint64_t total = 8 * GiB;
+  host->next.total_bytes = total;
+  host->next.avail_bytes = host_reserve_bytes(total) + 4 * one;
+  watcher<fake_sampler> w{fake_sampler{host}};
+  w.poll_now();
+  const refreshing_watcher live{w};
+  const copying_watcher copied{w};
+  host_ledger ledger;
+
+  auto a = ledger.admit(live, cpu_model, 1024);
+  REQUIRE(a.held);
+  for (int i = 0; i < 3; ++i) {  // no publication between: the kept copy is adjusted, not re-adjusted
+    auto b = ledger.admit(live, cpu_model, 16);
+    CHECK(b.pending_bytes == one);
+    CHECK(b.answer.detail.limit_bytes == 3 * one);
+    b.held.cancel();
+  }
+  // The same through a copy of each snapshot: the same answer.
+  auto c = ledger.admit(copied, cpu_model, 16);
+  CHECK(c.answer.detail.limit_bytes == 3 * one);
+  c.held.cancel();
+
+  // A new sample with less available: the promise comes off the new MemAvailable.
+  host->next.avail_bytes = host_reserve_bytes(total) + 2 * one;
+  w.poll_now();
+  auto d = ledger.admit(live, cpu_model, 16);
+  CHECK(d.pending_bytes == one);
+  CHECK(d.answer.detail.limit_bytes == one);
+  d.held.cancel();
+  // The watcher's own snapshot is untouched by the ledger's arithmetic.
+  CHECK(w.read().host_avail_bytes == host_reserve_bytes(total) + 2 * one);
+  CHECK(admit_snapshot(w.read(), cpu_model, 16, admit_options{}).detail.limit_bytes == 2 * one);
+
+  // Settled, then seen by the next sample (begun after the settle): the budget is the sample's.
+  a.held.settle();
+  host->next.avail_bytes = host_reserve_bytes(total) + one;
+  w.poll_now();
+  auto e = ledger.admit(live, cpu_model, 16);
+  CHECK(e.pending_bytes == 0);
+  CHECK(e.answer.detail.limit_bytes == one);
+  e.held.cancel();
+  CHECK(ledger.size() == 0);
+}
+
+TEST_CASE("time-to-live entries of reservations settled or cancelled long before they expire do not pile up") {
+  // A prompt cache reserving with a long time to live and spending at once: the heap drops the
+  // finished entries when they outnumber the live ones; the live ones still expire on time.
+  ledger_now = 1'000'000;
+  fake_watcher w;
+  w.set(box_with_budget(64 * GiB), 1000);
+  host_ledger ledger(&ledger_clock);
+  const host_ledger::reserve_options hour{.ttl = std::chrono::hours(1)};
+  const host_ledger::reserve_options minute{.ttl = std::chrono::minutes(1)};
+  std::vector<host_ledger::reservation> live;
+  for (int i = 0; i < 5000; ++i) {
+    auto r = ledger.reserve_bytes(w, 1 * MiB, i % 50 == 0 ? minute : hour);
+    REQUIRE(r.held);
+    if (i % 50 == 0) {
+      live.push_back(std::move(r.held));  // 100 kept, each expiring in a minute
+    } else if (i % 2 == 0) {
+      r.held.cancel();
+    } else {
+      r.held.settle_at(ledger_now.load());  // seen by the next sample
+      w.set(box_with_budget(64 * GiB), ledger_now.load() + 1);
+    }
+  }
+  CHECK(ledger.pending_bytes(w) == 100 * MiB);  // the last settled one forgotten here
+  CHECK(ledger.size() == 100);
+  ledger_now += 59'999'999'999;
+  CHECK(ledger.pending_bytes(w) == 100 * MiB);
+  ledger_now += 1;  // a minute after: every kept one has expired
+  CHECK(ledger.pending_bytes(w) == 0);
+  CHECK(ledger.size() == 0);
 }

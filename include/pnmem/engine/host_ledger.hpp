@@ -35,13 +35,24 @@
 // later on the engine's loop) and is never settled or cancelled is dropped once it expires, so
 // its bytes cannot leak. The clock is std::chrono::steady_clock, the watcher's default; give the
 // ledger the watcher's clock (a function returning its nanoseconds) if it has another one.
+//
+// Cost: an admission does not depend on how many reservations are outstanding (an engine with a
+// prompt cache holds hundreds). The promised bytes are a running sum; unsettled reservations sit
+// in slots reached by index (settle and cancel in O(1)); settled ones wait in a queue in settle
+// order, so a sample forgets them from its front; those with a time to live are also in a heap
+// on their expiry, read only when it holds any. A pnmem::watcher's live snapshot is kept by the
+// ledger and refreshed in place (nothing is copied until the watcher publishes), with
+// MemAvailable less the promised bytes written into it. Figures: BENCHMARKS.md.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <limits>
+#include <optional>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -143,8 +154,9 @@ class host_ledger {
       out.answer = pnmem::admit(w, m, n_tokens, encoder_items, o);  // fail open, as admit does
       return out;
     }
-    const mem_state s = budget_locked(read_for_decision(w), out.pending_bytes);
-    out.answer = admit_snapshot(s, m, n_tokens, encoder_items, o);
+    out.answer = with_budget_locked(w, out.pending_bytes, [&](const mem_state& s) {
+      return detail::admit_snapshot_inline(s, m, n_tokens, encoder_items, o);
+    });
     const bool starts = out.answer.status == admit_status::admitted || out.answer.status == admit_status::capped;
     const std::uint64_t need =
         m.gpu_resident ? 0 : host_cost_bytes(m.cost, out.answer.fit_tokens, m.kv, encoder_items);
@@ -175,9 +187,12 @@ class host_ledger {
       out.answer.detail = admit_host_bytes(bytes, mem_state{}, o.policy);
       return out;
     }
-    const mem_state s = budget_locked(read_for_decision(w), out.pending_bytes);
-    const admit_result r = admit_host_bytes(bytes, s, o.policy);
-    out.answer.level = s.level;
+    mem_level level = mem_level::ok;
+    const admit_result r = with_budget_locked(w, out.pending_bytes, [&](const mem_state& s) {
+      level = s.level;
+      return admit_host_bytes(bytes, s, o.policy);
+    });
+    out.answer.level = level;
     out.answer.reason = r.reason;
     out.answer.detail = r;
     out.answer.status = r.verdict == verdict::admit ? admit_status::admitted
@@ -196,81 +211,195 @@ class host_ledger {
   template <class Watcher>
   std::uint64_t pending_bytes(const Watcher& w) PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
-    return pending_locked(read_for_decision(w).host_read_ns, now_());
+    std::uint64_t pending = 0;
+    with_budget_locked(w, pending, [](const mem_state&) { return 0; });
+    return pending;
   }
 
   // Reservations the ledger still counts (not cancelled, not yet seen by a sample).
   std::size_t size() const PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
-    return entries_.size();
+    return unsettled_ + settled_.size();
   }
 
   // The ledger's clock (steady_clock unless another was given), in nanoseconds.
   std::int64_t now_ns() const { return now_(); }
 
  private:
-  static constexpr std::int64_t unsettled = std::numeric_limits<std::int64_t>::max();
   static constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
+  static constexpr std::uint32_t no_slot = std::numeric_limits<std::uint32_t>::max();
 
-  struct entry {
-    std::uint64_t id;
+  // An unsettled reservation, at the index its id names. The id's high half is the slot's
+  // generation when it was taken: a reservation whose slot was freed (it expired) and taken again
+  // no longer matches, and its settle or cancel does nothing.
+  struct slot {
+    std::uint64_t bytes = 0;
+    std::uint32_t generation = 0;
+    std::uint32_t next_free = no_slot;
+    bool live = false;
+    bool expiring = false;  // has an entry in expiries_
+  };
+  // A settled reservation: counted until a sample that began after settled_ns.
+  struct settled_entry {
     std::uint64_t bytes;
-    std::int64_t settled_ns;  // unsettled until the memory is allocated
-    std::int64_t expires_ns;  // an unsettled entry is dropped at this time; never = no expiry
+    std::int64_t settled_ns;
+  };
+  // An unsettled reservation's time to live; stale once its slot is no longer that reservation.
+  struct expiry {
+    std::int64_t expires_ns;
+    std::uint32_t index;
+    std::uint32_t generation;
+  };
+  struct expires_later {
+    bool operator()(const expiry& a, const expiry& b) const noexcept { return a.expires_ns > b.expires_ns; }
   };
 
-  // Snapshots reach the ledger in read order (they are read under mu_ and the
-  // watcher's host_read_ns only grows), so an entry a sample has seen can go;
-  // so can an unsettled one past its expiry.
-  std::uint64_t pending_locked(std::int64_t host_read_ns, std::int64_t now) PNMEM_REQUIRES(mu_) {
-    const auto gone = [&](const entry& e) {
-      return e.settled_ns != unsettled ? e.settled_ns < host_read_ns : e.expires_ns <= now;
-    };
-#if PNMEM_HAS_ERASE_IF
-    std::erase_if(entries_, gone);
-#else
-    entries_.erase(std::remove_if(entries_.begin(), entries_.end(), gone), entries_.end());
-#endif
-    std::uint64_t sum = 0;
-    for (const entry& e : entries_) sum = detail::sat_add(sum, e.bytes);
-    return sum;
+  static std::uint64_t id_of(std::uint32_t index, std::uint32_t generation) noexcept {
+    return static_cast<std::uint64_t>(generation) << 32 | index;
   }
 
-  // The snapshot with the pending bytes taken off MemAvailable. Host numbers unsampled
-  // (total 0) stay unsampled: admission fails open there.
-  mem_state budget_locked(mem_state s, std::uint64_t& pending) PNMEM_REQUIRES(mu_) {
-    pending = pending_locked(s.host_read_ns, now_());
+  // Forgets what the sample that began at host_read_ns has seen and what expired, and returns the
+  // bytes still promised. Snapshots reach the ledger in read order (they are read under mu_ and
+  // the watcher's host_read_ns only grows), so the settled reservations a sample has seen are the
+  // queue's front. The clock is read only while some reservation can expire.
+  std::uint64_t pending_locked(std::int64_t host_read_ns) PNMEM_REQUIRES(mu_) {
+    while (!settled_.empty() && settled_.front().settled_ns < host_read_ns) {
+      pending_ -= settled_.front().bytes;
+      settled_.pop_front();
+    }
+    if (!expiries_.empty()) {
+      const std::int64_t now = now_();
+      while (!expiries_.empty() && expiries_.front().expires_ns <= now) {
+        std::pop_heap(expiries_.begin(), expiries_.end(), expires_later{});
+        const expiry e = expiries_.back();
+        expiries_.pop_back();
+        if (slot_is(e.index, e.generation)) free_slot(e.index);
+      }
+    }
+    return detail::to_u64_sat(pending_);
+  }
+
+  // f(s) on the watcher's newest snapshot with the pending bytes taken off MemAvailable. A source
+  // that refreshes in place (pnmem::watcher) refreshes the ledger's own copy: nothing is copied
+  // while the watcher has not published since the last admission. Host numbers unsampled (total
+  // 0) stay unsampled: admission fails open there.
+  template <class Watcher, class F>
+  decltype(auto) with_budget_locked(const Watcher& w, std::uint64_t& pending, F&& f) PNMEM_REQUIRES(mu_) {
+    std::optional<mem_state> copy;  // a source that does not refresh in place: a copy of its snapshot
+    mem_state& s = newest_locked(w, copy);
+    pending = pending_locked(s.host_read_ns);
     if (s.host_total_bytes > 0) s.host_avail_bytes -= std::min(s.host_avail_bytes, pending);
-    return s;
+    return std::forward<F>(f)(std::as_const(s));
   }
 
-  reservation hold_locked(std::uint64_t bytes, std::int64_t expires_ns) PNMEM_REQUIRES(mu_) {
-    const std::uint64_t id = ++next_id_;
-    entries_.push_back(entry{id, bytes, unsettled, expires_ns});
-    return reservation(this, id, bytes);
-  }
-
-  void settle(std::uint64_t id, std::int64_t now) PNMEM_EXCLUDES(mu_) {
-    detail::lock_guard lk(mu_);
-    for (entry& e : entries_) {
-      if (e.id == id) e.settled_ns = now;
+  // The watcher's newest snapshot, MemAvailable as sampled: the ledger's own live copy refreshed
+  // in place, or (another kind of source) a copy read into `copy`.
+  template <class Watcher>
+  mem_state& newest_locked(const Watcher& w, std::optional<mem_state>& copy) PNMEM_REQUIRES(mu_) {
+#if PNMEM_HAS_CONCEPTS
+    if constexpr (requires(mem_state& v, live_version& version) { w.refresh_live(v, version); }) {
+#else
+    if constexpr (detail::refreshes_live<Watcher>::value) {
+#endif
+      if (w.refresh_live(budget_, budget_version_)) sampled_avail_ = budget_.host_avail_bytes;
+      budget_.host_avail_bytes = sampled_avail_;
+      return budget_;
+    } else {
+      return copy.emplace(read_for_decision(w));
     }
   }
 
-  void cancel(std::uint64_t id) PNMEM_EXCLUDES(mu_) {
+  bool slot_is(std::uint32_t index, std::uint32_t generation) const PNMEM_REQUIRES(mu_) {
+    return index < slots_.size() && slots_[index].live && slots_[index].generation == generation;
+  }
+
+  // Gives the slot's bytes back (cancelled or expired) and the slot to the free list.
+  void free_slot(std::uint32_t index) PNMEM_REQUIRES(mu_) {
+    slot& e = slots_[index];
+    pending_ -= e.bytes;
+    release_slot(index);
+  }
+
+  // The slot to the free list; its bytes are the caller's to account for.
+  void release_slot(std::uint32_t index) PNMEM_REQUIRES(mu_) {
+    slot& e = slots_[index];
+    if (e.expiring) --expiring_;
+    e.live = false;
+    e.expiring = false;
+    e.bytes = 0;
+    ++e.generation;
+    e.next_free = free_head_;
+    free_head_ = index;
+    --unsettled_;
+  }
+
+  reservation hold_locked(std::uint64_t bytes, std::int64_t expires_ns) PNMEM_REQUIRES(mu_) {
+    std::uint32_t index = free_head_;
+    if (index != no_slot) {
+      free_head_ = slots_[index].next_free;
+    } else {
+      if (slots_.size() >= no_slot) throw std::length_error("pnmem::host_ledger: too many outstanding reservations");
+      index = static_cast<std::uint32_t>(slots_.size());
+      slots_.emplace_back();
+    }
+    slot& e = slots_[index];
+    e.bytes = bytes;
+    e.live = true;
+    e.next_free = no_slot;
+    ++unsettled_;
+    pending_ += bytes;
+    if (expires_ns != never) {
+      // Entries whose reservation was settled or cancelled wait in the heap until they surface;
+      // when they outnumber the live ones, the heap is rebuilt without them.
+      if (expiries_.size() >= 64 && expiries_.size() > 2 * expiring_) {
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < expiries_.size(); ++i) {
+          if (slot_is(expiries_[i].index, expiries_[i].generation)) expiries_[kept++] = expiries_[i];
+        }
+        expiries_.resize(kept);
+        std::make_heap(expiries_.begin(), expiries_.end(), expires_later{});
+      }
+      e.expiring = true;
+      ++expiring_;
+      expiries_.push_back(expiry{expires_ns, index, e.generation});
+      std::push_heap(expiries_.begin(), expiries_.end(), expires_later{});
+    }
+    return reservation(this, id_of(index, e.generation), bytes);
+  }
+
+  void settle(std::uint64_t id, std::int64_t now) PNMEM_EXCLUDES(mu_) {
+    const auto index = static_cast<std::uint32_t>(id);
+    const auto generation = static_cast<std::uint32_t>(id >> 32);
     detail::lock_guard lk(mu_);
-#if PNMEM_HAS_ERASE_IF
-    std::erase_if(entries_, [&](const entry& e) { return e.id == id; });
-#else
-    entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const entry& e) { return e.id == id; }),
-                   entries_.end());
-#endif
+    if (!slot_is(index, generation)) return;  // expired meanwhile: no longer counted
+    const std::uint64_t bytes = slots_[index].bytes;
+    release_slot(index);  // its bytes stay in pending_, now on the settled queue
+    // In settle order; a settle stamped earlier than the last (settle_at, or two threads' clocks
+    // read just before the lock) goes to its place from the back.
+    auto at = settled_.end();
+    while (at != settled_.begin() && std::prev(at)->settled_ns > now) --at;
+    settled_.insert(at, settled_entry{bytes, now});
+  }
+
+  void cancel(std::uint64_t id) PNMEM_EXCLUDES(mu_) {
+    const auto index = static_cast<std::uint32_t>(id);
+    const auto generation = static_cast<std::uint32_t>(id >> 32);
+    detail::lock_guard lk(mu_);
+    if (slot_is(index, generation)) free_slot(index);
   }
 
   clock_fn now_;
   mutable detail::mutex mu_;
-  std::vector<entry> entries_ PNMEM_GUARDED_BY(mu_);
-  std::uint64_t next_id_ PNMEM_GUARDED_BY(mu_) = 0;
+  detail::u128 pending_ PNMEM_GUARDED_BY(mu_) = 0;  // every counted reservation's bytes (cannot wrap)
+  std::vector<slot> slots_ PNMEM_GUARDED_BY(mu_);
+  std::uint32_t free_head_ PNMEM_GUARDED_BY(mu_) = no_slot;
+  std::size_t unsettled_ PNMEM_GUARDED_BY(mu_) = 0;
+  std::deque<settled_entry> settled_ PNMEM_GUARDED_BY(mu_);  // in settled_ns order
+  std::vector<expiry> expiries_ PNMEM_GUARDED_BY(mu_);       // a min-heap on expires_ns
+  std::size_t expiring_ PNMEM_GUARDED_BY(mu_) = 0;           // live slots with an entry there
+  mem_state budget_ PNMEM_GUARDED_BY(mu_){};                  // a refreshing watcher's live snapshot
+  live_version budget_version_ PNMEM_GUARDED_BY(mu_){};
+  std::uint64_t sampled_avail_ PNMEM_GUARDED_BY(mu_) = 0;     // budget_'s MemAvailable as sampled
 };
 
 }  // namespace pnmem
