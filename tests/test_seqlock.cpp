@@ -19,6 +19,7 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -184,6 +185,52 @@ bool consistent(const mem_state& s) {
          s.provenance.meminfo_total_bytes == k && s.provenance.cgroup_working_set_bytes == k;
 }
 
+// Two readers copy a seqlock while this thread stores stamped(1), ..., stamped(stores) (store k carries
+// seq k). Each reader has its own copy of `read`, which takes its i-th copy into `s`, or returns false
+// (a try_read that raced a store: nothing taken). Every copy must be whole(s), at least as new as the
+// sequence() read before it, and never older than that reader's previous copy.
+template <class Stamped, class Read, class Whole>
+void check_snapshots_under_stores(const char* what, std::uint64_t stores, Stamped stamped, Read read, Whole whole) {
+  seqlock<mem_state> lock(stamped(0));
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> bad{0};
+  std::atomic<std::uint64_t> reads{0};
+  std::atomic<std::uint64_t> raced{0};
+  std::atomic<int> started{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&, read]() mutable {
+      started.fetch_add(1);
+      std::uint64_t last = 0;
+      std::uint64_t local_bad = 0;
+      std::uint64_t local_reads = 0;
+      std::uint64_t local_raced = 0;
+      for (std::uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        const std::uint64_t promised = lock.sequence();
+        mem_state s;
+        if (!read(lock, i, s)) {
+          ++local_raced;
+          continue;
+        }
+        ++local_reads;
+        if (!whole(s) || s.seq < promised || s.seq < last) ++local_bad;
+        last = s.seq;
+      }
+      bad.fetch_add(local_bad);
+      reads.fetch_add(local_reads);
+      raced.fetch_add(local_raced);
+    });
+  }
+  while (started.load() < 2) std::this_thread::yield();  // the stores must overlap the reads
+  for (std::uint64_t k = 1; k <= stores; ++k) lock.store(stamped(k));
+  stop.store(true);
+  for (auto& t : readers) t.join();
+  MESSAGE(std::string(what) << ": " << reads.load() << " reads over " << stores << " stores, " << raced.load() << " failed");
+  CHECK(lock.sequence() == stores);
+  CHECK(reads.load() > 0);
+  CHECK(bad.load() == 0);
+}
+
 }  // namespace
 
 TEST_CASE("a new seqlock holds its initial value and has no completed stores") {
@@ -262,40 +309,13 @@ TEST_CASE("no torn reads across payload sizes and reader counts") {
 }
 
 TEST_CASE("mem_state readers see whole snapshots, never older than sequence() promised") {
-  seqlock<mem_state> lock(stamped_state(0));
-  std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> bad{0};
-  std::atomic<std::uint64_t> reads{0};
-  std::atomic<int> started{0};
-  std::vector<std::thread> readers;
-  for (int r = 0; r < 2; ++r) {
-    readers.emplace_back([&] {
-      started.fetch_add(1);
-      std::uint64_t last = 0;
-      std::uint64_t local_bad = 0;
-      std::uint64_t local_reads = 0;
-      while (!stop.load(std::memory_order_relaxed)) {
-        const std::uint64_t promised = lock.sequence();
-        const mem_state s = lock.read();
-        ++local_reads;
-        // Store k carries seq k: a copy is whole, at least as new as the count
-        // read before it, and never older than this reader's previous copy.
-        if (!consistent(s) || s.seq < promised || s.seq < last) ++local_bad;
-        last = s.seq;
-      }
-      bad.fetch_add(local_bad);
-      reads.fetch_add(local_reads);
-    });
-  }
-  while (started.load() < 2) std::this_thread::yield();  // the stores must overlap the reads
-  const std::uint64_t stores = under_tsan ? 20'000 : 200'000;
-  for (std::uint64_t k = 1; k <= stores; ++k) lock.store(stamped_state(k));
-  stop.store(true);
-  for (auto& t : readers) t.join();
-  MESSAGE("mem_state: " << reads.load() << " reads over " << stores << " stores");
-  CHECK(lock.sequence() == stores);
-  CHECK(reads.load() > 0);
-  CHECK(bad.load() == 0);
+  check_snapshots_under_stores(
+      "read", under_tsan ? 20'000 : 200'000, stamped_state,
+      [](const seqlock<mem_state>& lock, std::uint64_t, mem_state& s) {
+        s = lock.read();
+        return true;
+      },
+      consistent);
 }
 
 // ---------------------------------------------------------------------------
@@ -641,50 +661,18 @@ TEST_CASE("read_ranges_into leaves the words outside the ranges alone") {
 }
 
 TEST_CASE("read_live under a writer changing n_dies: whole live parts only, dead slots zero") {
-  seqlock<mem_state> lock(live_stamped_state(0));
-  std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> bad{0};
-  std::atomic<std::uint64_t> reads{0};
-  std::atomic<std::uint64_t> raced{0};
-  std::atomic<int> started{0};
-  std::vector<std::thread> readers;
-  for (int r = 0; r < 2; ++r) {
-    readers.emplace_back([&] {
-      started.fetch_add(1);
-      std::uint64_t last = 0;
-      std::uint64_t local_bad = 0;
-      std::uint64_t local_reads = 0;
-      std::uint64_t local_raced = 0;
-      mem_state kept{};  // refreshed in place every third read
-      for (std::uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
-        const std::uint64_t promised = lock.sequence();
-        mem_state s;
+  check_snapshots_under_stores(
+      "read_live", under_tsan ? 20'000 : 300'000, live_stamped_state,
+      [kept = mem_state{}](const seqlock<mem_state>& lock, std::uint64_t i, mem_state& s) mutable {
         if (i % 3 == 0) {
           s = pnmem::read_live(lock);
         } else if (i % 3 == 1) {
-          pnmem::read_live(lock, kept);
+          pnmem::read_live(lock, kept);  // refreshed in place every third read
           s = kept;
-        } else if (!pnmem::try_read_live(lock, s)) {
-          ++local_raced;
-          continue;
+        } else {
+          return pnmem::try_read_live(lock, s);  // false: raced
         }
-        ++local_reads;
-        if (!live_consistent(s) || s.seq < promised || s.seq < last) ++local_bad;
-        last = s.seq;
-      }
-      bad.fetch_add(local_bad);
-      reads.fetch_add(local_reads);
-      raced.fetch_add(local_raced);
-    });
-  }
-  while (started.load() < 2) std::this_thread::yield();
-  const std::uint64_t stores = under_tsan ? 20'000 : 300'000;
-  for (std::uint64_t k = 1; k <= stores; ++k) lock.store(live_stamped_state(k));
-  stop.store(true);
-  for (auto& t : readers) t.join();
-  MESSAGE("read_live: " << reads.load() << " reads over " << stores << " stores, " << raced.load()
-                        << " failed try_read_live");
-  CHECK(lock.sequence() == stores);
-  CHECK(reads.load() > 0);
-  CHECK(bad.load() == 0);
+        return true;
+      },
+      live_consistent);
 }

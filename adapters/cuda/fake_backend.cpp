@@ -395,20 +395,8 @@ device_status fake_backend::alloc_async(int device, std::size_t bytes, stream_ha
   if (bytes == 0 || st == nullptr || st->device != device) return status(device_errc::invalid_value);
   // A device without memory pools: cudaMallocAsync answers cudaErrorNotSupported.
   if (!options_.memory_pools) return status(device_errc::not_supported);
-  const auto d = static_cast<std::size_t>(device);
-  const std::uint64_t taken = used_by_others_[d] + live_device_[d] + retiring_[d];
-  const std::uint64_t total = options_.total_bytes_per_device;
-  if (taken > total || bytes > total - taken) return status(device_errc::out_of_memory);
-  std::byte* mem = allocate_storage(bytes);
+  std::byte* mem = add_block(block_kind::device, device, false, bytes);
   if (mem == nullptr) return status(device_errc::out_of_memory);
-  block b;
-  b.id = next_block_id_++;
-  b.kind = block_kind::device;
-  b.device = device;
-  b.bytes = bytes;
-  b.storage.reset(mem);
-  live_device_[d] += bytes;
-  blocks_.emplace(addr(mem), std::move(b));
   // Live at once for the lifetime checks; for the race check the allocation is
   // a point on `s`: other streams must be ordered after it before using it.
   op o;
@@ -444,59 +432,57 @@ device_status fake_backend::alloc_plain(int device, std::size_t bytes, void*& ou
   out = nullptr;
   if (!valid_device(device)) return status(device_errc::no_device);
   if (bytes == 0) return status(device_errc::invalid_value);
-  const auto d = static_cast<std::size_t>(device);
-  const std::uint64_t taken = used_by_others_[d] + live_device_[d] + retiring_[d];
-  const std::uint64_t total = options_.total_bytes_per_device;
-  if (taken > total || bytes > total - taken) return status(device_errc::out_of_memory);
-  std::byte* mem = allocate_storage(bytes);
-  if (mem == nullptr) return status(device_errc::out_of_memory);
-  block b;
-  b.id = next_block_id_++;
-  b.kind = block_kind::device;
-  b.plain = true;
-  b.device = device;
-  b.bytes = bytes;
-  b.storage.reset(mem);
-  live_device_[d] += bytes;
-  blocks_.emplace(addr(mem), std::move(b));
   // cudaMalloc is not stream-ordered: usable by every stream at once, no op queued.
-  out = mem;
-  return status(device_errc::ok);
+  out = add_block(block_kind::device, device, true, bytes);
+  return status(out != nullptr ? device_errc::ok : device_errc::out_of_memory);
 }
 
 device_status fake_backend::free_plain(void* p) noexcept {
   pnmem::detail::lock_guard lk(mu_);
-  if (p == nullptr) return status(device_errc::invalid_value);
-  block* const b = block_to_free(p, free_call::plain, "t=" + std::to_string(now_) + " free_plain(" + hex(p) + "): ");
-  if (b == nullptr) return status(device_errc::invalid_value);
   // At once, as cudaFree - but without its device-wide wait: every queued or
   // running op that still uses the block is reported (release_block).
-  release_block(*b, "free_plain");
-  return status(device_errc::ok);
+  return free_at_once(p, free_call::plain, "free_plain");
 }
 
 device_status fake_backend::alloc_pinned(std::size_t bytes, void*& out) noexcept {
   pnmem::detail::lock_guard lk(mu_);
   out = nullptr;
   if (bytes == 0) return status(device_errc::invalid_value);
-  std::byte* mem = allocate_storage(bytes);
-  if (mem == nullptr) return status(device_errc::out_of_memory);
-  block b;
-  b.id = next_block_id_++;
-  b.kind = block_kind::pinned;
-  b.bytes = bytes;
-  b.storage.reset(mem);
-  blocks_.emplace(addr(mem), std::move(b));
-  out = mem;
-  return status(device_errc::ok);
+  out = add_block(block_kind::pinned, 0, false, bytes);
+  return status(out != nullptr ? device_errc::ok : device_errc::out_of_memory);
 }
 
 device_status fake_backend::free_pinned(void* p) noexcept {
   pnmem::detail::lock_guard lk(mu_);
+  return free_at_once(p, free_call::pinned, "free_pinned");
+}
+
+std::byte* fake_backend::add_block(block_kind kind, int device, bool plain, std::size_t bytes) {
+  const auto d = static_cast<std::size_t>(device);
+  if (kind == block_kind::device) {
+    const std::uint64_t taken = used_by_others_[d] + live_device_[d] + retiring_[d];
+    const std::uint64_t total = options_.total_bytes_per_device;
+    if (taken > total || bytes > total - taken) return nullptr;
+  }
+  std::byte* mem = allocate_storage(bytes);
+  if (mem == nullptr) return nullptr;
+  block b;
+  b.id = next_block_id_++;
+  b.kind = kind;
+  b.plain = plain;
+  b.device = device;
+  b.bytes = bytes;
+  b.storage.reset(mem);
+  if (kind == block_kind::device) live_device_[d] += bytes;
+  blocks_.emplace(addr(mem), std::move(b));
+  return mem;
+}
+
+device_status fake_backend::free_at_once(void* p, free_call call, std::string_view by) {
   if (p == nullptr) return status(device_errc::invalid_value);
-  block* const b = block_to_free(p, free_call::pinned, "t=" + std::to_string(now_) + " free_pinned(" + hex(p) + "): ");
+  block* const b = block_to_free(p, call, "t=" + std::to_string(now_) + " " + std::string(by) + "(" + hex(p) + "): ");
   if (b == nullptr) return status(device_errc::invalid_value);
-  release_block(*b, "free_pinned");
+  release_block(*b, by);
   return status(device_errc::ok);
 }
 

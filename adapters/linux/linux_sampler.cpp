@@ -15,6 +15,7 @@
 #include "pnmem/detail/saturating.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/linux/procfs.hpp"
+#include "memory_cgroup.hpp"
 #include "source_file.hpp"
 
 namespace pnmem {
@@ -178,39 +179,17 @@ void linux_sampler::impl::locate(std::string_view self_cgroup_text) {
   levels.clear();
   usage_level = 0;
   mode = cgroup_mode::none;
-  location_failed = false;
-  const procfs::result<procfs::self_cgroup> where = procfs::parse_self_cgroup(self_cgroup_text);
-  if (!where.ok()) {
-    location_failed = true;
-    return;
-  }
-  if (where.value.v2_path.empty() && where.value.v1_memory_path.empty()) return;
-
-  std::string mountinfo;
-  const source_status st = detail::read_whole_file(root_prefix + "/proc/self/mountinfo", mountinfo);
-  if (st != source_status::ok) {
-    location_failed = st == source_status::failed;
-    return;
-  }
-  const std::pair<cgroup_mode, std::string_view> candidates[] = {
-      {cgroup_mode::v2, where.value.v2_path},
-      {cgroup_mode::v1, where.value.v1_memory_path},
-  };
-  for (const auto& [hierarchy, cgroup_path] : candidates) {
-    if (cgroup_path.empty()) continue;
-    const procfs::result<procfs::cgroup_mount_match> match =
-        procfs::find_cgroup_mount(mountinfo, hierarchy, cgroup_path);
-    if (!match.ok()) {
-      location_failed = true;
-      return;
-    }
-    if (match.value.lookup != procfs::mount_lookup::found) continue;
-    if (build_levels(hierarchy, match.value.mount, cgroup_path)) {
-      mode = hierarchy;
-      return;
-    }
-    levels.clear();
-  }
+  const detail::cgroup_search found = detail::search_memory_cgroup(
+      self_cgroup_text, root_prefix + "/proc/self/mountinfo",
+      [&](cgroup_mode hierarchy, const procfs::cgroup_mount& mount, std::string_view cgroup_path) {
+        if (build_levels(hierarchy, mount, cgroup_path)) {
+          mode = hierarchy;
+          return true;
+        }
+        levels.clear();
+        return false;
+      });
+  location_failed = found == detail::cgroup_search::failed || found == detail::cgroup_search::malformed;
 }
 
 bool linux_sampler::impl::build_levels(cgroup_mode hierarchy, const procfs::cgroup_mount& mount,

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "memory_cgroup.hpp"
 #include "os_calls.hpp"
 #include "source_file.hpp"
 
@@ -123,37 +124,19 @@ void peak_meter::impl::locate(const std::string& cgroup_file) {
     location_errno = st == source_status::missing ? ENOENT : 0;  // read_whole_file keeps no errno
     return;
   }
-  const procfs::result<procfs::self_cgroup> where = procfs::parse_self_cgroup(self);
-  if (!where.ok()) {
-    location = peak_status::malformed;
-    return;
-  }
-  if (where.value.v2_path.empty() && where.value.v1_memory_path.empty()) return;  // missing
-  std::string mountinfo;
-  const source_status mt = pnmem::detail::read_whole_file(root_prefix + "/proc/self/mountinfo", mountinfo);
-  if (mt != source_status::ok) {
-    location = mt == source_status::missing ? peak_status::missing : peak_status::failed;
-    return;
-  }
-  const std::pair<cgroup_mode, std::string_view> candidates[] = {
-      {cgroup_mode::v2, where.value.v2_path},
-      {cgroup_mode::v1, where.value.v1_memory_path},
-  };
-  for (const auto& [hierarchy, cgroup_path] : candidates) {
-    if (cgroup_path.empty()) continue;
-    const procfs::result<procfs::cgroup_mount_match> match = procfs::find_cgroup_mount(mountinfo, hierarchy, cgroup_path);
-    if (!match.ok()) {
-      location = peak_status::malformed;
-      return;
-    }
-    if (match.value.lookup != procfs::mount_lookup::found) continue;
-    const bool used = hierarchy == cgroup_mode::v2 ? use_v2(match.value.mount, cgroup_path)
-                                                   : use_v1(match.value.mount, cgroup_path);
-    if (used) {
-      mode = hierarchy;
-      location = peak_status::ok;
-      return;
-    }
+  const auto found = pnmem::detail::search_memory_cgroup(
+      self, root_prefix + "/proc/self/mountinfo",
+      [&](cgroup_mode hierarchy, const procfs::cgroup_mount& mount, std::string_view cgroup_path) {
+        if (!(hierarchy == cgroup_mode::v2 ? use_v2(mount, cgroup_path) : use_v1(mount, cgroup_path))) return false;
+        mode = hierarchy;
+        return true;
+      });
+  switch (found) {
+    case pnmem::detail::cgroup_search::used: location = peak_status::ok; break;
+    case pnmem::detail::cgroup_search::failed: location = peak_status::failed; break;
+    case pnmem::detail::cgroup_search::malformed: location = peak_status::malformed; break;
+    case pnmem::detail::cgroup_search::none:
+    case pnmem::detail::cgroup_search::missing: break;  // missing, as it starts
   }
 }
 

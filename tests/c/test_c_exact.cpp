@@ -24,18 +24,10 @@
 #include "pnmem/engine/admit.hpp"
 #include "pnmem/ladder.hpp"
 #include "pnmem/model_files/model_json.hpp"
+#include "c_check.h"
 #include "pnmem/pnmem_c.h"
 
 namespace {
-
-int failures = 0;
-#define CHECK(cond)                                                                  \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      std::fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                                    \
-    }                                                                                \
-  } while (0)
 
 constexpr std::uint64_t gib = 1024ULL * 1024 * 1024;
 

@@ -25,18 +25,10 @@
 #include <system_error>
 #include <thread>
 
+#include "c_check.h"
 #include "pnmem/pnmem_c.h"
 
 namespace {
-
-int failures = 0;
-#define CHECK(cond)                                                                  \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      std::fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                                    \
-    }                                                                                \
-  } while (0)
 
 enum class throws { nothing, runtime_error, bad_alloc, system_error, an_int, always };
 

@@ -6,49 +6,23 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <map>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "pnmem/pnmem.hpp"
-#include "run_process.hpp"
+#include "cli_support.hpp"
 
 namespace {
 
 using nlohmann::json;
 using pnmem::GiB;
+using pnmem::test::args_t;
 using pnmem::test::lines_of;
 using pnmem::test::process_result;
-using args_t = std::vector<std::string>;
-using env_t = std::map<std::string, std::string>;
-
-std::string exe_path() {
-  const char* p = std::getenv("PNMEM_EXE");
-  REQUIRE_MESSAGE(p != nullptr, "set PNMEM_EXE to the pnmem binary (meson test does)");
-  return p;
-}
-
-process_result run(const args_t& args, const env_t& env = {}) {
-  const process_result r = pnmem::test::run_process(exe_path(), args, env);
-  CHECK_MESSAGE(r.term_signal == 0, "pnmem died of signal ", r.term_signal);
-  return r;
-}
-
-// Runs with --json, expects success and no stderr, returns the parsed object.
-json run_json(const args_t& args, const env_t& env = {}) {
-  args_t a{"--json"};
-  a.insert(a.end(), args.begin(), args.end());
-  const process_result r = run(a, env);
-  INFO("stderr: ", r.err);
-  REQUIRE(r.exit_code == 0);
-  CHECK(r.err.empty());
-  const json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
-  REQUIRE_MESSAGE(j.is_object(), "stdout is not a JSON object: ", r.out);
-  return j;
-}
+using pnmem::test::run;
+using pnmem::test::run_json;
 
 std::string bytes(std::uint64_t v) { return std::to_string(v); }
 std::string name(pnmem::mem_level l) { return std::string(pnmem::to_string(l)); }

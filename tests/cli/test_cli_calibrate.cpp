@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -18,28 +17,17 @@
 #include "pnmem/calibration.hpp"
 #include "pnmem/cost_model.hpp"
 #include "pnmem/parse.hpp"
-#include "run_process.hpp"
+#include "cli_support.hpp"
 #include "temp_dir.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using pnmem::test::args_t;
 using pnmem::test::lines_of;
 using pnmem::test::process_result;
-using args_t = std::vector<std::string>;
-
-std::string exe() {
-  const char* p = std::getenv("PNMEM_EXE");
-  REQUIRE_MESSAGE(p != nullptr, "set PNMEM_EXE to the pnmem binary (meson test does)");
-  return p;
-}
-
-process_result run_pnmem(const args_t& args) {
-  const process_result r = pnmem::test::run_process(exe(), args);
-  CHECK_MESSAGE(r.term_signal == 0, "pnmem died of signal ", r.term_signal);
-  return r;
-}
+using pnmem::test::run;
 
 using pnmem::test::temp_dir;
 
@@ -95,7 +83,7 @@ json parse_json(const process_result& r) {
 
 // The one-line diagnostic of a refused run: exit 2, nothing on stdout.
 std::string refusal(const args_t& args) {
-  const process_result r = run_pnmem(args);
+  const process_result r = run(args);
   CHECK(r.exit_code == 2);
   CHECK(r.out.empty());
   const auto lines = lines_of(r.err);
@@ -112,7 +100,7 @@ TEST_CASE("calibrate: the printed anchors, fed to activation_peak_bytes, cover e
   temp_dir d;
   const measurements m = seed_measurements();
   const std::string file = d.write("peaks.csv", m.text);
-  const json j = parse_json(run_pnmem({"--json", "calibrate", file}));
+  const json j = parse_json(run({"--json", "calibrate", file}));
 
   CHECK(j.at("source") == file);
   CHECK(j.at("measurements") == m.points.size());
@@ -163,7 +151,7 @@ TEST_CASE("calibrate: the text says the table, the margin, what lies past the la
   temp_dir d;
   const measurements m = seed_measurements();
   const std::string file = d.write("peaks.csv", m.text);
-  const process_result r = run_pnmem({"calibrate", file});
+  const process_result r = run({"calibrate", file});
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.empty());
   const pnmem::calibration_result lib = pnmem::calibrate_activation(m.points);
@@ -191,18 +179,18 @@ TEST_CASE("calibrate: --max-anchors, --objective, --coefficients") {
   const measurements m = seed_measurements();
   const std::string file = d.write("peaks.csv", m.text);
   for (const char* n : {"1", "3", "8"}) {
-    const json j = parse_json(run_pnmem({"--json", "calibrate", file, "--max-anchors", n}));
+    const json j = parse_json(run({"--json", "calibrate", file, "--max-anchors", n}));
     const pnmem::activation_model t = parse_anchor_list(j.at("anchors").get<std::string>());
     CHECK(t.n_anchors <= static_cast<std::uint32_t>(std::stoul(n)));
     for (const auto& p : m.points) CHECK(pnmem::activation_peak_bytes(t, p.tokens) >= p.peak_bytes);
   }
-  const json rel = parse_json(run_pnmem({"--json", "calibrate", file, "--objective", "relative"}));
-  const json abs = parse_json(run_pnmem({"--json", "calibrate", file, "--objective", "ABSOLUTE"}));
+  const json rel = parse_json(run({"--json", "calibrate", file, "--objective", "relative"}));
+  const json abs = parse_json(run({"--json", "calibrate", file, "--objective", "ABSOLUTE"}));
   CHECK(abs.at("objective") == "absolute");
   CHECK(abs.at("max_excess_bytes").get<std::uint64_t>() <= rel.at("max_excess_bytes").get<std::uint64_t>());
   CHECK(rel.at("max_excess_bp").get<std::uint64_t>() <= abs.at("max_excess_bp").get<std::uint64_t>());
 
-  const json c = parse_json(run_pnmem({"--json", "calibrate", file, "--coefficients"}));
+  const json c = parse_json(run({"--json", "calibrate", file, "--coefficients"}));
   CHECK_FALSE(c.contains("anchors"));
   const json& a = c.at("activation");
   const pnmem::activation_model coef = pnmem::activation_coefficients(
@@ -216,26 +204,26 @@ TEST_CASE("calibrate: --max-anchors, --objective, --coefficients") {
 TEST_CASE("calibrate: --max-margin, exit 1 when the table is farther above a measurement, after printing") {
   temp_dir d;
   const std::string file = d.write("peaks.csv", seed_measurements().text);
-  const json within = parse_json(run_pnmem({"--json", "calibrate", file}));
+  const json within = parse_json(run({"--json", "calibrate", file}));
   const std::uint64_t bp = within.at("max_excess_bp").get<std::uint64_t>();
   REQUIRE(bp > 100);  // the lower repeat: over 1 %
 
-  const process_result over = run_pnmem({"--json", "calibrate", file, "--max-margin", "1"});
+  const process_result over = run({"--json", "calibrate", file, "--max-margin", "1"});
   CHECK(over.exit_code == 1);
   const json o = parse_json(over);
   CHECK(o.at("within_max_margin") == false);
   CHECK(o.at("max_margin_bp") == 100);
-  const process_result met = run_pnmem({"calibrate", file, "--max-margin", std::to_string(bp / 100 + 1)});
+  const process_result met = run({"calibrate", file, "--max-margin", std::to_string(bp / 100 + 1)});
   CHECK(met.exit_code == 0);
   CHECK(contains(met.out, ": met"));
-  const process_result text_over = run_pnmem({"calibrate", file, "--max-margin", "1"});
+  const process_result text_over = run({"calibrate", file, "--max-margin", "1"});
   CHECK(text_over.exit_code == 1);
   CHECK(contains(text_over.out, "max margin 1.00 %: EXCEEDED"));
 }
 
 TEST_CASE("calibrate -: the measurements from stdin") {
   const process_result r = pnmem::test::run_process(
-      "/bin/sh", {"-c", "printf 'tokens,peak_bytes\\n0,256MiB\\n1024,384MiB\\n' | \"$0\" --json calibrate -", exe()});
+      "/bin/sh", {"-c", "printf 'tokens,peak_bytes\\n0,256MiB\\n1024,384MiB\\n' | \"$0\" --json calibrate -", pnmem::test::env_or_fail("PNMEM_EXE")});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const json j = parse_json(r);

@@ -6,10 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -17,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pnmem/pnmem.hpp"
-#include "run_process.hpp"
+#include "cli_support.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -27,36 +25,15 @@ using pnmem::GiB;
 using pnmem::KiB;
 using pnmem::MiB;
 using pnmem::TiB;
+using pnmem::test::args_t;
 using pnmem::test::lines_of;
 using pnmem::test::process_result;
-using args_t = std::vector<std::string>;
-
-std::string exe_path() {
-  const char* p = std::getenv("PNMEM_EXE");
-  REQUIRE_MESSAGE(p != nullptr, "set PNMEM_EXE to the pnmem binary (meson test does)");
-  return p;
-}
-
-process_result run(const args_t& args) {
-  const process_result r = pnmem::test::run_process(exe_path(), args);
-  CHECK_MESSAGE(r.term_signal == 0, "pnmem died of signal ", r.term_signal);
-  return r;
-}
+using pnmem::test::run;
+using pnmem::test::run_json;
 
 args_t operator+(args_t a, const args_t& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
-}
-
-// Runs with --json, expects success and no stderr, returns the parsed object.
-json run_json(const args_t& args) {
-  const process_result r = run(args_t{"--json"} + args);
-  INFO("args: ", json(args).dump(), " stderr: ", r.err);
-  REQUIRE(r.exit_code == 0);
-  CHECK(r.err.empty());
-  const json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
-  REQUIRE_MESSAGE(j.is_object(), "stdout is not a JSON object: ", r.out);
-  return j;
 }
 
 std::string bytes(std::uint64_t v) { return std::to_string(v); }

@@ -11,34 +11,21 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "../model_files/engine_reference.hpp"
-#include "run_process.hpp"
+#include "cli_support.hpp"
 #include "temp_dir.hpp"
 
 namespace {
 
 using nlohmann::json;
-using args_t = std::vector<std::string>;
-
-std::string env_or_fail(const char* name) {
-  const char* p = std::getenv(name);
-  REQUIRE_MESSAGE(p != nullptr, name, " is not set (meson test sets it)");
-  return p;
-}
-
-std::string run_ok(const args_t& args) {
-  const pnmem::test::process_result r = pnmem::test::run_process(env_or_fail("PNMEM_EXE"), args);
-  INFO("args: ", json(args).dump(), " stderr: ", r.err);
-  REQUIRE(r.exit_code == 0);
-  CHECK(r.err.empty());
-  return r.out;
-}
+using pnmem::test::args_t;
+using pnmem::test::env_or_fail;
+using pnmem::test::run_ok;
 
 }  // namespace
 

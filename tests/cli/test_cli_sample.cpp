@@ -4,8 +4,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cstdlib>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -13,24 +11,14 @@
 #include "pnmem/level.hpp"
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/watcher.hpp"
-#include "run_process.hpp"
+#include "cli_support.hpp"
 
 using nlohmann::json;
 
 namespace {
 
-std::string env_or_fail(const char* name) {
-  const char* v = std::getenv(name);
-  REQUIRE_MESSAGE(v != nullptr, name, " is not set (run through meson test)");
-  return v;
-}
-
-std::string fixture(const std::string& name) { return env_or_fail("PNMEM_LINUX_FIXTURES") + "/" + name; }
-
-pnmem::test::process_result pnmem_run(const std::vector<std::string>& args,
-                                      const std::map<std::string, std::string>& env = {}) {
-  return pnmem::test::run_process(env_or_fail("PNMEM_EXE"), args, env);
-}
+using pnmem::test::fixture;
+using pnmem::test::run;
 
 void check_state_matches_sampler(const json& j, const std::string& root) {
   pnmem::linux_sampler_options o;
@@ -72,7 +60,7 @@ TEST_CASE("pnmem sample --root: every fixture, JSON equal to the sampler's own r
   for (const char* name : {"v1_limit", "v2_nested", "v2_unlimited", "no_cgroup", "no_psi", "truncated", "garbage",
                            "garbage_self_cgroup", "container_v1_subtree", "container_v2_subtree"}) {
     CAPTURE(name);
-    const auto r = pnmem_run({"--json", "sample", "--root", fixture(name)});
+    const auto r = run({"--json", "sample", "--root", fixture(name)});
     REQUIRE(r.exit_code == 0);
     CHECK(r.err.empty());
     const json j = json::parse(r.out, nullptr, false);
@@ -82,14 +70,14 @@ TEST_CASE("pnmem sample --root: every fixture, JSON equal to the sampler's own r
 }
 
 TEST_CASE("pnmem sample: the v1 container's limit, in text too") {
-  const auto r = pnmem_run({"sample", "--root", fixture("v1_limit")});
+  const auto r = run({"sample", "--root", fixture("v1_limit")});
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("cgroup: v1, limit 2.00 GiB") != std::string::npos);
   CHECK(r.out.find("level: ") == 0);
 }
 
 TEST_CASE("pnmem sample on a garbage tree says what failed and is not critical") {
-  const auto r = pnmem_run({"--json", "sample", "--root", fixture("garbage")});
+  const auto r = run({"--json", "sample", "--root", fixture("garbage")});
   REQUIRE(r.exit_code == 0);
   const json j = json::parse(r.out);
   CHECK(j.at("level") != "critical");
@@ -97,7 +85,7 @@ TEST_CASE("pnmem sample on a garbage tree says what failed and is not critical")
 }
 
 TEST_CASE("pnmem watch --json --count N: N sample lines, level changes as they happen, then exit 0") {
-  const auto r = pnmem_run(
+  const auto r = run(
       {"--json", "watch", "--root", fixture("v2_nested"), "--interval", "5", "--count", "3", "--host-reserve", "1GiB"});
   REQUIRE(r.exit_code == 0);
   auto lines = pnmem::test::lines_of(r.out);
@@ -125,7 +113,7 @@ TEST_CASE("pnmem watch --json --count N: N sample lines, level changes as they h
 }
 
 TEST_CASE("pnmem watch text mode prints a line per sample") {
-  const auto r = pnmem_run({"watch", "--root", fixture("v2_unlimited"), "--interval", "5", "--count", "2"});
+  const auto r = run({"watch", "--root", fixture("v2_unlimited"), "--interval", "5", "--count", "2"});
   REQUIRE(r.exit_code == 0);
   const auto lines = pnmem::test::lines_of(r.out);
   REQUIRE(lines.size() == 2);  // v2_unlimited stays OK: no level-change line
@@ -142,7 +130,7 @@ TEST_CASE("bad sample/watch arguments exit 2 with one line") {
         std::vector<std::string>{"watch", "--dwell", "1e3"}}) {
     CAPTURE(args[0]);
     CAPTURE(args[2]);
-    const auto r = pnmem_run(args);
+    const auto r = run(args);
     CHECK(r.exit_code == 2);
     CHECK(r.out.empty());
     CHECK(pnmem::test::lines_of(r.err).size() == 1);
@@ -155,7 +143,7 @@ TEST_CASE("pnmem metrics --root: every fixture gives valid exposition text with 
   for (const char* name : {"v1_limit", "v2_nested", "v2_unlimited", "no_cgroup", "no_psi", "truncated", "garbage",
                            "garbage_self_cgroup", "container_v1_subtree", "container_v2_subtree"}) {
     CAPTURE(name);
-    const auto r = pnmem_run({"metrics", "--root", fixture(name)});
+    const auto r = run({"metrics", "--root", fixture(name)});
     REQUIRE(r.exit_code == 0);
     CHECK(r.err.empty());
     const auto ex = pnmem::test::check_exposition(r.out);
@@ -185,7 +173,7 @@ TEST_CASE("pnmem metrics --root: every fixture gives valid exposition text with 
 }
 
 TEST_CASE("pnmem --json metrics: the exposition inside an object") {
-  const auto r = pnmem_run({"--json", "metrics", "--root", fixture("v2_unlimited")});
+  const auto r = run({"--json", "metrics", "--root", fixture("v2_unlimited")});
   REQUIRE(r.exit_code == 0);
   const json j = json::parse(r.out, nullptr, false);
   REQUIRE(j.is_object());
@@ -196,30 +184,30 @@ TEST_CASE("pnmem --json metrics: the exposition inside an object") {
 TEST_CASE("pnmem probe: exit status follows the level against --max-level") {
   // v2_nested is CRITICAL under a 1 GiB reserve (WATCH under its own 768 MiB), v2_unlimited is OK.
   const std::string one_gib = "1GiB";
-  auto r = pnmem_run({"probe", "--root", fixture("v2_nested"), "--host-reserve", one_gib});
+  auto r = run({"probe", "--root", fixture("v2_nested"), "--host-reserve", one_gib});
   CHECK(r.exit_code == 1);
   CHECK(r.err.empty());
   REQUIRE(pnmem::test::lines_of(r.out).size() == 1);
   CHECK(r.out.find("not ready: level critical > tight") == 0);
   CHECK(r.out.find("host critical") != std::string::npos);
 
-  r = pnmem_run({"probe", "--root", fixture("v2_unlimited")});
+  r = run({"probe", "--root", fixture("v2_unlimited")});
   CHECK(r.exit_code == 0);
   REQUIRE(pnmem::test::lines_of(r.out).size() == 1);
   CHECK(r.out.find("ready: level ok <= tight") == 0);
 
-  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested"), "--host-reserve", one_gib, "--max-level", "critical"})
+  CHECK(run({"probe", "--root", fixture("v2_nested"), "--host-reserve", one_gib, "--max-level", "critical"})
             .exit_code == 0);
-  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested"), "--host-reserve", one_gib, "--max-level", "CRITICAL"})
+  CHECK(run({"probe", "--root", fixture("v2_nested"), "--host-reserve", one_gib, "--max-level", "CRITICAL"})
             .exit_code == 0);
-  CHECK(pnmem_run({"probe", "--root", fixture("v2_unlimited"), "--max-level", "ok"}).exit_code == 0);
-  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested"), "--host-reserve", one_gib, "--max-level", "watch"})
+  CHECK(run({"probe", "--root", fixture("v2_unlimited"), "--max-level", "ok"}).exit_code == 0);
+  CHECK(run({"probe", "--root", fixture("v2_nested"), "--host-reserve", one_gib, "--max-level", "watch"})
             .exit_code == 1);
   // Under its own reserve (the container rule: 768 MiB of a 3 GiB limit) it is WATCH: ready at tight.
-  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested")}).exit_code == 0);
-  CHECK(pnmem_run({"probe", "--root", fixture("v2_nested"), "--max-level", "ok"}).exit_code == 1);
+  CHECK(run({"probe", "--root", fixture("v2_nested")}).exit_code == 0);
+  CHECK(run({"probe", "--root", fixture("v2_nested"), "--max-level", "ok"}).exit_code == 1);
 
-  r = pnmem_run({"--json", "probe", "--root", fixture("v2_nested"), "--host-reserve", one_gib});
+  r = run({"--json", "probe", "--root", fixture("v2_nested"), "--host-reserve", one_gib});
   CHECK(r.exit_code == 1);
   const json j = json::parse(r.out, nullptr, false);
   REQUIRE(j.is_object());
@@ -235,13 +223,13 @@ TEST_CASE("pnmem probe: a bad --max-level or --root exits 2 with one line on std
         std::vector<std::string>{"probe", "--root", fixture("does_not_exist")},
         std::vector<std::string>{"probe", "--max-level"}}) {
     CAPTURE(args.back());
-    const auto r = pnmem_run(args);
+    const auto r = run(args);
     CHECK(r.exit_code == 2);
     CHECK(r.out.empty());
     REQUIRE(pnmem::test::lines_of(r.err).size() == 1);
     CHECK(r.err.find("pnmem: error: ") == 0);
   }
-  const auto r = pnmem_run({"probe", "--root", fixture("v2_unlimited"), "--max-level", "bogus"});
+  const auto r = run({"probe", "--root", fixture("v2_unlimited"), "--max-level", "bogus"});
   CHECK(r.err.find("--max-level") != std::string::npos);
 }
 
@@ -262,7 +250,7 @@ TEST_CASE("pnmem sample takes the level's policy flags, as pnmem level does") {
   const std::string reserve = std::to_string(s.host_avail_bytes);
   REQUIRE(pnmem::derive_level(s) != pnmem::derive_level(s, p));
 
-  const auto r = pnmem_run({"--json", "sample", "--root", root, "--host-reserve", reserve, "--psi-full-reject", "20"});
+  const auto r = run({"--json", "sample", "--root", root, "--host-reserve", reserve, "--psi-full-reject", "20"});
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.empty());
   const json j = json::parse(r.out, nullptr, false);
@@ -271,13 +259,13 @@ TEST_CASE("pnmem sample takes the level's policy flags, as pnmem level does") {
   CHECK(j.at("level") == std::string(pnmem::to_string(pnmem::derive_level(s, p))));
 
   // The same flags on the other commands that report this box's level.
-  CHECK(pnmem_run({"probe", "--root", root, "--host-reserve", reserve}).exit_code == 1);
-  CHECK(pnmem_run({"probe", "--root", root}).exit_code == 0);
-  const auto m = pnmem_run({"metrics", "--root", root, "--host-reserve", reserve});
+  CHECK(run({"probe", "--root", root, "--host-reserve", reserve}).exit_code == 1);
+  CHECK(run({"probe", "--root", root}).exit_code == 0);
+  const auto m = run({"metrics", "--root", root, "--host-reserve", reserve});
   REQUIRE(m.exit_code == 0);
   CHECK(pnmem::test::check_exposition(m.out).value("pnmem_level") ==
         static_cast<double>(pnmem::derive_level(s, p)));
-  const auto w = pnmem_run({"--json", "watch", "--root", root, "--interval", "5", "--count", "1", "--host-reserve",
+  const auto w = run({"--json", "watch", "--root", root, "--interval", "5", "--count", "1", "--host-reserve",
                             reserve});
   REQUIRE(w.exit_code == 0);
   const auto lines = pnmem::test::lines_of(w.out);
@@ -285,14 +273,14 @@ TEST_CASE("pnmem sample takes the level's policy flags, as pnmem level does") {
   CHECK(json::parse(lines.back()).at("state").at("host_reserve_bytes") == s.host_avail_bytes);
 
   // A bad value is a usage error, as for pnmem level.
-  const auto bad = pnmem_run({"sample", "--root", root, "--host-reserve", "lots"});
+  const auto bad = run({"sample", "--root", root, "--host-reserve", "lots"});
   CHECK(bad.exit_code == 2);
   CHECK(bad.err == "pnmem: error: --host-reserve: \"lots\": not a number\n");
 }
 
 TEST_CASE("pnmem watch --help: the defaults are the watcher's own") {
   const pnmem::watcher_options o;
-  const auto r = pnmem_run({"watch", "--help"});
+  const auto r = run({"watch", "--help"});
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("Poll interval at OK, ms (default " + std::to_string(o.poll_interval.count()) + ")") !=
         std::string::npos);
@@ -302,7 +290,7 @@ TEST_CASE("pnmem watch --help: the defaults are the watcher's own") {
 }
 
 TEST_CASE("pnmem sample in a 2 GiB container keeps the container's reserve, 512 MiB, as the library's levels do") {
-  const auto r = pnmem_run({"--json", "sample", "--root", fixture("v1_limit")});
+  const auto r = run({"--json", "sample", "--root", fixture("v1_limit")});
   REQUIRE(r.exit_code == 0);
   const json j = json::parse(r.out, nullptr, false);
   REQUIRE(j.is_object());
@@ -311,10 +299,10 @@ TEST_CASE("pnmem sample in a 2 GiB container keeps the container's reserve, 512 
   CHECK(j.at("host_reserve_bytes") == 512 * pnmem::MiB);  // the seed's rule: 1 GiB
   CHECK(j.at("level") == "tight");  // PSI full > 0; with the seed's 1 GiB reserve and 1 GiB available: CRITICAL
   // The bytes alone (PSI off): 1 GiB available is 2 x the reserve: OK.
-  const auto bytes = pnmem_run({"--json", "sample", "--root", fixture("v1_limit")}, {{"PN_PSI_SOURCE", "off"}});
+  const auto bytes = run({"--json", "sample", "--root", fixture("v1_limit")}, {{"PN_PSI_SOURCE", "off"}});
   REQUIRE(bytes.exit_code == 0);
   CHECK(json::parse(bytes.out).at("level") == "ok");
-  const auto m = pnmem_run({"metrics", "--root", fixture("v1_limit")});
+  const auto m = run({"metrics", "--root", fixture("v1_limit")});
   REQUIRE(m.exit_code == 0);
   CHECK(pnmem::test::check_exposition(m.out).value("pnmem_host_reserve_bytes") ==
         static_cast<double>(512 * pnmem::MiB));
@@ -323,27 +311,27 @@ TEST_CASE("pnmem sample in a 2 GiB container keeps the container's reserve, 512 
 TEST_CASE("the tool honours PN_PSI_SOURCE, the poll intervals and the dwell") {
   // The v2 fixture's host PSI has a "some" stall; off ignores it.
   const std::string root = fixture("v2_nested");
-  const auto host = pnmem_run({"--json", "sample", "--root", root});
+  const auto host = run({"--json", "sample", "--root", root});
   REQUIRE(host.exit_code == 0);
   REQUIRE(json::parse(host.out).at("host_psi_some_avg10").get<double>() > 0.0);
-  const auto off = pnmem_run({"--json", "sample", "--root", root}, {{"PN_PSI_SOURCE", "off"}});
+  const auto off = run({"--json", "sample", "--root", root}, {{"PN_PSI_SOURCE", "off"}});
   REQUIRE(off.exit_code == 0);
   CHECK(off.err.empty());
   const json j = json::parse(off.out);
   CHECK(j.at("host_psi_some_avg10") == 0.0);
   CHECK(j.at("provenance").at("psi_mode") == "none");
   // cgroup: the container has no memory.pressure in the fixture: the host's, and one line says why.
-  const auto cg = pnmem_run({"--json", "sample", "--root", root}, {{"PN_PSI_SOURCE", "cgroup"}});
+  const auto cg = run({"--json", "sample", "--root", root}, {{"PN_PSI_SOURCE", "cgroup"}});
   REQUIRE(cg.exit_code == 0);
   CHECK(json::parse(cg.out).at("host_psi_some_avg10") == json::parse(host.out).at("host_psi_some_avg10"));
   CHECK(cg.err.find("pnmem: PSI source cgroup: ") == 0);
   // A bad value: the tool's own warning, once, and the default.
-  const auto bad = pnmem_run({"--json", "sample", "--root", root}, {{"PN_PSI_SOURCE", "both"}});
+  const auto bad = run({"--json", "sample", "--root", root}, {{"PN_PSI_SOURCE", "both"}});
   REQUIRE(bad.exit_code == 0);
   CHECK(bad.err == "pnmem: warning: PN_PSI_SOURCE=\"both\": not a PSI source (use host, cgroup or off); keeping host\n");
 
   // watch: its defaults are the environment's.
-  const auto help = pnmem_run({"watch", "--help"},
+  const auto help = run({"watch", "--help"},
                               {{"PN_MEMWATCH_POLL_MS", "700"}, {"PN_PRESSURE_POLL_MS", "70"}, {"PN_STEP_DOWN_DWELL_MS", "7000"}});
   REQUIRE(help.exit_code == 0);
   CHECK(help.out.find("Poll interval at OK, ms (default 700)") != std::string::npos);

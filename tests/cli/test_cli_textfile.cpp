@@ -16,11 +16,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -31,7 +29,7 @@
 #include <vector>
 
 #include "../exposition_check.hpp"
-#include "run_process.hpp"
+#include "cli_support.hpp"
 #include "temp_dir.hpp"
 
 extern char** environ;
@@ -40,17 +38,9 @@ using nlohmann::json;
 
 namespace {
 
-std::string env_or_fail(const char* name) {
-  const char* v = std::getenv(name);
-  REQUIRE_MESSAGE(v != nullptr, name, " is not set (run through meson test)");
-  return v;
-}
-
-std::string fixture(const std::string& name) { return env_or_fail("PNMEM_LINUX_FIXTURES") + "/" + name; }
-
-pnmem::test::process_result pnmem_run(const std::vector<std::string>& args) {
-  return pnmem::test::run_process(env_or_fail("PNMEM_EXE"), args);
-}
+using pnmem::test::env_or_fail;
+using pnmem::test::fixture;
+using pnmem::test::run;
 
 // The whole file, or nullopt when it cannot be opened.
 std::optional<std::string> read_file(const std::string& path) {
@@ -155,7 +145,7 @@ bool wait_for(Pred pred) {
 TEST_CASE("pnmem watch --textfile: the last sample's exposition, nothing else left in the directory") {
   const pnmem::test::temp_dir dir;
   const std::string target = dir.path("pnmem.prom");
-  const auto r = pnmem_run(
+  const auto r = run(
       {"--json", "watch", "--root", fixture("v2_nested"), "--interval", "5", "--count", "3", "--textfile", target});
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.empty());
@@ -164,7 +154,7 @@ TEST_CASE("pnmem watch --textfile: the last sample's exposition, nothing else le
   CHECK(check_textfile(target) == seqs.back());
   CHECK(names_in(dir.path("")) == std::set<std::string>{"pnmem.prom"});
   // The same numbers as `pnmem metrics` for the fixture (the sampler's; the age and seq aside).
-  const auto m = pnmem_run({"metrics", "--root", fixture("v2_nested")});
+  const auto m = run({"metrics", "--root", fixture("v2_nested")});
   REQUIRE(m.exit_code == 0);
   const auto file = pnmem::test::check_exposition(*read_file(target));
   const auto one = pnmem::test::check_exposition(m.out);
@@ -175,7 +165,7 @@ TEST_CASE("pnmem watch --textfile: the last sample's exposition, nothing else le
   }
   // Text mode too, and a bare name in the working directory's sense: a relative path.
   const auto t =
-      pnmem_run({"watch", "--root", fixture("v2_unlimited"), "--interval", "5", "--count", "2", "--textfile", target});
+      run({"watch", "--root", fixture("v2_unlimited"), "--interval", "5", "--count", "2", "--textfile", target});
   REQUIRE(t.exit_code == 0);
   CHECK(pnmem::test::lines_of(t.out).size() == 2);
   check_textfile(target);
@@ -186,7 +176,7 @@ TEST_CASE("pnmem watch --textfile-interval: written at the first sample, then no
   const pnmem::test::temp_dir dir;
   const std::string target = dir.path("pnmem.prom");
   // 60 s apart: the five samples (5 ms apart) leave the first one in the file.
-  const auto r = pnmem_run({"--json", "watch", "--root", fixture("v2_unlimited"), "--interval", "5", "--count", "5",
+  const auto r = run({"--json", "watch", "--root", fixture("v2_unlimited"), "--interval", "5", "--count", "5",
                             "--textfile", target, "--textfile-interval", "60000"});
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.empty());
@@ -194,7 +184,7 @@ TEST_CASE("pnmem watch --textfile-interval: written at the first sample, then no
   REQUIRE(seqs.size() == 5);
   CHECK(check_textfile(target) == seqs.front());
   // 0: after every sample, as without the flag.
-  const auto every = pnmem_run({"--json", "watch", "--root", fixture("v2_unlimited"), "--interval", "5", "--count", "5",
+  const auto every = run({"--json", "watch", "--root", fixture("v2_unlimited"), "--interval", "5", "--count", "5",
                                 "--textfile", target, "--textfile-interval", "0"});
   REQUIRE(every.exit_code == 0);
   CHECK(check_textfile(target) == sample_seqs(every.out).back());
@@ -204,7 +194,7 @@ TEST_CASE("pnmem watch --textfile-interval: written at the first sample, then no
 TEST_CASE("bad --textfile / --textfile-interval: exit 2, one line naming the flag and the value") {
   const pnmem::test::temp_dir dir;
   const std::string missing = dir.path("no-such-dir") + "/pnmem.prom";
-  const auto r = pnmem_run({"watch", "--root", fixture("v2_unlimited"), "--count", "1", "--textfile", missing});
+  const auto r = run({"watch", "--root", fixture("v2_unlimited"), "--count", "1", "--textfile", missing});
   CHECK(r.exit_code == 2);
   CHECK(r.out.empty());
   CHECK(r.err == "pnmem: error: --textfile: \"" + missing + "\": directory \"" + dir.path("no-such-dir") +
@@ -224,7 +214,7 @@ TEST_CASE("bad --textfile / --textfile-interval: exit 2, one line naming the fla
        }) {
     std::vector<std::string> full{"watch", "--root", fixture("v2_unlimited"), "--count", "1"};
     full.insert(full.end(), args.begin(), args.end());
-    const auto bad = pnmem_run(full);
+    const auto bad = run(full);
     CAPTURE(args.back());
     CHECK(bad.exit_code == 2);
     CHECK(bad.out.empty());
@@ -236,7 +226,7 @@ TEST_CASE("bad --textfile / --textfile-interval: exit 2, one line naming the fla
 
   // Not *.prom: node_exporter would not read it; a warning, and it is written all the same.
   const auto txt =
-      pnmem_run({"watch", "--root", fixture("v2_unlimited"), "--count", "1", "--textfile", dir.path("pnmem.txt")});
+      run({"watch", "--root", fixture("v2_unlimited"), "--count", "1", "--textfile", dir.path("pnmem.txt")});
   CHECK(txt.exit_code == 0);
   CHECK(txt.err.find("pnmem: warning: --textfile: ") == 0);
   CHECK(txt.err.find("reads only *.prom files") != std::string::npos);
@@ -250,7 +240,7 @@ TEST_CASE("pnmem watch --textfile is atomic: a reader polling it meanwhile parse
   std::atomic<bool> done{false};
   pnmem::test::process_result r;
   std::thread writer([&] {
-    r = pnmem_run({"watch", "--root", fixture("v2_nested"), "--interval", "1", "--count", "40", "--textfile", target});
+    r = run({"watch", "--root", fixture("v2_nested"), "--interval", "1", "--count", "40", "--textfile", target});
     done = true;
   });
   int reads = 0;

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "pnmem/host_sample.hpp"
@@ -69,6 +70,43 @@ void check_kept_open_file_after_rmdir(const fs::path& parent, const char* file) 
   CHECK(after.status == pnmem::detail::source_status::missing);
   CHECK_FALSE(f.is_open());
 }
+
+// The fault cases' tree laid out like /, for linux_sampler_options::root: the real /proc/meminfo, this
+// process's mountinfo, a /proc/self/cgroup of one line `cgroup_line`, and the cgroup mount at `mount_point`
+// a symlink to the real one. Removed on every way out, the test's cgroup `child` (rmdir'd) first.
+struct fault_root {
+  struct removal {
+    fs::path root, child;
+    ~removal() {
+      ::rmdir(child.c_str());
+      std::error_code ec;
+      fs::remove_all(root, ec);  // removes the symlinks, not what they point to
+    }
+  } made;
+
+  static fs::path make_temp_dir() {
+    std::string tmpl = (fs::temp_directory_path() / "pnmem-fault-root-XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    return tmpl;
+  }
+  fault_root(fs::path child, const std::string& mountinfo, const std::string& cgroup_line, const fs::path& mount_point)
+      : made{make_temp_dir(), std::move(child)} {
+    const fs::path& root = made.root;
+    fs::create_directories(root / "proc/self");
+    fs::create_symlink("/proc/meminfo", root / "proc/meminfo");
+    std::ofstream(root / "proc/self/mountinfo") << mountinfo;
+    std::ofstream(root / "proc/self/cgroup") << cgroup_line << "\n";
+    fs::create_directories((root / mount_point.relative_path()).parent_path());
+    fs::create_symlink(mount_point, root / mount_point.relative_path());
+  }
+  // A sampler reading the tree (no PSI triggers).
+  linux_sampler_options options() const {
+    linux_sampler_options o;
+    o.root = made.root.string();
+    o.psi_triggers.clear();
+    return o;
+  }
+};
 
 }  // namespace
 
@@ -143,29 +181,12 @@ TEST_CASE("fault a, the real kernel: the sampler's cgroup removed, then created 
   const fs::path child = fs::path(parent_dir) / name;
   const std::string child_path = (parent_path == "/" ? "" : parent_path) + "/" + name;
 
-  std::string tmpl = (fs::temp_directory_path() / "pnmem-fault-root-XXXXXX").string();
-  REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-  const fs::path root = tmpl;
-  struct cleanup {
-    fs::path root, child;
-    ~cleanup() {
-      ::rmdir(child.c_str());
-      std::error_code ec;
-      fs::remove_all(root, ec);  // removes the symlinks, not what they point to
-    }
-  } guard{root, child};
-
   const std::string mountinfo = pnmem::test::read_file("/proc/self/mountinfo").value_or(std::string());
   const auto mount = pnmem::procfs::find_cgroup_mount(mountinfo, cgroup_mode::v1, parent_path);
   REQUIRE(mount.ok());
   REQUIRE(mount.value.lookup == pnmem::procfs::mount_lookup::found);
-  const fs::path mount_point(std::string(mount.value.mount.mount_point.view()));
-  fs::create_directories(root / "proc/self");
-  fs::create_symlink("/proc/meminfo", root / "proc/meminfo");
-  std::ofstream(root / "proc/self/mountinfo") << mountinfo;
-  std::ofstream(root / "proc/self/cgroup") << "4:memory:" << child_path << "\n";
-  fs::create_directories((root / mount_point.relative_path()).parent_path());
-  fs::create_symlink(mount_point, root / mount_point.relative_path());
+  const fault_root root(child, mountinfo, "4:memory:" + child_path,
+                        fs::path(std::string(mount.value.mount.mount_point.view())));
 
   const auto make_child = [&](std::uint64_t limit_bytes) {
     std::error_code ec;
@@ -173,10 +194,7 @@ TEST_CASE("fault a, the real kernel: the sampler's cgroup removed, then created 
     std::ofstream(child / "memory.limit_in_bytes") << limit_bytes << "\n";
   };
   make_child(256_MiB);
-  pnmem::linux_sampler_options o;
-  o.root = root.string();
-  o.psi_triggers.clear();
-  linux_sampler s{o};
+  linux_sampler s{root.options()};
   // The child, limited to `limit_bytes`, is the limiting cgroup unless an ancestor is tighter.
   const auto check_limited_child = [&](const host_sample& got, std::uint64_t limit_bytes) {
     CHECK(got.provenance.cgroup == cgroup_mode::v1);
@@ -401,24 +419,8 @@ TEST_CASE("fault a, the real kernel, v2: the sampler's cgroup removed, then crea
   const fs::path child = home->parent / name;
   const std::string child_path = home->self.cgroup_path(child);
 
-  std::string tmpl = (fs::temp_directory_path() / "pnmem-fault-root-XXXXXX").string();
-  REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-  const fs::path root = tmpl;
-  struct cleanup {
-    fs::path root, child;
-    ~cleanup() {
-      ::rmdir(child.c_str());
-      std::error_code ec;
-      fs::remove_all(root, ec);
-    }
-  } guard{root, child};
-  const std::string mountinfo = pnmem::test::read_file("/proc/self/mountinfo").value_or(std::string());
-  fs::create_directories(root / "proc/self");
-  fs::create_symlink("/proc/meminfo", root / "proc/meminfo");
-  std::ofstream(root / "proc/self/mountinfo") << mountinfo;
-  std::ofstream(root / "proc/self/cgroup") << "0::" << child_path << "\n";
-  fs::create_directories((root / home->self.mount_point.relative_path()).parent_path());
-  fs::create_symlink(home->self.mount_point, root / home->self.mount_point.relative_path());
+  const fault_root root(child, pnmem::test::read_file("/proc/self/mountinfo").value_or(std::string()),
+                        "0::" + child_path, home->self.mount_point);
 
   const auto make_child = [&](std::uint64_t limit_bytes) {
     std::error_code ec;
@@ -426,10 +428,7 @@ TEST_CASE("fault a, the real kernel, v2: the sampler's cgroup removed, then crea
     REQUIRE(pnmem::test::write_file(child / "memory.max", std::to_string(limit_bytes)));
   };
   make_child(256_MiB);
-  pnmem::linux_sampler_options o;
-  o.root = root.string();
-  o.psi_triggers.clear();
-  linux_sampler s{o};
+  linux_sampler s{root.options()};
   const auto check_limited_child = [&](const host_sample& got, std::uint64_t limit_bytes) {
     CHECK(got.provenance.cgroup == cgroup_mode::v2);
     CHECK(got.provenance.sources_failed == 0);

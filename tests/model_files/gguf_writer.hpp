@@ -139,6 +139,18 @@ class gguf_writer {
   std::size_t count_ = 0;
 };
 
+// An architecture's minimum: name, block_count, heads, embedding.
+inline gguf_writer model(const std::string& arch, std::uint32_t layers, std::uint32_t heads, std::uint32_t kv_heads,
+                         std::uint32_t embd) {
+  gguf_writer w;
+  w.str("general.architecture", arch)
+      .u32(arch + ".block_count", layers)
+      .u32(arch + ".attention.head_count", heads)
+      .u32(arch + ".attention.head_count_kv", kv_heads)
+      .u32(arch + ".embedding_length", embd);
+  return w;
+}
+
 // --- models, with the keys llama.cpp's converters write (values of the public models) -------------------
 
 // Meta-Llama-3-8B as convert_hf_to_gguf.py writes it (Q4_K_M: file_type 15, 291 tensors); the tokenizer

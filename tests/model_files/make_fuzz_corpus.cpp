@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 using pnmem::test::gguf_t;
 using pnmem::test::gguf_writer;
 using pnmem::test::le;
+using pnmem::test::model;
 
 namespace {
 
@@ -29,17 +30,6 @@ bool write(const fs::path& path, const std::string& bytes) {
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (!f) std::fprintf(stderr, "cannot write %s\n", path.c_str());
   return static_cast<bool>(f);
-}
-
-gguf_writer model(const std::string& arch, std::uint32_t layers, std::uint32_t heads, std::uint32_t kv_heads,
-                  std::uint32_t embd) {
-  gguf_writer w;
-  w.str("general.architecture", arch)
-      .u32(arch + ".block_count", layers)
-      .u32(arch + ".attention.head_count", heads)
-      .u32(arch + ".attention.head_count_kv", kv_heads)
-      .u32(arch + ".embedding_length", embd);
-  return w;
 }
 
 }  // namespace

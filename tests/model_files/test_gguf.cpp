@@ -25,6 +25,7 @@ using pnmem::test::full_kv;
 using pnmem::test::gguf_t;
 using pnmem::test::gguf_writer;
 using pnmem::test::le;
+using pnmem::test::model;
 using pnmem::test::window_kv;
 using pnmem::test::windowed_kv;
 
@@ -87,18 +88,6 @@ std::string read_error(const std::string& bytes) {
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-// An architecture's minimum: name, block_count, heads, embedding.
-gguf_writer model(const std::string& arch, std::uint32_t layers, std::uint32_t heads, std::uint32_t kv_heads,
-                  std::uint32_t embd) {
-  gguf_writer w;
-  w.str("general.architecture", arch)
-      .u32(arch + ".block_count", layers)
-      .u32(arch + ".attention.head_count", heads)
-      .u32(arch + ".attention.head_count_kv", kv_heads)
-      .u32(arch + ".embedding_length", embd);
-  return w;
-}
 
 std::string temp_path(const char* name) {
   return (std::filesystem::temp_directory_path() / (std::string("pnmem-test-") + name + "-" +

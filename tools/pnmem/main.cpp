@@ -11,13 +11,7 @@
 // the watcher's cadence and the PSI source; a bad one is a warning line on stderr and its
 // default stays.
 
-// GCC 12 reports a -Wnull-dereference false positive inside libstdc++'s
-// std::string when it inlines CLI11's CLI::detail::split into this file. The
-// warning is issued after inlining, at a location in <string>, so it has to be
-// silenced before the first include; the rest of the project keeps the flag.
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
-#pragma GCC diagnostic ignored "-Wnull-dereference"
-#endif
+#include "cli11_warnings.hpp"  // first: see there
 
 #include <cstddef>
 #include <exception>

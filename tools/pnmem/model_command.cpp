@@ -1,10 +1,6 @@
 // tools/pnmem/model_command.cpp - `pnmem model`.
 
-// GCC 12's -Wnull-dereference false positive inside libstdc++'s std::string when it inlines
-// CLI11's CLI::detail::split (see main.cpp): silenced before the first include.
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
-#pragma GCC diagnostic ignored "-Wnull-dereference"
-#endif
+#include "cli11_warnings.hpp"  // first: see there
 
 #include "model_command.hpp"
 

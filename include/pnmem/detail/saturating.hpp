@@ -22,36 +22,36 @@ constexpr std::uint64_t sat_sub(std::uint64_t a, std::uint64_t b) noexcept {
   return a > b ? a - b : 0;
 }
 
+// True while nvcc's front end evaluates a constant expression: it cannot evaluate the overflow
+// builtins there (a .cu file including these headers failed on `seed_model_cost`), so the two
+// functions below check by arithmetic instead. Always false elsewhere: GCC and Clang evaluate the
+// builtins in constant expressions too.
+constexpr bool nvcc_constant_evaluated() noexcept {
+#if defined(__CUDACC__) && PNMEM_HAS_IS_CONSTANT_EVALUATED
+  return std::is_constant_evaluated();
+#elif defined(__CUDACC__)
+  return __builtin_is_constant_evaluated();  // C++17 (detail/cxx.hpp)
+#else
+  return false;
+#endif
+}
+
 // r = a * b (or a + b), true when it wrapped. At run time the check is the instruction's own flag:
 // a division `a > u64_max / b` would cost tens of cycles whenever b is not a compile-time constant
-// (a model's KV bytes per token, read from a file). GCC and Clang also evaluate the builtins in
-// constant expressions; nvcc's front end does not (a .cu file including these headers failed on
-// `seed_model_cost`), so there constant evaluation checks by division instead.
+// (a model's KV bytes per token, read from a file).
 constexpr bool mul_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& r) noexcept {
-#if defined(__CUDACC__)
-#if PNMEM_HAS_IS_CONSTANT_EVALUATED
-  if (std::is_constant_evaluated()) {
-#else
-  if (__builtin_is_constant_evaluated()) {  // C++17 (detail/cxx.hpp)
-#endif
+  if (nvcc_constant_evaluated()) {
     r = a * b;
     return a != 0 && r / a != b;
   }
-#endif
   return __builtin_mul_overflow(a, b, &r);
 }
 
 constexpr bool add_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& r) noexcept {
-#if defined(__CUDACC__)
-#if PNMEM_HAS_IS_CONSTANT_EVALUATED
-  if (std::is_constant_evaluated()) {
-#else
-  if (__builtin_is_constant_evaluated()) {  // C++17 (detail/cxx.hpp)
-#endif
+  if (nvcc_constant_evaluated()) {
     r = a + b;
     return r < a;
   }
-#endif
   return __builtin_add_overflow(a, b, &r);
 }
 

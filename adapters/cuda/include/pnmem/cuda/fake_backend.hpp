@@ -260,6 +260,11 @@ class fake_backend final : public device_backend {
   // after reporting why (not an allocation, the wrong free for its kind, a double free). `at` prefixes it.
   enum class free_call : std::uint8_t { async, plain, pinned };
   block* block_to_free(void* p, free_call call, const std::string& at) PNMEM_REQUIRES(mu_);
+  // free_plain and free_pinned after the lock: block_to_free, then release_block by `by` (a literal: the block keeps it).
+  device_status free_at_once(void* p, free_call call, std::string_view by) PNMEM_REQUIRES(mu_);
+  // A new live block of `bytes` (pinned: device 0) and its storage; nullptr when device memory would not fit
+  // the device (others' use, live and retiring bytes counted) or the host has no storage for it.
+  std::byte* add_block(block_kind kind, int device, bool plain, std::size_t bytes) PNMEM_REQUIRES(mu_);
   void report_in_flight_users(const block& b, std::string_view by) PNMEM_REQUIRES(mu_);
   void quarantine(std::uintptr_t base) PNMEM_REQUIRES(mu_);
   void run_to(std::uint64_t target, bool until_idle) PNMEM_REQUIRES(mu_);
