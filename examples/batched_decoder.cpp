@@ -30,6 +30,7 @@
 #include <pnmem/engine/admit.hpp>
 #include <pnmem/engine/backpressure_gate.hpp>
 #include <pnmem/engine/counters.hpp>
+#include <pnmem/engine/fleet_load.hpp>
 #include <pnmem/engine/metrics.hpp>
 #include <pnmem/ladder.hpp>
 #include <pnmem/linux/linux_sampler.hpp>
@@ -449,6 +450,14 @@ int main(int argc, char** argv) {
               n(counters.ladder_degradations[1]) + n(counters.ladder_degradations[2]) +
                   n(counters.ladder_degradations[3]),
               std::string(pnmem::log_name(s.level)).c_str(), mib(pool.peak()), mib(pool.limit()));
-  if (opt.metrics) std::printf("\n%s", pnmem::prometheus_text(s, &counters, policy).c_str());
+  if (opt.metrics) {
+    // With the model-server protocol's gauges (engine/fleet_load.hpp): the gate's queue and slots,
+    // the requests still in the engine's own queue ahead of it, and the KV pool's bytes.
+    pnmem::fleet_load load = pnmem::gate_load(gate);
+    load.queued_requests += static_cast<std::uint64_t>(t.unserved.load());
+    load.kv_used_bytes = pool.used();
+    load.kv_capacity_bytes = pool.limit();
+    std::printf("\n%s", pnmem::prometheus_text(s, &counters, policy, &load).c_str());
+  }
   return 0;
 }

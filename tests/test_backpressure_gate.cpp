@@ -2,6 +2,7 @@
 // outcome: threads meet on latches, the test waits for the gate's own waiter
 // count, and deadlines are only safety nets (except in the deadline tests).
 #include "pnmem/engine/backpressure_gate.hpp"
+#include "pnmem/engine/fleet_load.hpp"
 
 #include <doctest/doctest.h>
 
@@ -505,6 +506,42 @@ TEST_CASE("gate: the slot ceiling follows the ladder's rung 2") {
 
   gate.set_capacity(0);  // below 1 is 1, as the ladder
   CHECK(gate.capacity() == 1);
+}
+
+// What a fleet router reads (engine/fleet_load.hpp): the waiting acquirers are the queued
+// requests, the slots held the running ones; the capacity follows the ladder, so the same
+// running count is a larger share of the KV under pressure.
+TEST_CASE("gate: gate_load says the queued and running requests and the share of the slots in use") {
+  const ladder_config cfg{.max_slots = 8, .prefill_window = 16384, .kv_q4 = false};
+  backpressure_gate gate{ladder_plan_for(mem_level::ok, cfg).max_slots};
+  CHECK(gate_load(gate).queued_requests == 0);
+  CHECK(gate_load(gate).slot_capacity == 8);
+  std::vector<gate_slot> held;
+  for (int i = 0; i < 4; ++i) held.push_back(std::move(gate.try_acquire().slot));
+  fleet_load f = gate_load(gate);
+  CHECK(f.running_requests == 4);
+  CHECK(kv_cache_usage(f) == 0.5);
+
+  gate.set_capacity(ladder_plan_for(mem_level::tight, cfg).max_slots);  // 4: now full
+  CHECK(kv_cache_usage(gate_load(gate)) == 1.0);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 3; ++t) {
+    ts.emplace_back([&] {
+      auto r = gate.acquire(far_deadline());
+      CHECK(r);
+    });
+  }
+  REQUIRE(eventually([&] { return gate.waiting() == 3; }));
+  f = gate_load(gate);
+  CHECK(f.queued_requests == 3);
+  CHECK(f.running_requests == 4);
+  CHECK(f.slot_capacity == 4);
+  held.resize(1);  // three released: the waiters get them and end, returning them
+  join_all(ts);
+  f = gate_load(gate);
+  CHECK(f.queued_requests == 0);
+  CHECK(f.running_requests == 1);
+  CHECK(kv_cache_usage(f) == 0.25);
 }
 
 TEST_CASE("gate: counters over one deterministic sequence") {

@@ -229,3 +229,56 @@ TEST_CASE("metrics: the host reserve is the snapshot's (a 1 GiB container keeps 
   CHECK(ex.value("pnmem_host_reserve_bytes") == static_cast<double>(256 * MiB));
   CHECK(ex.value("pnmem_level") == 0.0);
 }
+
+// The model-server protocol's gauges (engine/fleet_load.hpp): present only with a fleet_load, each a
+// gauge whose HELP names the protocol metric an endpoint picker is pointed at.
+TEST_CASE("metrics: the fleet series, under the model-server protocol's names and types") {
+  const pnmem::mem_state s = sample_state();
+  const auto without = checked(pnmem::prometheus_text(s, nullptr, pnmem::default_policy));
+  CHECK_FALSE(without.value("pnmem_queued_requests"));
+  CHECK_FALSE(without.value("pnmem_kv_cache_usage_ratio"));
+
+  pnmem::fleet_load load;
+  load.queued_requests = 3;
+  load.running_requests = 6;
+  load.slot_capacity = 8;
+  const auto ex = checked(pnmem::prometheus_text(s, nullptr, pnmem::default_policy, &load));
+  CHECK(ex.value("pnmem_queued_requests") == 3.0);
+  CHECK(ex.value("pnmem_running_requests") == 6.0);
+  CHECK(ex.value("pnmem_slot_capacity") == 8.0);
+  CHECK(ex.value("pnmem_kv_cache_usage_ratio") == 0.75);  // no KV bytes known: 6 of 8 slots
+  const std::pair<const char*, const char*> protocol[] = {{"pnmem_queued_requests", "TotalQueuedRequests"},
+                                                          {"pnmem_running_requests", "TotalRunningRequests"},
+                                                          {"pnmem_kv_cache_usage_ratio", "KVCacheUtilization"}};
+  for (const auto& [name, metric] : protocol) {
+    CAPTURE(name);
+    CHECK(ex.types.at(name) == "gauge");
+    CHECK(ex.helps.at(name).find(metric) != std::string::npos);
+  }
+  // Everything else is still there, in the same text.
+  CHECK(ex.value("pnmem_level") == 2.0);
+
+  // KV bytes known: their fraction, not the slots'.
+  load.kv_used_bytes = 1 * pnmem::GiB;
+  load.kv_capacity_bytes = 4 * pnmem::GiB;
+  CHECK(checked(pnmem::prometheus_text(s, nullptr, pnmem::default_policy, &load)).value("pnmem_kv_cache_usage_ratio") ==
+        0.25);
+}
+
+TEST_CASE("fleet_load: KVCacheUtilization is a fraction from 0 to 1, whatever it is given") {
+  pnmem::fleet_load f;
+  CHECK(pnmem::kv_cache_usage(f) == 0.0);  // nothing known: nothing in use
+  f.running_requests = 5;
+  CHECK(pnmem::kv_cache_usage(f) == 0.0);  // no capacity known
+  f.slot_capacity = 4;
+  CHECK(pnmem::kv_cache_usage(f) == 1.0);  // slots held past a capacity the ladder lowered
+  f.kv_capacity_bytes = 1000;
+  f.kv_used_bytes = 0;
+  CHECK(pnmem::kv_cache_usage(f) == 0.0);  // bytes win over slots
+  f.kv_used_bytes = 1001;
+  CHECK(pnmem::kv_cache_usage(f) == 1.0);
+  f.kv_used_bytes = std::numeric_limits<std::uint64_t>::max();
+  f.kv_capacity_bytes = std::numeric_limits<std::uint64_t>::max();
+  CHECK(pnmem::kv_cache_usage(f) == 1.0);
+  static_assert(pnmem::kv_cache_usage(pnmem::fleet_load{0, 1, 2, 0, 0}) == 0.5);
+}

@@ -358,6 +358,7 @@ bind_result buffer_owner::bind_locked(slot_request request, const ladder_plan& p
     moved();
   }
   bound_slots_ = bound;
+  publish_tally();  // the bound slots' share of the KV
   r.bound_slots = bound;
   r.slot_capacity = live_.slots;
   r.max_seq_tokens = live_.max_seq_tokens;
@@ -513,6 +514,17 @@ void buffer_owner::publish_tally() noexcept {
       live_.empty() ? 0 : decode_device_bytes(options_.shape, live_.kv, live_.slots, live_.max_seq_tokens);
   device_used_bytes_.store(dev, std::memory_order_relaxed);
   pinned_used_bytes_.store(staging_bytes_, std::memory_order_relaxed);
+  // Every slot holds a whole window: the bound slots' share of the ring's KV is theirs.
+  const model_shape& m = options_.shape;
+  const std::uint64_t kv =
+      live_.empty() ? 0
+                    : static_cast<std::uint64_t>(std::max(0, m.attention_layers)) *
+                          (2 * kv_layer_bytes(m, live_.kv, live_.slots, live_.max_seq_tokens) +
+                           q4_sink_layer_bytes(m, live_.kv, live_.slots) + q4_window_layer_bytes(m, live_.kv, live_.slots));
+  const std::uint64_t bound = live_.empty() ? 0 : kv / static_cast<std::uint64_t>(live_.slots) *
+                                                      static_cast<std::uint64_t>(std::min(bound_slots_, live_.slots));
+  kv_bytes_.store(kv, std::memory_order_relaxed);
+  kv_bound_bytes_.store(bound, std::memory_order_relaxed);
 }
 
 owner_tally buffer_owner::tally() const noexcept {
@@ -520,6 +532,8 @@ owner_tally buffer_owner::tally() const noexcept {
   t.device_used_bytes = device_used_bytes_.load(std::memory_order_relaxed);
   t.pinned_used_bytes = pinned_used_bytes_.load(std::memory_order_relaxed);
   t.retiring_bytes = retired_.retiring_bytes();
+  t.kv_bytes = kv_bytes_.load(std::memory_order_relaxed);
+  t.kv_bound_bytes = kv_bound_bytes_.load(std::memory_order_relaxed);
   t.generation = generation();
   t.mode = memory_mode();
   return t;

@@ -545,6 +545,48 @@ TEST_CASE("ordering 2: work on another stream before a move is fenced before the
   r.check_clean();
 }
 
+// The KV share a fleet router reads (engine/fleet_load.hpp, KVCacheUtilization): the ring's KV
+// bytes and the bound slots' part of them, by hand from small_shape (2 attention layers, 2 KV
+// heads of 32: a 256-byte fp32 row; K and V per layer).
+TEST_CASE("the owner's tally says the ring's KV bytes and the bound slots' share, for the fleet series") {
+  rig r;
+  CHECK(r.owner->tally().kv_bytes == 0);
+  REQUIRE(r.owner->try_bind({4, 16}, plan_at(mem_level::ok)).status.ok());
+  constexpr std::uint64_t ring4 = 2 * 2 * 4 * 16 * 256;  // layers x (K, V) x slots x tokens x row
+  CHECK(r.owner->tally().kv_bytes == ring4);
+  CHECK(r.owner->tally().kv_bound_bytes == ring4);
+  CHECK(r.owner->tally().kv_bytes < r.owner->tally().device_used_bytes);  // SSM state and scratch are not KV
+
+  // Fewer slots bound: the ring keeps its size (a bind never shrinks), half of it is in use.
+  const bind_result two = r.owner->try_bind({2, 16}, plan_at(mem_level::ok));
+  REQUIRE(two.status.ok());
+  CHECK_FALSE(two.moved);
+  CHECK(r.owner->tally().kv_bytes == ring4);
+  CHECK(r.owner->tally().kv_bound_bytes == ring4 / 2);
+
+  // Two owners (two models) add up in one fleet_load.
+  pnmem::fleet_load load;
+  add_kv(load, r.owner->tally());
+  add_kv(load, owner_tally{.kv_bytes = ring4, .kv_bound_bytes = ring4});
+  CHECK(load.kv_used_bytes == ring4 / 2 + ring4);
+  CHECK(load.kv_capacity_bytes == 2 * ring4);
+  CHECK(pnmem::kv_cache_usage(load) == doctest::Approx(0.75));
+
+  // The ladder's ceiling bounds what is bound; a resize shrinks the ring to it.
+  REQUIRE(r.owner->try_resize({8, 16}, plan_at(mem_level::tight)).status.ok());
+  const int ceiling = plan_at(mem_level::tight).max_slots;
+  REQUIRE(ceiling < 8);
+  const std::uint64_t ring_c = 2 * 2 * static_cast<std::uint64_t>(ceiling) * 16 * 256;
+  CHECK(r.owner->tally().kv_bytes == ring_c);
+  CHECK(r.owner->tally().kv_bound_bytes == ring_c);
+
+  REQUIRE(r.owner->try_release_all().ok());
+  CHECK(r.owner->tally().kv_bytes == 0);
+  CHECK(r.owner->tally().kv_bound_bytes == 0);
+  r.shutdown();
+  r.check_clean();
+}
+
 // Memory pools are optional (device_alloc_mode): the owner asks at its first
 // bind, keeps the answer, and says which it is. Without pools its device
 // buffers come from alloc_plain and never go through free_async.

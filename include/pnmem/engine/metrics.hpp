@@ -19,6 +19,11 @@
 //             pnmem_fail_open_total, pnmem_level_transitions_total{from,to} (from != to),
 //             pnmem_ladder_degradations_total{level}, pnmem_gate_{acquired,waits,overloaded,
 //             timed_out,cancelled,queue_full}_total
+//   fleet     (only with a fleet_load: engine/fleet_load.hpp) the model-server protocol's three
+//             gauges an inference gateway's endpoint picker routes by:
+//             pnmem_queued_requests (TotalQueuedRequests), pnmem_running_requests
+//             (TotalRunningRequests), pnmem_kv_cache_usage_ratio (KVCacheUtilization, 0 to 1),
+//             and pnmem_slot_capacity (the slots the ratio is over when no KV bytes are known)
 //
 // Not on the decision path: it allocates. Counters are read with relaxed loads,
 // each on its own (the text is not one atomic cut of all of them).
@@ -37,6 +42,7 @@
 #include "pnmem/config.hpp"
 #include "pnmem/engine/counters.hpp"
 #include "pnmem/engine/detail/exposition_writer.hpp"
+#include "pnmem/engine/fleet_load.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/mem_level.hpp"
 #include "pnmem/mem_state.hpp"
@@ -126,11 +132,30 @@ inline void write_counters(writer& w, const engine_counters& c) {
   }
 }
 
+// The model-server protocol's gauges (engine/fleet_load.hpp), named for pnmem.
+inline void write_fleet(writer& w, const fleet_load& f) {
+  w.gauge("pnmem_queued_requests",
+          "Requests waiting to run (the gate's queue and the engine's own): the model-server protocol's "
+          "TotalQueuedRequests.",
+          f.queued_requests);
+  w.gauge("pnmem_running_requests",
+          "Requests being served (decode slots held): the model-server protocol's TotalRunningRequests.",
+          f.running_requests);
+  w.gauge("pnmem_kv_cache_usage_ratio",
+          "Fraction of the KV cache in use, 0 to 1 (KV bytes, else slots over pnmem_slot_capacity): the "
+          "model-server protocol's KVCacheUtilization.",
+          kv_cache_usage(f));
+  w.gauge("pnmem_slot_capacity", "Requests the engine may run at once now (follows the ladder); 0 = unknown.",
+          f.slot_capacity);
+}
+
 }  // namespace detail::metrics
 
-// The exposition text of one snapshot, its provenance and (when `counters` is
-// not null) the engine's counters. `p` gives the host reserve.
-inline std::string prometheus_text(const mem_state& s, const engine_counters* counters, const policy& p) {
+// The exposition text of one snapshot, its provenance, (when `counters` is not null)
+// the engine's counters and (when `fleet` is not null) the model-server protocol's
+// gauges. `p` gives the host reserve.
+inline std::string prometheus_text(const mem_state& s, const engine_counters* counters, const policy& p,
+                                   const fleet_load* fleet = nullptr) {
   using detail::metrics::int_text;
   detail::metrics::writer w;
   const auto level_value = [](mem_level l) { return static_cast<std::uint64_t>(l); };
@@ -213,12 +238,14 @@ inline std::string prometheus_text(const mem_state& s, const engine_counters* co
   }
 
   if (counters != nullptr) detail::metrics::write_counters(w, *counters);
+  if (fleet != nullptr) detail::metrics::write_fleet(w, *fleet);
   return w.take();
 }
 
 // With the process's policy (the PN_* variables: config.hpp env_policy()).
-inline std::string prometheus_text(const mem_state& s, const engine_counters* counters = nullptr) {
-  return prometheus_text(s, counters, env_policy());
+inline std::string prometheus_text(const mem_state& s, const engine_counters* counters = nullptr,
+                                   const fleet_load* fleet = nullptr) {
+  return prometheus_text(s, counters, env_policy(), fleet);
 }
 
 }  // namespace pnmem

@@ -1,6 +1,6 @@
 // A C++17 engine's use of pnmem (llama.cpp pins C++17): a watcher over the Linux sampler, read
 // lock-free through the seqlock, a request admitted, the ladder's plan, the engine layer's admit,
-// the back-pressure gate and the host ledger. Compiled with -std=c++17 -Wall -Wextra -Wpedantic
+// the back-pressure gate, the host ledger and the /metrics text with the fleet series. Compiled with -std=c++17 -Wall -Wextra -Wpedantic
 // -Werror by g++ and clang++ against the source tree's headers (tests/packaging/meson.build,
 // test cxx17-consumer) and against an installed prefix (install_test.sh); needs only
 // -I<prefix>/include and -lpnmem_linux -lpthread.
@@ -8,7 +8,9 @@
 // Prints one line: cxx17 <level> <verdict> slots=<n>.
 #include <pnmem/engine/admit.hpp>
 #include <pnmem/engine/backpressure_gate.hpp>
+#include <pnmem/engine/fleet_load.hpp>
 #include <pnmem/engine/host_ledger.hpp>
+#include <pnmem/engine/metrics.hpp>
 #include <pnmem/linux/linux_sampler.hpp>
 #include <pnmem/live_state.hpp>
 #include <pnmem/pnmem.hpp>
@@ -16,6 +18,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <string>
 
 #if __cplusplus != 201703L
 #error "this consumer is the C++17 one: compile it with -std=c++17"
@@ -67,6 +70,14 @@ int main() {
   pnmem::gate_result slot = gate.acquire_for(std::chrono::milliseconds(1));
   if (a.status == pnmem::admit_status::fail_open || slot.status == pnmem::gate_status::cancelled) {
     std::fprintf(stderr, "cxx17: admit failed open on a running watcher, or a gate acquire was cancelled\n");
+    return 1;
+  }
+  // GET /metrics, with the model-server protocol's gauges for a fleet router.
+  const pnmem::fleet_load load = pnmem::gate_load(gate);
+  const std::string body = pnmem::prometheus_text(w.read(), nullptr, &load);
+  const std::string running = "\npnmem_running_requests " + std::to_string(slot ? 1 : 0) + "\n";
+  if (body.find(running) == std::string::npos) {
+    std::fprintf(stderr, "cxx17: the metrics lack%s", running.c_str());
     return 1;
   }
   slot.slot.release();

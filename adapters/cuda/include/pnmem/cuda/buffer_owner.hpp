@@ -5,7 +5,7 @@
 // buffers, the batch scratch, and a pinned host staging arena that deferred
 // device-to-host copies land in. The design rule: a buffer is never freed while a
 // queued or captured launch may still touch it; each rule below answers one of
-// the seed's four hazards (README, "The CUDA adapter: die feed and buffers that move safely").
+// the seed's four hazards (docs/cuda.md, "The CUDA adapter: die feed and buffers that move safely").
 //
 // The protocol
 //   * One GPU turn per model (gpu_turn.hpp). bind/resize/release_all hold it
@@ -103,6 +103,7 @@
 #include "pnmem/cuda/event_pool.hpp"
 #include "pnmem/cuda/gpu_turn.hpp"
 #include "pnmem/cuda/retire_list.hpp"
+#include "pnmem/engine/fleet_load.hpp"
 #include "pnmem/ladder.hpp"
 
 namespace pnmem::cuda {
@@ -170,9 +171,19 @@ struct owner_tally {
   std::uint64_t device_used_bytes = 0;  // live device buffers
   std::uint64_t pinned_used_bytes = 0;  // live staging arena
   std::uint64_t retiring_bytes = 0;     // moved, waiting for their fence: neither used nor free
+  std::uint64_t kv_bytes = 0;           // of device_used_bytes, the KV cache (K, V, Q4 sink and window)
+  std::uint64_t kv_bound_bytes = 0;     // of kv_bytes, the bound slots' share
   std::uint64_t generation = 0;
   alloc_mode mode = alloc_mode::unknown;  // how device buffers are allocated (unknown before the first bind)
 };
+
+// The owner's KV cache in a fleet_load (engine/fleet_load.hpp), for the model-server protocol's
+// KVCacheUtilization: the bound slots' KV bytes over the ring's. Call once per owner (per model):
+// their bytes add up.
+inline void add_kv(fleet_load& load, const owner_tally& t) noexcept {
+  load.kv_used_bytes += t.kv_bound_bytes;
+  load.kv_capacity_bytes += t.kv_bytes;
+}
 
 // A captured graph: the engine's handle and the generation it was captured at.
 struct graph_token {
@@ -337,6 +348,8 @@ class buffer_owner {
   std::atomic<alloc_mode> mode_{alloc_mode::unknown};  // set once, by the first bind (under the turn)
   std::atomic<std::uint64_t> device_used_bytes_{0};
   std::atomic<std::uint64_t> pinned_used_bytes_{0};
+  std::atomic<std::uint64_t> kv_bytes_{0};
+  std::atomic<std::uint64_t> kv_bound_bytes_{0};
 };
 
 }  // namespace pnmem::cuda
