@@ -381,7 +381,7 @@ void check_cli(std::string_view t) {
   if (!level.ok) FUZZ_CHECK(has_prefix(level.message, prefix));
 
   const auto kv = call_cli([&] { return pnmem_cli::parse_kv_arg(flag, t); });
-  // The reference: every name and alias the README lists, written out here rather than taken from the library.
+  // The reference: every name and alias docs/models.md lists, written out here rather than taken from the library.
   struct kv_name {
     const char* name;
     pnmem::kv_format f;

@@ -430,7 +430,7 @@ TEST_CASE("the container reserve never exceeds the whole-box one and grows with 
   }
 }
 
-// The constants the README's configuration table states.
+// The constants the configuration table of docs/operators.md states.
 static_assert(container_host_reserve_bytes(1 * GiB) == 256 * MiB);
 static_assert(host_reserve_bytes(pnmem::test::container_state(64 * GiB, 1 * GiB, 0)) == 256 * MiB);
 static_assert(host_reserve_bytes(host_state(1 * GiB, 0)) == 1 * GiB);

@@ -603,7 +603,7 @@ typedef struct pnmem_policy {
   bool ladder_disabled;            /* PN_LADDER_DISABLE */
   uint64_t host_total_bytes;       /* the latest snapshot's MemTotal (or its container's limit); 0: not sampled */
   uint64_t host_reserve_bytes;     /* the reserve for that snapshot (the minimum when 0), as every
-                                    * answer uses it: 256 MiB in a 1 GiB container (README, Configuration) */
+                                    * answer uses it: 256 MiB in a 1 GiB container (docs/operators.md, Configuration) */
 } pnmem_policy;
 
 /* 0 on success; -1 if out is NULL or on failure (*out not written). The first call

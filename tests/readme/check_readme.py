@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Checks README.md as a newcomer would use it: every code block, as the README shows it.
+"""Checks README.md and the guides as a newcomer would use them: every code block, as the page shows it.
 
-  check_readme.py SOURCE_ROOT BUILD_ROOT --cxx CMD --cc CMD [--extra-flags FLAGS] [--cuda yes|no] [--meson CMD] [--tool PATH]
+  check_readme.py SOURCE_ROOT BUILD_ROOT --cxx CMD --cc CMD [--extra-flags FLAGS] [--cuda yes|no] [--meson CMD]
+                  [--tool PATH] [--python-lib PATH] [--page PATH]...
 
-The blocks are read from README.md at run time (no second copies). Each fenced block:
+The pages are README.md, CHANGES.md and every docs/*.md (or the --page paths, relative to SOURCE_ROOT). Their
+blocks are read from the pages at run time (no second copies). Each fenced block:
 
   ```cpp / ```c   A complete program whose first line names it and says how to build it,
                   `// admit.cpp: g++ -std=c++20 -I include admit.cpp -o admit && ./admit`
@@ -13,14 +15,16 @@ The blocks are read from README.md at run time (no second copies). Each fenced b
                   build's compiler in place of g++/gcc and -Wall -Wextra -Wpedantic -Werror
                   added. Or a fragment whose first line is `// from PATH`: PATH must exist in
                   the repository and hold the block's lines, in order (`// ...` lines skip).
+                  Program names are unique over all the pages: a page may build another's program.
   ```sh           `bash -n`. A compiler line is run as above (once per distinct command);
                   `scripts/X` must exist and be executable; `-Dname=` options of `meson setup`
                   must be options of this build; `pkg-config` runs against a staging install
                   (`meson install --destdir`) of this build.
   ```cmake        configured and built against that staging install, in a project around
                   the block that builds the README's admit.cpp as the target it names.
-  ```yaml         a `command: [...]` starting with "pnmem" runs with the built tool and must
-                  exit 0 or 1 (not 2, a bad argument).
+  ```yaml         parsed (PyYAML; without it, a block with no pnmem command is NOT CHECKED); a
+                  `command: [...]` starting with "pnmem" runs with the built tool and must exit 0
+                  or 1 (not 2, a bad argument).
   ```python       compiled (syntax), then run by this interpreter in the scratch directory with
                   the package in python/ on its path and PNMEM_LIBRARY at this build's libpnmem_c
                   (--python-lib; not given in a sanitized build: NOT CHECKED); it must exit 0.
@@ -31,8 +35,12 @@ The blocks are read from README.md at run time (no second copies). Each fenced b
 A block that needs something this build lacks (the CUDA toolkit, the tool) is reported as
 "NOT CHECKED: ..." and the test exits 77 (Meson: SKIP), never 0, unless a block failed (1).
 
-It also checks that the README cites nothing outside the repository: no `shared/` or `../`
-path; every relative link, every `#anchor` and every backticked repository path exists.
+It also checks that each page cites nothing outside the repository: no `shared/` path, and no
+`../` path that leaves SOURCE_ROOT once resolved from the page's own directory. Every relative link,
+resolved from the page's directory, exists; every `#anchor` (on the page itself, or after a link to a
+Markdown page) is the GitHub slug of one of that page's headings; every backticked repository path
+(`include/...`, `docs/...`; from the repository root, as commands run) exists, except on a page that
+cites other projects' trees (FOREIGN_PATHS). Every message names PAGE:LINE.
 """
 import argparse
 import json
@@ -49,6 +57,8 @@ COMPILERS_C = {"gcc", "cc", "clang"}
 WARNINGS = ["-Wall", "-Wextra", "-Wpedantic", "-Werror"]
 REPO_DIRS = ("include/", "adapters/", "tests/", "examples/", "docs/", "scripts/", "tools/",
              "integration/", "benchmarks/", "fuzz/", "cmake/", ".ci/")
+# Pages whose backticked paths name files in other projects' trees (vLLM's, llama.cpp's), not this one.
+FOREIGN_PATHS = {"docs/engine-rules-research.md"}
 
 failures = []
 not_checked = []
@@ -70,7 +80,7 @@ def skip(where, msg):
     print(f"NOT CHECKED: {where}: {msg}", flush=True)
 
 
-def blocks(text):
+def blocks(text, page):
     """(line number of the opening fence, lang, [lines]) for each fenced block."""
     out, cur = [], None
     for n, line in enumerate(text.split("\n"), 1):
@@ -83,7 +93,7 @@ def blocks(text):
         elif cur is not None:
             cur[2].append(line)
     if cur is not None:
-        fail(f"README.md:{cur[0]}", "fence never closed")
+        fail(f"{page}:{cur[0]}", "fence never closed")
     return out
 
 
@@ -232,7 +242,7 @@ class Runner:
             prog = words[env_words] if env_words < len(words) else ""
             if prog in COMPILERS_CXX | COMPILERS_C:
                 if not any(n in words for n in names):
-                    fail(here, f"builds a file no README program block defines ({', '.join(sorted(names))})")
+                    fail(here, f"builds a file no program block of the pages defines ({', '.join(sorted(names))})")
                 else:
                     self.compile_line(here, cmd)
             elif prog.startswith("scripts/"):
@@ -300,13 +310,24 @@ class Runner:
                                          f"against a staging install: {out}")
 
     def yaml_block(self, where, lines):
-        m = re.search(r"command:\s*(\[.*\])", "\n".join(lines))
-        if not m:
-            skip(where, "a yaml block without a command: nothing to run")
-            return
-        argv = json.loads(m.group(1))
-        if argv[0] != "pnmem":
-            skip(where, f"runs {argv[0]}, not pnmem")
+        text = "\n".join(lines)
+        try:
+            import yaml
+        except ImportError:
+            yaml = None
+        if yaml is not None:
+            try:
+                yaml.safe_load(text)
+            except yaml.YAMLError as e:
+                fail(where, f"not valid YAML: {e}")
+                return
+        m = re.search(r"command:\s*(\[.*\])", text)
+        argv = json.loads(m.group(1)) if m else []
+        if not argv or argv[0] != "pnmem":
+            if yaml is None:
+                skip(where, "a yaml block without a pnmem command, and no PyYAML (python3-yaml) to parse it")
+            else:
+                ok(where, "parses as YAML (no pnmem command in it to run)")
             return
         if not self.a.tool or not os.path.isfile(self.a.tool):
             skip(where, "the pnmem tool is not built here")
@@ -321,33 +342,80 @@ def slug(heading):
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-def check_citations(text, src_root):
-    anchors = {slug(l.lstrip("#")) for l in text.split("\n") if re.match(r"^#{1,6} ", l)}
+def anchors_of(text):
+    """The anchors GitHub gives a page's headings (outside code blocks; a repeated one gets -1, -2, ...)."""
+    seen, out, in_code = {}, set(), False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            in_code = not in_code
+        if in_code or not re.match(r"^#{1,6} ", line):
+            continue
+        a = slug(line.lstrip("#"))
+        n = seen.get(a, 0)
+        seen[a] = n + 1
+        out.add(a if n == 0 else f"{a}-{n}")
+    return out
+
+
+_anchor_cache = {}
+
+
+def page_anchors(path):
+    if path not in _anchor_cache:
+        _anchor_cache[path] = anchors_of(open(path, encoding="utf-8").read())
+    return _anchor_cache[path]
+
+
+def inside(root, path):
+    return os.path.commonpath([root, path]) == root
+
+
+def check_citations(page, text, src_root):
+    """Links, anchors and paths of one page (PAGE relative to src_root)."""
+    here_dir = os.path.dirname(os.path.join(src_root, page))
+    anchors = anchors_of(text)
+    foreign = page in FOREIGN_PATHS
     in_code = False
     for n, line in enumerate(text.split("\n"), 1):
-        where = f"README.md:{n}"
+        where = f"{page}:{n}"
         if re.search(r"(?<![\w/.-])shared/", line):
             fail(where, "cites shared/, which is not in the repository")
-        if re.search(r"(?<![\w.])\.\./", line):
-            fail(where, "cites ../, outside the repository")
+        prose = line if in_code else re.sub(r"\]\([^)]*\)", "]()", line)  # link targets: checked below
+        for up in re.findall(r"(?<![\w.])((?:\.\./)+[^\s)`'\"\]#]*)", prose):
+            if not inside(src_root, os.path.normpath(os.path.join(here_dir, up))):
+                fail(where, f"cites {up}, outside the repository")
         if line.startswith("```"):
             in_code = not in_code
         if in_code or line.startswith("```"):
             continue  # links and paths are prose's; code blocks are checked as code
-        for anchor in re.findall(r"\]\(#([^)\s]+)\)", line):
-            if anchor not in anchors:
-                fail(where, f"links to #{anchor}, which no heading here has")
-        for target in re.findall(r"\]\(([^)\s#]+)[^)]*\)", line):
-            if re.match(r"^[a-z]+://", target):
+        for target in re.findall(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)", line):
+            if re.match(r"^[a-z]+:", target):
+                continue  # https://, mailto:
+            path, _, anchor = target.partition("#")
+            if not path:
+                if anchor not in anchors:
+                    fail(where, f"links to #{anchor}, which no heading of {page} has")
                 continue
-            if not os.path.exists(os.path.join(src_root, target)):
-                fail(where, f"links to {target}, which is not in the repository")
+            full = os.path.normpath(os.path.join(here_dir, path))
+            if not inside(src_root, full):
+                fail(where, f"links to {target}, outside the repository")
+            elif not os.path.exists(full):
+                fail(where, f"links to {path} ({os.path.relpath(full, src_root)}), which is not in the repository")
+            elif anchor and full.endswith(".md") and anchor not in page_anchors(full):
+                fail(where, f"links to {target}: no heading of {os.path.relpath(full, src_root)} has #{anchor}")
+        if foreign:
+            continue
         for tok in re.findall(r"`([^`\s]+)`", line):
             tok = tok.rstrip(",.;:")
             if not tok.startswith(REPO_DIRS) or re.search(r"[*<>{}]|\.\.\.", tok):
                 continue
             if not os.path.exists(os.path.join(src_root, tok)):
                 fail(where, f"names `{tok}`, which is not in the repository")
+
+
+def default_pages(src_root):
+    docs = sorted(f"docs/{f}" for f in os.listdir(os.path.join(src_root, "docs")) if f.endswith(".md"))
+    return ["README.md", "CHANGES.md"] + docs
 
 
 def main():
@@ -361,29 +429,40 @@ def main():
     ap.add_argument("--meson", default="meson")
     ap.add_argument("--tool", default="")
     ap.add_argument("--python-lib", default="", help="libpnmem_c.so for ```python blocks (not in a sanitized build)")
-    ap.add_argument("--readme", default="README.md")
+    ap.add_argument("--page", action="append", default=[],
+                    help="a page to check, relative to SOURCE_ROOT (repeatable; default: README.md, CHANGES.md, docs/*.md)")
     a = ap.parse_args()
     a.source_root = os.path.abspath(a.source_root)
     a.build_root = os.path.abspath(a.build_root)
-    readme = os.path.join(a.source_root, a.readme)
-    text = open(readme, encoding="utf-8").read()
+    pages = a.page or default_pages(a.source_root)
 
-    check_citations(text, a.source_root)
+    found = []  # (page, line, lang, lines) over every page, in page order
+    for page in pages:
+        path = os.path.join(a.source_root, page)
+        if not os.path.isfile(path):
+            fail(page, "no such page")
+            continue
+        text = open(path, encoding="utf-8").read()
+        check_citations(page, text, a.source_root)
+        page_blocks = blocks(text, page)
+        print(f"page: {page}: {len(page_blocks)} code blocks", flush=True)
+        found += [(page, n, lang, lines) for n, lang, lines in page_blocks]
     r = Runner(a)
     try:
-        found = blocks(text)
-        # Write every program first: a sh block may build any of them.
-        programs = {}
-        for n, lang, lines in found:
+        # Write every program first: a sh block, on any page, may build any of them.
+        programs, defined_at = {}, {}
+        for page, n, lang, lines in found:
             kind, name, cmd = header(lines, lang)
             if kind == "program":
                 if name in programs:
-                    fail(f"README.md:{n}", f"a second program named {name}")
+                    fail(f"{page}:{n}", f"a second program named {name} (the first: {defined_at[name]})")
+                    continue
                 programs[name] = cmd
+                defined_at[name] = f"{page}:{n}"
                 with open(os.path.join(r.work, name), "w") as f:
                     f.write("\n".join(lines) + "\n")
-        for n, lang, lines in found:
-            where = f"{os.path.basename(readme)}:{n} ```{lang}"
+        for page, n, lang, lines in found:
+            where = f"{page}:{n} ```{lang}"
             kind, name, cmd = header(lines, lang)
             if kind == "fragment":
                 check_fragment(where, a.source_root, name, lines)
@@ -413,7 +492,8 @@ def main():
     finally:
         shutil.rmtree(r.work, ignore_errors=True)
 
-    print(f"\n{len(checked)} checked, {len(failures)} failed, {len(not_checked)} NOT CHECKED")
+    print(f"\n{len(pages)} pages, {len(found)} code blocks: {len(checked)} checked, {len(failures)} failed, "
+          f"{len(not_checked)} NOT CHECKED")
     for m in not_checked:
         print(f"NOT CHECKED: {m}")
     for m in failures:

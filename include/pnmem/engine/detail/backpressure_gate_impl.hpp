@@ -162,7 +162,8 @@ class gate_core {
 
   // Rung 2 for the level `l`: the plan's slots for it (the operator's at OK). Not held at the
   // lowest level seen until OK: a box that touched CRITICAL for 100 ms and then rests at TIGHT
-  // (PSI avg10 decays for a minute) would run one slot for that minute (README, the survival run).
+  // (PSI avg10 decays for a minute) would run one slot for that minute (docs/engine-integration.md,
+  // the survival run).
   void follow_locked(mem_level l) noexcept PNMEM_REQUIRES(mu_) {
     // A CRITICAL hold that the box no longer confirms stops shedding and keeps holding.
     if (pushed_ == mem_level::critical && l < mem_level::critical) pushed_ = mem_level::tight;
