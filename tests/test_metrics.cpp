@@ -250,10 +250,11 @@ TEST_CASE("metrics: the fleet series, under the model-server protocol's names an
   const std::pair<const char*, const char*> protocol[] = {{"pnmem_queued_requests", "TotalQueuedRequests"},
                                                           {"pnmem_running_requests", "TotalRunningRequests"},
                                                           {"pnmem_kv_cache_usage_ratio", "KVCacheUtilization"}};
-  for (const auto& [name, metric] : protocol) {
+  for (const auto& entry : protocol) {
+    const std::string name = entry.first;
     CAPTURE(name);
     CHECK(ex.types.at(name) == "gauge");
-    CHECK(ex.helps.at(name).find(metric) != std::string::npos);
+    CHECK(ex.helps.at(name).find(entry.second) != std::string::npos);
   }
   // Everything else is still there, in the same text.
   CHECK(ex.value("pnmem_level") == 2.0);
