@@ -158,9 +158,16 @@ class host_ledger {
       return detail::admit_snapshot_inline(s, m, n_tokens, encoder_items, o);
     });
     const bool starts = out.answer.status == admit_status::admitted || out.answer.status == admit_status::capped;
-    const std::uint64_t need =
-        m.gpu_resident ? 0 : host_cost_bytes(m.cost, out.answer.fit_tokens, m.kv, encoder_items);
-    if (starts && need > 0) out.held = hold_locked(need, never);
+    if (starts && !m.gpu_resident) {
+      // What starts costs host_cost_bytes(fit_tokens) with the items. When the ask fitted its limit (an
+      // ADMIT, or a CAP to the window) the decision priced exactly that; a CAP to the budget priced the
+      // whole ask (admission.hpp's host path).
+      const admit_result& d = out.answer.detail;
+      const std::uint64_t need = d.need_bytes <= d.limit_bytes
+                                     ? d.need_bytes
+                                     : host_cost_bytes(m.cost, out.answer.fit_tokens, m.kv, encoder_items);
+      if (need > 0) out.held = hold_locked(need, never);
+    }
     return out;
   }
   template <class Watcher>
