@@ -348,6 +348,54 @@ TEST_CASE("load --ctx without a model uses the seed's; plan says which format ne
   CHECK_FALSE(run_json(plan + args_t{"--level", "watch"}).contains("model"));
 }
 
+TEST_CASE("plan --tokens: what rung 4b's eviction gives back from the running slots") {
+  const args_t plan{"plan", "--slots", "8", "--window", "0", "--tokens", "32768,8192,1000,20000"};
+  // 2 GiB of Llama f16 is 16384 tokens: the 32768 and 20000 slots cut to (52768 - 16384) / 2 = 18192.
+  const json tight = run_json(plan + args_t{"--level", "tight", "--free", "2GiB"} + llama_flags);
+  const json& e = tight.at("eviction");
+  CHECK(e.at("enabled") == true);
+  CHECK(e.at("kv") == "f16");  // the running caches' format: configured f16, whatever 4a says for new ones
+  CHECK(u64(e.at("evictable_bytes_per_token")) == llama_f16);
+  CHECK(u64(e.at("asked_bytes")) == 2 * GiB);
+  CHECK(u64(e.at("freed_bytes")) == 2 * GiB);
+  CHECK(e.at("enough") == true);
+  CHECK(e.at("cut_to_tokens") == 18192);
+  CHECK(e.at("slots_cut") == 2);
+  const std::vector<std::pair<int, std::uint64_t>> slots{
+      {18192, (32768 - 18192) * llama_f16}, {8192, 0}, {1000, 0}, {18192, (20000 - 18192) * llama_f16}};
+  REQUIRE(e.at("slots").size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(e.at("slots").at(i).at("keep_tokens") == slots[i].first);
+    CHECK(u64(e.at("slots").at(i).at("freed_bytes")) == slots[i].second);
+  }
+  // Without --free: the most, every slot at its floor (10 %, at least 36 tokens).
+  const json most = run_json(plan + args_t{"--level", "critical"} + llama_flags);
+  CHECK(most.at("eviction").at("asked_bytes").is_null());
+  CHECK(u64(most.at("eviction").at("freed_bytes")) ==
+        ((32768 - 3277) + (8192 - 820) + (1000 - 100) + (20000 - 2000)) * llama_f16);
+  // Not enough: said so.
+  const process_result short_text = run(plan + args_t{"--level", "tight", "--free", "1TiB"} + llama_flags);
+  CHECK(short_text.exit_code == 0);
+  CHECK(short_text.out.find("not enough even with every slot at its floor") != std::string::npos);
+  CHECK(short_text.out.find("  slot 0: 32768 -> 3277 tokens, ") != std::string::npos);
+  // Below TIGHT rung 4b is off: nothing evicted, and the text says why.
+  const json watch = run_json(plan + args_t{"--level", "watch", "--free", "2GiB"} + llama_flags);
+  CHECK(watch.at("eviction").at("enabled") == false);
+  CHECK(u64(watch.at("eviction").at("freed_bytes")) == 0);
+  const process_result off = run(plan + args_t{"--level", "ok"} + llama_flags);
+  CHECK(off.out.find("eviction: off at ok (rung 4b engages at tight): nothing is evicted\n") != std::string::npos);
+  // No --tokens: no eviction object (the plan's output as before).
+  CHECK_FALSE(run_json({"plan", "--level", "tight", "--slots", "8", "--window", "0"}).contains("eviction"));
+  // Bad input: named.
+  check_usage_error(plan + args_t{"--level", "tight"}, "--tokens");  // no model
+  check_usage_error({"plan", "--level", "tight", "--slots", "8", "--window", "0", "--free", "1GiB"}, "--free");
+  check_usage_error(args_t{"plan", "--level", "tight", "--slots", "8", "--window", "0", "--tokens", "5,,3"} + llama_flags,
+                    "--tokens");
+  check_usage_error(args_t{"plan", "--level", "tight", "--slots", "8", "--window", "0", "--tokens", "5,-3"} + llama_flags,
+                    "--tokens");
+  check_usage_error(plan + args_t{"--level", "tight", "--free", "lots"} + llama_flags, "--free");
+}
+
 TEST_CASE("text mode: a model adds one line to admit") {
   const process_result r = run(admit_args(64 * GiB, 60 * GiB, 10) + llama_flags);
   CHECK(r.exit_code == 0);

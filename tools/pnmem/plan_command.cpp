@@ -1,14 +1,20 @@
 // tools/pnmem/plan_command.cpp - `pnmem plan`.
 #include "plan_command.hpp"
 
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "arg_parsers.hpp"
+#include "usage_error.hpp"
 #include "model_options.hpp"
+#include "pnmem/eviction_budget.hpp"
+#include "pnmem/format.hpp"
 #include "pnmem/ladder.hpp"
 #include "policy_options.hpp"
 
@@ -28,6 +34,8 @@ class plan_command final : public one_shot_command {
   std::string slots_;
   std::string window_;
   bool kv_q4_ = false;
+  std::string tokens_;
+  std::string free_;
   policy_options policy_;
   model_options model_;
 };
@@ -41,8 +49,83 @@ void plan_command::add_options(CLI::App& app) {
       ->type_name("W")
       ->required();
   app.add_flag("--kv-q4", kv_q4_, "KV caches are already configured as Q4");
+  app.add_option("--tokens", tokens_,
+                 "Tokens each running slot holds, comma-separated (e.g. 32768,8192): what rung 4b's KV "
+                 "eviction can give back from them (needs the model's shape: --model, --from-hf-config, ...)")
+      ->type_name("N[,N...]");
+  app.add_option("--free", free_,
+                 "Bytes the eviction should give back (e.g. 2GiB): which slots give how much. Without it: "
+                 "the most it can give (every slot at its floor)")
+      ->type_name("BYTES");
   policy_.add_to(app, flag_ladder_disable);
   model_.add_to(app);
+}
+
+// --tokens: slot lengths, comma-separated, each a whole number >= 0.
+std::vector<int> parse_tokens(const std::string& text) {
+  std::vector<int> out;
+  if (text.empty()) return out;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', begin);
+    const std::string piece = text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    if (piece.empty()) throw usage_error(describe_bad_value("--tokens", text, "an empty entry between commas"));
+    out.push_back(parse_int_arg("--tokens", piece, 0));
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  if (out.size() > 4096) throw usage_error(describe_bad_value("--tokens", text, "more than 4096 slots"));
+  return out;
+}
+
+// Rung 4b with the running slots: what eviction gives back (eviction_budget.hpp), or why nothing.
+void add_eviction(command_output& out, std::ostringstream& t, const pnmem::ladder_plan& plan,
+                  const pnmem::model_files::model_description& model, pnmem::kv_format kv,
+                  const std::vector<int>& slots, const std::optional<std::uint64_t>& wanted) {
+  const pnmem::eviction_limits limits{};
+  nlohmann::ordered_json e = {{"enabled", plan.kv_evict},
+                              {"kv", std::string(pnmem::to_string(kv))},
+                              {"evictable_bytes_per_token", model.cost.full_kv_bytes_per_token[static_cast<std::size_t>(kv)]},
+                              {"min_keep_tokens", limits.min_keep_tokens},
+                              {"min_keep_permille", limits.min_keep_permille}};
+  if (!plan.kv_evict) {
+    e["freed_bytes"] = 0;
+    out.json["eviction"] = e;
+    t << "eviction: off at " << pnmem::to_string(plan.level) << " (rung 4b engages at tight): nothing is evicted\n";
+    return;
+  }
+  std::vector<pnmem::keep_budget_answer> each(slots.size());
+  // Without --free: the most it can give, every slot at its floor.
+  const std::uint64_t asked = wanted ? *wanted : std::numeric_limits<std::uint64_t>::max();
+  const pnmem::eviction_plan ep = pnmem::plan_eviction(model.cost, kv, slots.data(), static_cast<int>(slots.size()),
+                                                       asked, limits, each.data());
+  e["asked_bytes"] = wanted ? nlohmann::ordered_json(*wanted) : nlohmann::ordered_json(nullptr);
+  e["freed_bytes"] = ep.freed_bytes;
+  e["enough"] = wanted ? nlohmann::ordered_json(ep.enough) : nlohmann::ordered_json(nullptr);
+  e["cut_to_tokens"] = ep.cut_to;
+  e["slots_cut"] = ep.slots_cut;
+  nlohmann::ordered_json js = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    js.push_back({{"tokens", slots[i]}, {"keep_tokens", each[i].keep_tokens}, {"freed_bytes", each[i].freed_bytes}});
+  }
+  e["slots"] = js;
+  out.json["eviction"] = e;
+
+  t << "eviction (rung 4b, " << pnmem::to_string(kv) << ", " << pnmem::format_bytes(model.cost.full_kv_bytes_per_token[static_cast<std::size_t>(kv)])
+    << " per token of the full-attention layers; a slot keeps at least " << limits.min_keep_tokens << " tokens and "
+    << limits.min_keep_permille / 10 << " %):\n";
+  if (wanted) {
+    t << "  asked " << pnmem::format_bytes(*wanted) << ": " << (ep.enough ? "gives " : "gives only ")
+      << pnmem::format_bytes(ep.freed_bytes) << " from " << ep.slots_cut << " slot" << (ep.slots_cut == 1 ? "" : "s");
+    if (ep.slots_cut > 0) t << ", each cut to " << ep.cut_to << " tokens (or its floor)";
+    t << (ep.enough ? "" : ": not enough even with every slot at its floor") << '\n';
+  } else {
+    t << "  at most " << pnmem::format_bytes(ep.freed_bytes) << " (every slot at its floor)\n";
+  }
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    t << "  slot " << i << ": " << slots[i] << " -> " << each[i].keep_tokens << " tokens, "
+      << pnmem::format_bytes(each[i].freed_bytes) << '\n';
+  }
 }
 
 command_output plan_command::answer(const pnmem::policy& env_policy) const {
@@ -55,6 +138,14 @@ command_output plan_command::answer(const pnmem::policy& env_policy) const {
   const std::optional<pnmem::model_files::model_description> model = model_.resolve();
 
   const pnmem::ladder_plan plan = pnmem::ladder_plan_for(level, cfg, p);
+  const std::vector<int> slots = parse_tokens(tokens_);
+  const std::optional<std::uint64_t> wanted =
+      free_.empty() ? std::nullopt : std::optional<std::uint64_t>(parse_bytes_arg("--free", free_));
+  if (wanted && tokens_.empty()) throw usage_error("--free: needs --tokens (the running slots' lengths)");
+  if (!tokens_.empty() && !model) {
+    throw usage_error("--tokens: needs the model (--model, --from-hf-config, --from-gguf or --layers ...): "
+                      "the bytes a token frees are the model's");
+  }
 
   command_output out;
   out.json = {
@@ -91,6 +182,11 @@ command_output plan_command::answer(const pnmem::policy& env_policy) const {
     t << "new KV caches: " << pnmem::to_string(kv) << ", " << pnmem::kv_bytes_per_token(model->cost, kv)
       << " B/token (" << (plan.force_kv_q4 ? "the model's compact format" : "the model's normal format") << ")\n";
     t << model_brief_text(*model, kv) << '\n';
+  }
+  // The running slots' caches were allocated before this plan: in the configured format (the model's
+  // compact one when --kv-q4 says they are).
+  if (!tokens_.empty()) {
+    add_eviction(out, t, plan, *model, kv_q4_ ? model->cost.compact_kv : model->cost.normal_kv, slots, wanted);
   }
   out.text = t.str();
   return out;
