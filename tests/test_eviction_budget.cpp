@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "pnmem/eviction_admission.hpp"
 #include "pnmem/eviction_budget.hpp"
 #include "pnmem/model_shape.hpp"
 #include "splitmix64.hpp"
@@ -212,4 +213,130 @@ TEST_CASE("eviction budgets are constant expressions") {
   // The same at run time.
   volatile int n = 32768;
   CHECK(keep_budget(m, kv_format::bf16, n, GiB, 36).keep_tokens == 24576);
+}
+
+// --- admit_after_eviction (eviction_admission.hpp) ----------------------------------------------------
+
+namespace {
+
+// Llama f16 without an activation term: a request of n tokens needs n x 128 KiB, nothing else.
+model_cost llama_kv_only() {
+  model_cost m = llama;
+  m.activation = activation_model{};
+  return m;
+}
+
+// A 64 GiB box with `avail` available; the reserve exactly 1 GiB.
+mem_state box(std::uint64_t avail) {
+  mem_state s;
+  s.host_total_bytes = 64 * GiB;
+  s.host_avail_bytes = avail;
+  return s;
+}
+
+policy one_gib_reserve() {
+  policy p;
+  p.host_reserve_min_bytes = GiB;
+  p.host_reserve_bp = 0;
+  return p;
+}
+
+request_spec host_request(int n) {
+  request_spec rq;
+  rq.n_prompt = n;
+  rq.kv = kv_format::f16;
+  return rq;
+}
+
+const int running[] = {32768, 8192, 1000, 20000};
+
+}  // namespace
+
+TEST_CASE("admit_after_eviction: a request capped for host memory fits once the running slots give the rest") {
+  const model_cost m = llama_kv_only();
+  const policy p = one_gib_reserve();
+  REQUIRE(admit_request(m, host_request(1), box(11 * GiB), p).need_bytes == llama_token);  // no activation
+  // 96k tokens need 12 GiB; 11 GiB available less the 1 GiB reserve leaves 10: CAP to 80k. Short by 2 GiB.
+  std::vector<keep_budget_answer> out(4);
+  const auto a = admit_after_eviction(m, host_request(98304), box(11 * GiB), p, true, kv_format::f16, running, 4,
+                                      eviction_limits{}, out.data());
+  CHECK(a.decision.verdict == verdict::cap);
+  CHECK(a.decision.reason == admit_reason::host_budget);
+  CHECK(a.decision.fit_tokens == 81920);
+  CHECK(a.considered);
+  CHECK(a.after_eviction);
+  CHECK(a.evict_bytes == 2 * GiB);
+  CHECK(a.plan.cut_to == 18192);  // as plan_eviction's worked example
+  CHECK(a.plan.freed_bytes == 2 * GiB);
+  CHECK(out[0].keep_tokens == 18192);
+  // Rung 4b off (below TIGHT, or the ladder disabled): the decision alone.
+  const auto off = admit_after_eviction(m, host_request(98304), box(11 * GiB), p, false, kv_format::f16, running, 4,
+                                        eviction_limits{}, nullptr);
+  CHECK(off.decision == a.decision);
+  CHECK_FALSE(off.considered);
+  CHECK_FALSE(off.after_eviction);
+  CHECK(off.evict_bytes == 0);
+}
+
+TEST_CASE("admit_after_eviction: inside the reserve, the bytes short count the way out of it") {
+  const model_cost m = llama_kv_only();
+  const policy p = one_gib_reserve();
+  // 512 MiB available, reserve 1 GiB: rejected (host_reserve). 8192 tokens need 1 GiB: short by 1.5 GiB.
+  const auto a = admit_after_eviction(m, host_request(8192), box(512 * MiB), p, true, kv_format::f16, running, 4,
+                                      eviction_limits{}, nullptr);
+  CHECK(a.decision.verdict == verdict::reject);
+  CHECK(a.decision.reason == admit_reason::host_reserve);
+  CHECK(a.considered);
+  CHECK(a.evict_bytes == 3 * GiB / 2);
+  CHECK(a.after_eviction);
+}
+
+TEST_CASE("admit_after_eviction: not enough, or nothing eviction can help") {
+  const model_cost m = llama_kv_only();
+  const policy p = one_gib_reserve();
+  // 1M tokens need 128 GiB: the slots at their floors give about 6.7 GiB.
+  const auto big = admit_after_eviction(m, host_request(1 << 20), box(11 * GiB), p, true, kv_format::f16, running, 4,
+                                        eviction_limits{}, nullptr);
+  CHECK(big.considered);
+  CHECK_FALSE(big.after_eviction);
+  CHECK(big.evict_bytes == 128 * GiB + GiB - 11 * GiB);
+  CHECK(big.plan.freed_bytes == ((32768 - 3277) + (8192 - 820) + (1000 - 100) + (20000 - 2000)) * llama_token);
+  // Fits already: admitted, nothing considered.
+  const auto fits = admit_after_eviction(m, host_request(1000), box(11 * GiB), p, true, kv_format::f16, running, 4,
+                                         eviction_limits{}, nullptr);
+  CHECK(fits.decision.verdict == verdict::admit);
+  CHECK_FALSE(fits.considered);
+  // A full PSI stall: no eviction makes that go away at admission.
+  mem_state stalled = box(11 * GiB);
+  stalled.host_psi_full_avg10 = 50.0;
+  const auto psi = admit_after_eviction(m, host_request(98304), stalled, p, true, kv_format::f16, running, 4,
+                                        eviction_limits{}, nullptr);
+  CHECK(psi.decision.reason == admit_reason::psi_stall);
+  CHECK_FALSE(psi.considered);
+  // A GPU-resident request: its KV is not in host RAM.
+  request_spec gpu = host_request(98304);
+  gpu.gpu_resident = true;
+  CHECK_FALSE(admit_after_eviction(m, gpu, box(512 * MiB), p, true, kv_format::f16, running, 4, eviction_limits{},
+                                   nullptr)
+                  .considered);
+  // A die that bounds the host path and cannot hold the request: host RAM freed does not help.
+  mem_state with_die = box(11 * GiB);
+  with_die.n_dies = 1;
+  with_die.per_die_free_bytes[0] = 11 * GiB;  // above the host's 10 GiB limit, below the 12 GiB need
+  with_die.per_die_budget_bytes[0] = 16 * GiB;
+  request_spec on_die = host_request(98304);
+  on_die.die = 0;
+  const auto die = admit_after_eviction(m, on_die, with_die, p, true, kv_format::f16, running, 4, eviction_limits{},
+                                        nullptr);
+  CHECK(die.decision.reason == admit_reason::host_budget);
+  CHECK_FALSE(die.considered);
+  with_die.per_die_free_bytes[0] = 13 * GiB;  // the die holds it: eviction helps
+  CHECK(admit_after_eviction(m, on_die, with_die, p, true, kv_format::f16, running, 4, eviction_limits{}, nullptr)
+            .after_eviction);
+  // A window cap is not memory: not considered.
+  request_spec windowed = host_request(98304);
+  windowed.max_window = 4096;
+  CHECK_FALSE(admit_after_eviction(m, windowed, box(11 * GiB), p, true, kv_format::f16, running, 4, eviction_limits{},
+                                   nullptr)
+                  .considered);
 }

@@ -1,7 +1,7 @@
 // pnmem/pnmem.hpp - the whole policy library.
 //
 // Header-only, standard library only. The decision headers (level, ladder,
-// cost_model, model_shape, admission, parse, eviction_budget) have no heap, no locks and no
+// cost_model, model_shape, admission, parse, eviction_budget, eviction_admission) have no heap, no locks and no
 // exceptions, and every decision is usable in a constant expression; keep_set (rung 4b's token
 // selection) allocates nothing either and works on the caller's buffers. config.hpp and format.hpp
 // allocate and are meant for start-up and logging.
@@ -10,6 +10,7 @@
 #include "pnmem/admission.hpp"
 #include "pnmem/config.hpp"
 #include "pnmem/cost_model.hpp"
+#include "pnmem/eviction_admission.hpp"
 #include "pnmem/eviction_budget.hpp"
 #include "pnmem/format.hpp"
 #include "pnmem/host_sample.hpp"

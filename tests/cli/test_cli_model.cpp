@@ -396,6 +396,42 @@ TEST_CASE("plan --tokens: what rung 4b's eviction gives back from the running sl
   check_usage_error(plan + args_t{"--level", "tight", "--free", "lots"} + llama_flags, "--free");
 }
 
+TEST_CASE("admit --running-tokens: at TIGHT a request host memory caps is admitted after eviction, with the bytes") {
+  // Llama f16 without activation: 64k tokens need 8 GiB; 6 GiB available less the 1 GiB reserve is 5.
+  // PSI some 12 % makes it TIGHT (rung 4b on). Short by 8 + 1 - 6 = 3 GiB = 24576 tokens: the 32768 and
+  // 20000 slots cut to (52768 - 24576) / 2 = 14096.
+  const args_t a{"admit", "--host-total", "64GiB", "--host-avail", "6GiB", "--host-reserve", "1GiB", "--psi-some", "12",
+                 "--activation-anchors", "0:0", "--running-tokens", "32768,8192,1000,20000"};
+  const json j = run_json(a + args_t{"--prompt", "65536"} + llama_flags);
+  CHECK(j.at("verdict") == "cap");  // the decision as it is stays what it was
+  CHECK(j.at("reason") == "host_budget");
+  const json& e = j.at("eviction");
+  CHECK(e.at("enabled") == true);
+  CHECK(e.at("considered") == true);
+  CHECK(e.at("after_eviction") == true);
+  CHECK(u64(e.at("evict_bytes")) == 3 * GiB);
+  CHECK(e.at("cut_to_tokens") == 14096);
+  CHECK(u64(e.at("slots").at(0).at("freed_bytes")) == (32768 - 14096) * llama_f16);
+  const process_result text = run(a + args_t{"--prompt", "65536"} + llama_flags);
+  CHECK(text.out.find("  admit after evicting 3.00 GiB from 2 slots (each cut to 14096 tokens or its floor): all 65536 "
+                      "prompt tokens fit\n") != std::string::npos);
+  // Too big for what the slots hold: said so, with the most they give.
+  const process_result big = run(a + args_t{"--prompt", "1000000"} + llama_flags);
+  CHECK(big.out.find("  eviction cannot make room: short by ") != std::string::npos);
+  CHECK(run_json(a + args_t{"--prompt", "1000000"} + llama_flags).at("eviction").at("after_eviction") == false);
+  // Fits as it is, or rung 4b off: nothing considered.
+  CHECK(run_json(a + args_t{"--prompt", "1000"} + llama_flags).at("eviction").at("considered") == false);
+  const args_t calm{"admit", "--host-total", "64GiB", "--host-avail", "6GiB", "--host-reserve", "1GiB", "--activation-anchors",
+                    "0:0", "--running-tokens", "32768", "--prompt", "65536"};
+  const json off = run_json(calm + llama_flags);
+  CHECK(off.at("eviction").at("enabled") == false);
+  CHECK(off.at("eviction").at("considered") == false);
+  // Without a model the bytes per token are unknown: a usage error naming the flag.
+  check_usage_error({"admit", "--host-total", "64GiB", "--host-avail", "6GiB", "--prompt", "10", "--running-tokens", "5"},
+                    "--running-tokens");
+  check_usage_error(a + args_t{"--prompt", "10", "--running-tokens", "5,x"} + llama_flags, "--running-tokens");
+}
+
 TEST_CASE("text mode: a model adds one line to admit") {
   const process_result r = run(admit_args(64 * GiB, 60 * GiB, 10) + llama_flags);
   CHECK(r.exit_code == 0);

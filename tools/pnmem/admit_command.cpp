@@ -4,14 +4,20 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "arg_parsers.hpp"
+#include "eviction_output.hpp"
+#include "usage_error.hpp"
 #include "die_spec.hpp"
 #include "host_options.hpp"
 #include "model_options.hpp"
 #include "pnmem/admission.hpp"
+#include "pnmem/eviction_admission.hpp"
+#include "pnmem/format.hpp"
+#include "pnmem/ladder.hpp"
 #include "pnmem/level.hpp"
 #include "policy_options.hpp"
 #include "text_option.hpp"
@@ -37,6 +43,7 @@ class admit_command final : public one_shot_command {
   std::optional<std::string> max_window_;
   std::optional<std::string> prefill_window_;
   std::optional<std::string> encoder_items_;
+  std::optional<std::string> running_tokens_;
   policy_options policy_;
   model_options model_;
 };
@@ -66,6 +73,10 @@ void admit_command::add_options(CLI::App& app) {
                   "Encoder items (images) the request carries: each adds the model's cross-attention KV per "
                   "item (Mllama), whatever the prompt's length (default 0)")
       ->type_name("N");
+  add_text_option(app, "--running-tokens", running_tokens_,
+                  "Tokens each running slot holds, N[,N...]: at TIGHT and worse (rung 4b), whether evicting KV "
+                  "from them makes room for a request host memory refuses or caps (needs a model flag)")
+      ->type_name("N[,N...]");
   policy_.add_to(app, level_flags);
   model_.add_to(app);
 }
@@ -89,7 +100,21 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
 
   const pnmem::mem_level level = pnmem::derive_level(state, p);
   const pnmem::model_cost& cost = model ? model->cost : pnmem::seed_model_cost;
-  const pnmem::admit_result r = pnmem::admit_request(cost, rq, state, p);
+  const std::vector<int> running =
+      running_tokens_ ? parse_running_tokens("--running-tokens", *running_tokens_) : std::vector<int>{};
+  if (running_tokens_ && !model) {
+    throw usage_error("--running-tokens: needs the model (--model, --from-hf-config, --from-gguf or --layers ...): "
+                      "the bytes a token frees are the model's");
+  }
+  // Rung 4b: on at the snapshot's level unless the ladder is disabled. The running slots' KV is in the
+  // request's format.
+  const bool kv_evict = pnmem::ladder_plan_for(level, pnmem::ladder_config{}, p).kv_evict;
+  const pnmem::eviction_limits limits{};
+  std::vector<pnmem::keep_budget_answer> each(running.size());
+  const pnmem::eviction_admission ea =
+      pnmem::admit_after_eviction(cost, rq, state, p, kv_evict, rq.kv, running.data(), static_cast<int>(running.size()),
+                                  limits, each.data());
+  const pnmem::admit_result& r = ea.decision;
 
   command_output out;
   out.json = verdict_json(r);
@@ -105,6 +130,12 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   j["host_reserve_bytes"] = pnmem::host_reserve_bytes(state, p);
   // Only when a model was given: the seed's answers stay as they were, to the byte.
   if (model) j["model"] = model_brief_json(*model, rq.kv);
+  if (running_tokens_) {
+    nlohmann::ordered_json e = {{"enabled", kv_evict}, {"considered", ea.considered}, {"after_eviction", ea.after_eviction},
+                                {"evict_bytes", ea.evict_bytes}};
+    put_eviction_plan(e, ea.plan, running, ea.considered ? each : std::vector<pnmem::keep_budget_answer>{});
+    j["eviction"] = e;
+  }
 
   std::ostringstream t;
   t << verdict_line("verdict", r) << '\n';
@@ -120,6 +151,25 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   t << '\n';
   t << "level: " << pnmem::to_string(level) << '\n';
   if (model) t << model_brief_text(*model, rq.kv) << '\n';
+  if (running_tokens_) {
+    if (!kv_evict) {
+      t << "eviction: off at " << pnmem::to_string(level) << " (rung 4b engages at tight)\n";
+    } else if (!ea.considered) {
+      t << "eviction: not considered (" << (r.verdict == pnmem::verdict::admit ? "admitted as it is" : "host memory does not bind")
+        << ")\n";
+    } else {
+      print_eviction_rule(t, cost, rq.kv, limits);
+      if (ea.after_eviction) {
+        t << "  admit after evicting " << pnmem::format_bytes(ea.evict_bytes) << " from " << ea.plan.slots_cut << " slot"
+          << (ea.plan.slots_cut == 1 ? "" : "s") << " (each cut to " << ea.plan.cut_to << " tokens or its floor): all "
+          << rq.n_prompt << " prompt tokens fit\n";
+      } else {
+        t << "  eviction cannot make room: short by " << pnmem::format_bytes(ea.evict_bytes)
+          << ", the running slots give at most " << pnmem::format_bytes(ea.plan.freed_bytes) << '\n';
+      }
+      print_eviction_slots(t, running, each);
+    }
+  }
   out.text = t.str();
   return out;
 }

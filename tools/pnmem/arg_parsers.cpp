@@ -66,6 +66,21 @@ int parse_int_arg(std::string_view flag, std::string_view text, int min_value) {
   return static_cast<int>(v);
 }
 
+std::vector<int> parse_int_list_arg(std::string_view flag, std::string_view text, int min_value, std::size_t max_count) {
+  std::vector<int> out;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', begin);
+    const std::string_view piece = text.substr(begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin);
+    if (trim_spaces(piece).empty()) fail(flag, text, "an empty entry (a list is N[,N...])");
+    if (out.size() == max_count) fail(flag, text, "more than " + std::to_string(max_count) + " entries");
+    out.push_back(parse_int_arg(flag, piece, min_value));
+    if (comma == std::string_view::npos) break;
+    begin = comma + 1;
+  }
+  return out;
+}
+
 pnmem::mem_level parse_level_arg(std::string_view flag, std::string_view text) {
   const auto l = pnmem::parse_mem_level(trim_spaces(text));
   if (!l) fail(flag, text, "not a level (use ok, watch, tight or critical)");

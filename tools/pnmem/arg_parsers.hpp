@@ -5,9 +5,11 @@
 // failure reads `<flag>: "<text>": <what is wrong>`.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pnmem/cost_model.hpp"
 #include "pnmem/mem_level.hpp"
@@ -29,6 +31,9 @@ double parse_psi_arg(std::string_view flag, std::string_view text);
 
 // A plain unsigned decimal integer in [min_value, INT_MAX] (min_value >= 0).
 int parse_int_arg(std::string_view flag, std::string_view text, int min_value);
+
+// Comma-separated plain integers, each in [min_value, INT_MAX]; at most max_count of them, none empty.
+std::vector<int> parse_int_list_arg(std::string_view flag, std::string_view text, int min_value, std::size_t max_count);
 
 // ok / watch / tight / critical, any case.
 pnmem::mem_level parse_level_arg(std::string_view flag, std::string_view text);

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "arg_parsers.hpp"
+#include "eviction_output.hpp"
 #include "usage_error.hpp"
 #include "model_options.hpp"
 #include "pnmem/eviction_budget.hpp"
@@ -49,7 +50,7 @@ void plan_command::add_options(CLI::App& app) {
       ->type_name("W")
       ->required();
   app.add_flag("--kv-q4", kv_q4_, "KV caches are already configured as Q4");
-  app.add_option("--tokens", tokens_,
+  app.add_option("--tokens,--running-tokens", tokens_,
                  "Tokens each running slot holds, comma-separated (e.g. 32768,8192): what rung 4b's KV "
                  "eviction can give back from them (needs the model's shape: --model, --from-hf-config, ...)")
       ->type_name("N[,N...]");
@@ -59,23 +60,6 @@ void plan_command::add_options(CLI::App& app) {
       ->type_name("BYTES");
   policy_.add_to(app, flag_ladder_disable);
   model_.add_to(app);
-}
-
-// --tokens: slot lengths, comma-separated, each a whole number >= 0.
-std::vector<int> parse_tokens(const std::string& text) {
-  std::vector<int> out;
-  if (text.empty()) return out;
-  std::size_t begin = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', begin);
-    const std::string piece = text.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
-    if (piece.empty()) throw usage_error(describe_bad_value("--tokens", text, "an empty entry between commas"));
-    out.push_back(parse_int_arg("--tokens", piece, 0));
-    if (comma == std::string::npos) break;
-    begin = comma + 1;
-  }
-  if (out.size() > 4096) throw usage_error(describe_bad_value("--tokens", text, "more than 4096 slots"));
-  return out;
 }
 
 // Rung 4b with the running slots: what eviction gives back (eviction_budget.hpp), or why nothing.
@@ -96,36 +80,24 @@ void add_eviction(command_output& out, std::ostringstream& t, const pnmem::ladde
   }
   std::vector<pnmem::keep_budget_answer> each(slots.size());
   // Without --free: the most it can give, every slot at its floor.
-  const std::uint64_t asked = wanted ? *wanted : std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t asked = wanted.value_or(std::numeric_limits<std::uint64_t>::max());
   const pnmem::eviction_plan ep = pnmem::plan_eviction(model.cost, kv, slots.data(), static_cast<int>(slots.size()),
                                                        asked, limits, each.data());
-  e["asked_bytes"] = wanted ? nlohmann::ordered_json(*wanted) : nlohmann::ordered_json(nullptr);
-  e["freed_bytes"] = ep.freed_bytes;
+  e["asked_bytes"] = wanted ? nlohmann::ordered_json(asked) : nlohmann::ordered_json(nullptr);
   e["enough"] = wanted ? nlohmann::ordered_json(ep.enough) : nlohmann::ordered_json(nullptr);
-  e["cut_to_tokens"] = ep.cut_to;
-  e["slots_cut"] = ep.slots_cut;
-  nlohmann::ordered_json js = nlohmann::ordered_json::array();
-  for (std::size_t i = 0; i < slots.size(); ++i) {
-    js.push_back({{"tokens", slots[i]}, {"keep_tokens", each[i].keep_tokens}, {"freed_bytes", each[i].freed_bytes}});
-  }
-  e["slots"] = js;
+  put_eviction_plan(e, ep, slots, each);
   out.json["eviction"] = e;
 
-  t << "eviction (rung 4b, " << pnmem::to_string(kv) << ", " << pnmem::format_bytes(model.cost.full_kv_bytes_per_token[static_cast<std::size_t>(kv)])
-    << " per token of the full-attention layers; a slot keeps at least " << limits.min_keep_tokens << " tokens and "
-    << limits.min_keep_permille / 10 << " %):\n";
+  print_eviction_rule(t, model.cost, kv, limits);
   if (wanted) {
-    t << "  asked " << pnmem::format_bytes(*wanted) << ": " << (ep.enough ? "gives " : "gives only ")
+    t << "  asked " << pnmem::format_bytes(asked) << ": " << (ep.enough ? "gives " : "gives only ")
       << pnmem::format_bytes(ep.freed_bytes) << " from " << ep.slots_cut << " slot" << (ep.slots_cut == 1 ? "" : "s");
     if (ep.slots_cut > 0) t << ", each cut to " << ep.cut_to << " tokens (or its floor)";
     t << (ep.enough ? "" : ": not enough even with every slot at its floor") << '\n';
   } else {
     t << "  at most " << pnmem::format_bytes(ep.freed_bytes) << " (every slot at its floor)\n";
   }
-  for (std::size_t i = 0; i < slots.size(); ++i) {
-    t << "  slot " << i << ": " << slots[i] << " -> " << each[i].keep_tokens << " tokens, "
-      << pnmem::format_bytes(each[i].freed_bytes) << '\n';
-  }
+  print_eviction_slots(t, slots, each);
 }
 
 command_output plan_command::answer(const pnmem::policy& env_policy) const {
@@ -138,7 +110,7 @@ command_output plan_command::answer(const pnmem::policy& env_policy) const {
   const std::optional<pnmem::model_files::model_description> model = model_.resolve();
 
   const pnmem::ladder_plan plan = pnmem::ladder_plan_for(level, cfg, p);
-  const std::vector<int> slots = parse_tokens(tokens_);
+  const std::vector<int> slots = tokens_.empty() ? std::vector<int>{} : parse_running_tokens("--tokens", tokens_);
   const std::optional<std::uint64_t> wanted =
       free_.empty() ? std::nullopt : std::optional<std::uint64_t>(parse_bytes_arg("--free", free_));
   if (wanted && tokens_.empty()) throw usage_error("--free: needs --tokens (the running slots' lengths)");
