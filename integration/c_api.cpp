@@ -16,14 +16,18 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "c_boundary.hpp"
 #include "c_conversions.hpp"
 #include "c_global_state.hpp"
 #include "pnmem/admission.hpp"
 #include "pnmem/engine/admit.hpp"
+#include "pnmem/engine/admit_after_eviction.hpp"
 #include "pnmem/engine/backpressure_gate.hpp"
 #include "pnmem/engine/host_ledger.hpp"
+#include "pnmem/eviction_budget.hpp"
+#include "pnmem/keep_set.hpp"
 #include "pnmem/ladder.hpp"
 #include "pnmem/model_files/gguf.hpp"
 #include "pnmem/model_files/hf_config.hpp"
@@ -658,3 +662,146 @@ const char* pnmem_level_name(pnmem_level level) {
 }
 
 }  // extern "C"
+
+// --- Rung 4b: KV eviction ---------------------------------------------------------------------------
+
+namespace {
+
+pnmem::eviction_limits limits_from_c(const pnmem_eviction_limits* l) {
+  return l == nullptr ? pnmem::eviction_limits{} : pnmem::eviction_limits{l->min_keep_tokens, l->min_keep_permille};
+}
+
+void put_slots(const int* slot_tokens, int n_slots, const std::vector<pnmem::keep_budget_answer>& each,
+               pnmem_keep_answer* per_slot) {
+  if (per_slot == nullptr) return;
+  for (int i = 0; i < n_slots; ++i) {
+    const auto& e = each[static_cast<std::size_t>(i)];
+    per_slot[i] = pnmem_keep_answer{slot_tokens[i], e.keep_tokens, e.freed_bytes};
+  }
+}
+
+pnmem_eviction eviction_to_c(const pnmem::eviction_admission& a) {
+  pnmem_eviction e{};
+  e.considered = a.considered ? 1 : 0;
+  e.after_eviction = a.after_eviction ? 1 : 0;
+  e.enough = a.plan.enough ? 1 : 0;
+  e.cut_to_tokens = a.plan.cut_to;
+  e.slots_cut = a.plan.slots_cut;
+  e.evict_bytes = a.evict_bytes;
+  e.freed_bytes = a.plan.freed_bytes;
+  return e;
+}
+
+// The slots' arguments: n_slots >= 0, slot_tokens not NULL when there are any.
+bool slots_ok(global_state& s, const char* entry, const int* slot_tokens, int n_slots) {
+  if (n_slots < 0) {
+    refuse(s, entry, "n_slots is negative (" + std::to_string(n_slots) + ")");
+    return false;
+  }
+  if (n_slots > 0 && slot_tokens == nullptr) {
+    refuse(s, entry, "slot_tokens is NULL with n_slots " + std::to_string(n_slots));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int pnmem_select_keep(const float* scores, int n_tokens, int budget, int sinks, int recent, int* keep, float* scratch) {
+  const char* const entry = __func__;
+  return boundary(entry, -1, {keep}, [&] {
+    if (scores != nullptr && scratch == nullptr && n_tokens > budget && budget > 0) {
+      refuse(state(), entry, "scratch is NULL (n_tokens floats are needed with scores)");
+      return -1;
+    }
+    return pnmem::select_keep(scores, n_tokens, budget, pnmem::keep_window{sinks, recent}, keep, scratch);
+  });
+}
+
+int pnmem_observation_scores(const float* attn, int rows, int n_tokens, int kernel, float* scores, float* scratch) {
+  const char* const entry = __func__;
+  return boundary(entry, -1, {attn, scores, scratch}, [&] {
+    if (rows < 0 || n_tokens < 0) {
+      refuse(state(), entry, "rows and n_tokens must not be negative");
+      return -1;
+    }
+    pnmem::observation_scores(attn, rows, n_tokens, kernel, scores, scratch);
+    return 0;
+  });
+}
+
+int pnmem_key_norm_scores(const float* keys, int n_tokens, int dim, float* scores) {
+  const char* const entry = __func__;
+  return boundary(entry, -1, {keys, scores}, [&] {
+    if (n_tokens < 0 || dim < 0) {
+      refuse(state(), entry, "n_tokens and dim must not be negative");
+      return -1;
+    }
+    pnmem::key_norm_scores(keys, n_tokens, dim, scores);
+    return 0;
+  });
+}
+
+pnmem_eviction_limits pnmem_eviction_limits_default(void) {
+  const pnmem::eviction_limits l{};
+  return pnmem_eviction_limits{l.min_keep_tokens, l.min_keep_permille};
+}
+
+int pnmem_plan_eviction(const pnmem_model* model, const int* slot_tokens, int n_slots, uint64_t bytes_to_free,
+                        const pnmem_eviction_limits* limits, pnmem_keep_answer* per_slot, pnmem_eviction* out) {
+  const char* const entry = __func__;
+  return boundary(entry, -1, {model, out}, [&] {
+    global_state& s = state();
+    if (!slots_ok(s, entry, slot_tokens, n_slots)) return -1;
+    std::string why;
+    const std::optional<pnmem::model_desc> m = pnmem::c_abi::model_from_c(*model, why);
+    if (!m) {
+      refuse(s, entry, why);
+      return -1;
+    }
+    std::vector<pnmem::keep_budget_answer> each(static_cast<std::size_t>(n_slots));
+    pnmem::eviction_admission a;
+    a.considered = true;
+    a.evict_bytes = bytes_to_free;
+    a.plan = pnmem::plan_eviction(m->cost, m->kv, slot_tokens, n_slots, bytes_to_free, limits_from_c(limits),
+                                  each.data());
+    put_slots(slot_tokens, n_slots, each, per_slot);
+    *out = eviction_to_c(a);
+    return 0;
+  });
+}
+
+int pnmem_admit_after_eviction(const pnmem_model* model, const pnmem_request* request, const int* slot_tokens,
+                               int n_slots, const pnmem_eviction_limits* limits, pnmem_admit_answer* out,
+                               pnmem_eviction* eviction, pnmem_keep_answer* per_slot) {
+  const char* const entry = __func__;
+  return boundary(entry, -1, {model, request, out, eviction}, [&] {
+    global_state& s = state();
+    if (!slots_ok(s, entry, slot_tokens, n_slots)) return -1;
+    std::string why;
+    const std::optional<pnmem::model_desc> m = pnmem::c_abi::model_from_c(*model, why);
+    const std::optional<pnmem_request> rq = m ? pnmem::c_abi::request_from_c(*request, why) : std::nullopt;
+    if (!m || !rq) {
+      refuse(s, entry, why);
+      return -1;
+    }
+    pnmem::admit_options o;
+    std::string line;
+    o.log = [&line](std::string_view l) { line.assign(l); };
+    const pnmem::c_abi::platform_watcher* w = s.watcher();  // no lock: published once, never destroyed
+    o.policy = policy_of(w);
+    std::vector<pnmem::keep_budget_answer> each(static_cast<std::size_t>(n_slots));
+    const pnmem::admit_eviction_answer a =
+        pnmem::admit_after_eviction(pnmem::c_abi::live_watcher{w}, *m, rq->n_tokens, rq->encoder_items, slot_tokens,
+                                    n_slots, o, each.data(), limits_from_c(limits));
+    if (!line.empty()) s.log(line);  // the sink may call back into pnmem
+    if (!a.eviction.considered) {  // nothing evicted: every slot keeps what it holds
+      for (int i = 0; i < n_slots; ++i) each[static_cast<std::size_t>(i)] = {slot_tokens[i], 0, false};
+    }
+    put_slots(slot_tokens, n_slots, each, per_slot);
+    *out = pnmem::c_abi::to_c(a.answer, 0);
+    *eviction = eviction_to_c(a.eviction);
+    return 0;
+  });
+}
+

@@ -1,5 +1,7 @@
 // The engine wrapper (pnmem/engine/admit.hpp): the seed's pn_admit order.
 #include "pnmem/engine/admit.hpp"
+#include "pnmem/engine/admit_after_eviction.hpp"
+#include "pnmem/model_shape.hpp"
 
 #include <doctest/doctest.h>
 
@@ -183,4 +185,43 @@ TEST_CASE("only the fixed buffers fit: denied, the binding budget and die named,
     CHECK(c.denied[static_cast<std::size_t>(admit_reason::host_budget)].load() == 1);
     CHECK(c.denied[static_cast<std::size_t>(admit_reason::die_vram)].load() == 0);
   }
+}
+
+TEST_CASE("admit_after_eviction: the live admission, and whether evicting from the running slots makes room") {
+  model_cost kv_only = from_shape(uniform_shape(32, 8, 128, 32, 4096));  // Llama f16: 128 KiB per token
+  kv_only.activation = activation_model{};
+  const model_desc m{.kv = kv_format::f16, .gpu_resident = false, .max_window = 0, .max_slots = 8, .cost = kv_only};
+  policy p;
+  p.host_reserve_min_bytes = GiB;  // exactly 1 GiB
+  p.host_reserve_bp = 0;
+  const admit_options o{.policy = p};
+  const int running[] = {32768, 8192, 1000, 20000};
+  keep_budget_answer keep[4];
+  // PSI some 12 %: TIGHT, rung 4b on. 64k tokens need 8 GiB; 6 GiB less the reserve is 5: capped, 3 GiB short.
+  mem_state s = host_state(64 * GiB, 6 * GiB, 12.0);
+  s.level = derive_level(s, p);
+  REQUIRE(s.level == mem_level::tight);
+  const fake_watcher tight{true, s};
+  const admit_eviction_answer a = admit_after_eviction(tight, m, 65536, 0, running, 4, o, keep);
+  CHECK(a.answer.status == admit_status::capped);
+  CHECK(a.answer.reason == admit_reason::host_budget);
+  CHECK(a.eviction.decision == a.answer.detail);
+  CHECK(a.eviction.considered);
+  CHECK(a.eviction.after_eviction);
+  CHECK(a.eviction.evict_bytes == 3 * GiB);
+  CHECK(a.eviction.plan.cut_to == 14096);
+  CHECK(keep[0].keep_tokens == 14096);
+  CHECK(keep[3].freed_bytes == (20000ULL - 14096) * 131072);
+  // Admitted as it is: nothing considered.
+  CHECK_FALSE(admit_after_eviction(tight, m, 1000, 0, running, 4, o).eviction.considered);
+  // At OK rung 4b is off: the cap stands, nothing considered.
+  mem_state calm = host_state(64 * GiB, 6 * GiB);
+  calm.level = mem_level::ok;
+  const admit_eviction_answer off = admit_after_eviction(fake_watcher{true, calm}, m, 65536, 0, running, 4, o);
+  CHECK(off.answer.status == admit_status::capped);
+  CHECK_FALSE(off.eviction.considered);
+  // No watcher: fail open, as pnmem::admit.
+  const admit_eviction_answer open = admit_after_eviction(fake_watcher{false, s}, m, 65536, 0, running, 4, o);
+  CHECK(open.answer.status == admit_status::fail_open);
+  CHECK_FALSE(open.eviction.considered);
 }

@@ -771,6 +771,79 @@ PNMEM_C_API pnmem_gate_status pnmem_gate_acquire_tokens(pnmem_gate* gate, int n_
  * pnmem_gate_notify_pressure alone, a hold ends when the watcher's level falls below TIGHT. */
 PNMEM_C_API void pnmem_gate_notify_denied(pnmem_gate* gate, const pnmem_admit_answer* answer, int n_tokens);
 
+/* --- Rung 4b: KV eviction (keep_set.hpp, eviction_budget.hpp, eviction_admission.hpp) --------------
+ *
+ * At TIGHT and worse the ladder turns KV eviction on (pnmem_ladder_plan's kv_evict). These say which
+ * tokens of a slot to keep (a CPU reference; the CUDA adapter's kernels do the same on the die), how
+ * many tokens each running slot keeps for the bytes wanted, and whether a request host memory refuses
+ * or caps is admitted once those bytes are evicted. All lock nothing and allocate nothing. */
+
+/* Which tokens of one row (a layer, or a KV head) of n_tokens to keep within `budget`: the first `sinks`,
+ * the last `recent`, and of the rest the highest `scores` (equal scores: the earlier token; NaN ranks
+ * below every number). scores NULL: the most recent (StreamingLLM). Writes the kept positions,
+ * increasing, to keep[0 .. k) (room for min(budget, n_tokens)); scratch: n_tokens floats (may be NULL
+ * when scores is). Returns k = min(budget, n_tokens) (0 for a negative budget or length), or -1 for a
+ * NULL keep, or a NULL scratch with scores. */
+PNMEM_C_API int pnmem_select_keep(const float* scores, int n_tokens, int budget, int sinks, int recent, int* keep,
+                                  float* scratch);
+/* SnapKV's scores: attn is rows x n_tokens row-major (the observation window's queries' attention
+ * weights, every head sharing the KV head); scores[t] = max over |u - t| <= kernel/2 of the column sums.
+ * scratch: n_tokens floats. 0, or -1 for a NULL pointer or a negative count. */
+PNMEM_C_API int pnmem_observation_scores(const float* attn, int rows, int n_tokens, int kernel, float* scores,
+                                         float* scratch);
+/* The key-norm scores: keys is n_tokens x dim row-major; scores[t] = -(squared L2 norm of key t).
+ * 0, or -1 for a NULL pointer or a negative count. */
+PNMEM_C_API int pnmem_key_norm_scores(const float* keys, int n_tokens, int dim, float* scores);
+
+/* The least a slot keeps: at least min_keep_tokens and min_keep_permille / 1000 of its tokens.
+ * pnmem_eviction_limits_default: 36 (4 sinks + 32 recent) and 100 (10 %). */
+typedef struct pnmem_eviction_limits {
+  int32_t min_keep_tokens;
+  int32_t min_keep_permille;
+} pnmem_eviction_limits;
+PNMEM_C_API pnmem_eviction_limits pnmem_eviction_limits_default(void);
+
+/* One slot's part of an eviction. */
+typedef struct pnmem_keep_answer {
+  int32_t tokens;       /* what the slot held */
+  int32_t keep_tokens;  /* what it keeps */
+  uint64_t freed_bytes; /* KV bytes evicting the rest gives back */
+} pnmem_keep_answer;
+
+/* An eviction over the running slots, and (pnmem_admit_after_eviction) what it does for a request. */
+typedef struct pnmem_eviction {
+  int considered;          /* pnmem_admit_after_eviction: eviction could help this request (rung 4b on,
+                            * a host-path request refused or capped for host memory); 1 for a plan */
+  int after_eviction;      /* the request is admitted in full once evict_bytes are evicted */
+  int enough;              /* freed_bytes >= the bytes asked for */
+  int32_t cut_to_tokens;   /* every slot longer keeps max(this, its floor) tokens */
+  int32_t slots_cut;       /* slots that give anything */
+  uint64_t evict_bytes;    /* the bytes asked for (for a request: what it is short of) */
+  uint64_t freed_bytes;    /* what the slots give, in all */
+} pnmem_eviction;
+
+/* Which of the running slots (slot_tokens[0 .. n_slots): the tokens each holds, their KV in model->kv)
+ * give how much for bytes_to_free: every slot longer than one length L cut to L, none below its floor,
+ * L the longest that frees the bytes (or every slot at its floor, enough = 0). The bytes per token are
+ * the model's full-attention layers' (windowed layers hold no evictable surplus); in blocks when
+ * kv_block_tokens > 1. limits NULL: the defaults. per_slot: n_slots answers, or NULL. 0, or -1 for a
+ * NULL model, out or slot_tokens (with n_slots > 0), a negative n_slots, or a refused model. */
+PNMEM_C_API int pnmem_plan_eviction(const pnmem_model* model, const int* slot_tokens, int n_slots,
+                                    uint64_t bytes_to_free, const pnmem_eviction_limits* limits,
+                                    pnmem_keep_answer* per_slot, pnmem_eviction* out);
+
+/* pnmem_admit_request (no reservation) on the watcher's newest snapshot, and when it does not admit the
+ * request in full: whether evicting from the running slots admits it (at TIGHT and worse, for a
+ * host-path request that host memory refuses or caps; eviction->evict_bytes is what it is short of,
+ * including the way out of the host reserve). The answer in *out is the admission as it is (a CAP
+ * stays a CAP): eviction->after_eviction says the whole request fits once the plan is carried out.
+ * No watcher running: fail open, nothing considered. 0, or -1 for a NULL model, request, out or eviction, NULL slot_tokens with
+ * n_slots > 0, a negative n_slots, or a refused model or request. Locks nothing. */
+PNMEM_C_API int pnmem_admit_after_eviction(const pnmem_model* model, const pnmem_request* request,
+                                           const int* slot_tokens, int n_slots, const pnmem_eviction_limits* limits,
+                                           pnmem_admit_answer* out, pnmem_eviction* eviction,
+                                           pnmem_keep_answer* per_slot);
+
 /* Lower-case name of a level ("ok", ...), a static string; "invalid" for a value
  * outside [PNMEM_LEVEL_OK, PNMEM_LEVEL_CRITICAL]. Locks nothing. */
 PNMEM_C_API const char* pnmem_level_name(pnmem_level level);

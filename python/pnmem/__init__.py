@@ -16,8 +16,9 @@ from ._enums import (CGROUP_PATH_MAX, KV_FORMATS, MAX_ACTIVATION_ANCHORS, MAX_DI
                      SOURCES, CgroupMode, Engine, GateStatus, KvFormat, LayerKind, Level, PsiMode, Reason, Source,
                      Status)
 from ._ffi import LibraryNotFound, library_path
-from ._core import (Answer, ArgumentError, ArgumentTypeError, Budget, Die, EngineRule, Error, Gate, GateRefused,
-                    KvAllocation,
+from ._core import (Answer, ArgumentError, ArgumentTypeError, Budget, Die, EngineRule, Error, Eviction, Gate,
+                    GateRefused, KvAllocation, SlotEviction, admit_after_eviction, key_norm_scores,
+                    observation_scores, plan_eviction, select_keep,
                     LevelChange, Model, Plan, Policy, Provenance, Reservation, State, Subscription, Watcher, admit,
                     admit_bytes, admit_load_spike, admit_model_load, admit_model_load_die, admit_reserved, budget,
                     explain, kv_allocation, level_name, pending_bytes, plan, policy, poll_now, read, running,
@@ -34,4 +35,6 @@ __all__ = [
     "admit_bytes", "admit_load_spike", "admit_model_load", "admit_model_load_die", "admit_reserved", "budget",
     "explain", "kv_allocation", "level_name", "library_path", "pending_bytes", "plan", "policy", "poll_now",
     "read", "running", "set_die", "set_log_sink", "subscribe",
+    "Eviction", "SlotEviction", "admit_after_eviction", "key_norm_scores", "observation_scores", "plan_eviction",
+    "select_keep",
 ]

@@ -1168,6 +1168,167 @@ class _GateSlot:
         self.gate.release()
 
 
+# --- Rung 4b: KV eviction ------------------------------------------------------------------------
+
+
+def _floats(function: str, name: str, values: Any) -> list:
+    try:
+        out = [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(f"{function}: {name} must be a sequence of numbers", function) from None
+    if len(out) > INT32_MAX:
+        raise ArgumentError(f"{function}: {name} has more than {INT32_MAX} values", function)
+    return out
+
+
+def _rows(function: str, name: str, rows: Any) -> tuple:
+    """A matrix given as a sequence of equal-length rows: (flat values, row count, row length)."""
+    try:
+        rows = [list(r) for r in rows]
+    except TypeError:
+        raise ArgumentTypeError(f"{function}: {name} must be a sequence of rows", function) from None
+    width = len(rows[0]) if rows else 0
+    if any(len(r) != width for r in rows):
+        raise ArgumentError(f"{function}: {name}'s rows differ in length", function)
+    return _floats(function, name, [v for r in rows for v in r]), len(rows), width
+
+
+def select_keep(scores: Any, budget: int, *, n_tokens: Optional[int] = None, sinks: int = 4,
+                recent: int = 32) -> list:
+    """pnmem_select_keep: the positions (increasing) of the tokens of one row to keep within `budget`:
+    the first `sinks`, the last `recent`, and the highest-scoring of the rest (ties: the earlier
+    token; NaN lowest). scores None: the most recent (StreamingLLM); then n_tokens says the row's length."""
+    f = "pnmem_select_keep"
+    b = _int(f, "budget", budget, INT32_MIN, INT32_MAX)
+    sk = _int(f, "sinks", sinks, INT32_MIN, INT32_MAX)
+    rc = _int(f, "recent", recent, INT32_MIN, INT32_MAX)
+    if scores is None:
+        if n_tokens is None:
+            raise ArgumentError(f"{f}: without scores, n_tokens is needed", f)
+        n = _int(f, "n_tokens", n_tokens, 0, INT32_MAX)
+        values = None
+        scratch = None
+    else:
+        vals = _floats(f, "scores", scores)
+        n = len(vals)
+        if n_tokens is not None and _int(f, "n_tokens", n_tokens, 0, INT32_MAX) != n:
+            raise ArgumentError(f"{f}: n_tokens ({n_tokens}) is not len(scores) ({n})", f)
+        values = (ctypes.c_float * max(n, 1))(*vals)
+        scratch = (ctypes.c_float * max(n, 1))()
+    keep = (ctypes.c_int * max(min(max(b, 0), n), 1))()
+    _begin()
+    k = _lib.pnmem_select_keep(values, n, b, sk, rc, keep, scratch)
+    if k < 0:
+        raise _fail(f, "refused")
+    return list(keep[:k])
+
+
+def observation_scores(attn: Any, kernel: int = 7) -> list:
+    """pnmem_observation_scores: SnapKV's scores for one row from the observation window's attention
+    weights (rows x n_tokens: one row per query, of every head sharing the KV head): the column sums,
+    max-pooled over `kernel` neighbours."""
+    f = "pnmem_observation_scores"
+    flat, rows, n = _rows(f, "attn", attn)
+    kern = _int(f, "kernel", kernel, INT32_MIN, INT32_MAX)
+    a = (ctypes.c_float * max(len(flat), 1))(*flat)
+    out = (ctypes.c_float * max(n, 1))()
+    scratch = (ctypes.c_float * max(n, 1))()
+    _begin()
+    if _lib.pnmem_observation_scores(a, rows, n, kern, out, scratch) != 0:
+        raise _fail(f, "refused")
+    return list(out[:n])
+
+
+def key_norm_scores(keys: Any) -> list:
+    """pnmem_key_norm_scores: minus each key's squared L2 norm (keys: n_tokens rows of one KV head)."""
+    f = "pnmem_key_norm_scores"
+    flat, n, dim = _rows(f, "keys", keys)
+    k = (ctypes.c_float * max(len(flat), 1))(*flat)
+    out = (ctypes.c_float * max(n, 1))()
+    _begin()
+    if _lib.pnmem_key_norm_scores(k, n, dim, out) != 0:
+        raise _fail(f, "refused")
+    return list(out[:n])
+
+
+@dataclass(frozen=True)
+class SlotEviction:
+    """One running slot's part of an eviction (pnmem_keep_answer)."""
+    tokens: int
+    keep_tokens: int
+    freed_bytes: int
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """An eviction over the running slots (pnmem_eviction): for admit_after_eviction, whether the
+    request is admitted in full once evict_bytes are evicted as the slots say."""
+    considered: bool
+    after_eviction: bool
+    enough: bool
+    cut_to_tokens: int
+    slots_cut: int
+    evict_bytes: int
+    freed_bytes: int
+    slots: tuple
+
+
+def _eviction_args(f: str, running_tokens: Any, min_keep_tokens: Any, min_keep_permille: Any) -> tuple:
+    try:
+        slots = [_int(f, "running_tokens", t, 0, INT32_MAX) for t in running_tokens]
+    except TypeError:
+        raise ArgumentTypeError(f"{f}: running_tokens must be a sequence of token counts", f) from None
+    limits = _ffi.pnmem_eviction_limits(_int(f, "min_keep_tokens", min_keep_tokens, INT32_MIN, INT32_MAX),
+                                        _int(f, "min_keep_permille", min_keep_permille, INT32_MIN, INT32_MAX))
+    arr = (ctypes.c_int * max(len(slots), 1))(*slots)
+    each = (_ffi.pnmem_keep_answer * max(len(slots), 1))()
+    return slots, limits, arr, each
+
+
+def _eviction(e: _ffi.pnmem_eviction, each: Any, n: int) -> Eviction:
+    return Eviction(considered=bool(e.considered), after_eviction=bool(e.after_eviction), enough=bool(e.enough),
+                    cut_to_tokens=e.cut_to_tokens, slots_cut=e.slots_cut, evict_bytes=e.evict_bytes,
+                    freed_bytes=e.freed_bytes,
+                    slots=tuple(SlotEviction(each[i].tokens, each[i].keep_tokens, each[i].freed_bytes)
+                                for i in range(n)))
+
+
+def plan_eviction(running_tokens: Any, bytes_to_free: int, model: Optional[Model] = None, *,
+                  min_keep_tokens: int = 36, min_keep_permille: int = 100) -> Eviction:
+    """pnmem_plan_eviction: which running slots (the tokens each holds, in model.kv) give how much for
+    bytes_to_free: every slot longer than one length cut to it, none below min_keep_tokens and
+    min_keep_permille / 1000 of its tokens. enough says whether they give it all."""
+    f = "pnmem_plan_eviction"
+    slots, limits, arr, each = _eviction_args(f, running_tokens, min_keep_tokens, min_keep_permille)
+    want = _u64(f, "bytes_to_free", bytes_to_free)
+    m = _model_c(f, model)
+    out = _ffi.pnmem_eviction()
+    _begin()
+    if _lib.pnmem_plan_eviction(ctypes.byref(m), arr, len(slots), want, ctypes.byref(limits), each,
+                                ctypes.byref(out)) != 0:
+        raise _fail(f, "model refused")
+    return _eviction(out, each, len(slots))
+
+
+def admit_after_eviction(n_tokens: int, running_tokens: Any, model: Optional[Model] = None, encoder_items: int = 0,
+                         *, min_keep_tokens: int = 36, min_keep_permille: int = 100) -> tuple:
+    """pnmem_admit_after_eviction: pnmem.admit's answer for the request, and (at TIGHT and worse, for a
+    host-path request host memory refuses or caps) whether evicting from the running slots admits it
+    in full: returns (Answer, Eviction)."""
+    f = "pnmem_admit_after_eviction"
+    n = _tokens(f, n_tokens)
+    slots, limits, arr, each = _eviction_args(f, running_tokens, min_keep_tokens, min_keep_permille)
+    m = _model_c(f, model)
+    q = _request_c(f, n, encoder_items)
+    out = _ffi.pnmem_admit_answer()
+    ev = _ffi.pnmem_eviction()
+    _begin()
+    if _lib.pnmem_admit_after_eviction(ctypes.byref(m), ctypes.byref(q), arr, len(slots), ctypes.byref(limits),
+                                       ctypes.byref(out), ctypes.byref(ev), each) != 0:
+        raise _fail(f, "model refused")
+    return _answer(out), _eviction(ev, each, len(slots))
+
+
 # --- Process setup ---------------------------------------------------------------------------
 
 _lib.pnmem_set_log_sink(_c_sink, None)  # first: the PN_* errors and startup lines reach it

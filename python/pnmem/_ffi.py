@@ -19,7 +19,8 @@ import glob
 import os
 import shutil
 import subprocess
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char, c_char_p, c_double, c_int, c_int64, c_size_t,
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char, c_char_p, c_double, c_float, c_int, c_int32, c_int64,
+                    c_size_t,
                     c_uint32, c_uint64, c_void_p)
 
 LIBRARY_NAME = "libpnmem_c.so"
@@ -251,9 +252,30 @@ class pnmem_kv_allocation(Structure):
     _fields_ = [("format", c_int), ("bytes", c_uint64)]
 
 
+class pnmem_eviction_limits(Structure):
+    _fields_ = [("min_keep_tokens", c_int32), ("min_keep_permille", c_int32)]
+
+
+class pnmem_keep_answer(Structure):
+    _fields_ = [("tokens", c_int32), ("keep_tokens", c_int32), ("freed_bytes", c_uint64)]
+
+
+class pnmem_eviction(Structure):
+    _fields_ = [
+        ("considered", c_int),
+        ("after_eviction", c_int),
+        ("enough", c_int),
+        ("cut_to_tokens", c_int32),
+        ("slots_cut", c_int32),
+        ("evict_bytes", c_uint64),
+        ("freed_bytes", c_uint64),
+    ]
+
+
 STRUCTS = (pnmem_state, pnmem_snapshot, pnmem_watcher_options, pnmem_activation_anchor, pnmem_kv_window, pnmem_model,
            pnmem_engine_rule, pnmem_layer_group, pnmem_model_shape, pnmem_request, pnmem_admit_answer, pnmem_model_load,
-           pnmem_policy, pnmem_budget, pnmem_level_change, pnmem_ladder_plan, pnmem_kv_allocation)
+           pnmem_policy, pnmem_budget, pnmem_level_change, pnmem_ladder_plan, pnmem_kv_allocation,
+           pnmem_eviction_limits, pnmem_keep_answer, pnmem_eviction)
 
 LEVEL_FN = CFUNCTYPE(None, c_void_p, POINTER(pnmem_level_change))
 LOG_FN = CFUNCTYPE(None, c_void_p, c_char_p)
@@ -261,6 +283,16 @@ LOG_FN = CFUNCTYPE(None, c_void_p, c_char_p)
 # name: (restype, argtypes). Every function pnmem_c.h exports (the static inline *_init helpers are
 # the *_init_sized ones here, called with ctypes.sizeof).
 PROTOTYPES = {
+    "pnmem_select_keep": (c_int, [POINTER(c_float), c_int, c_int, c_int, c_int, POINTER(c_int), POINTER(c_float)]),
+    "pnmem_observation_scores": (c_int, [POINTER(c_float), c_int, c_int, c_int, POINTER(c_float), POINTER(c_float)]),
+    "pnmem_key_norm_scores": (c_int, [POINTER(c_float), c_int, c_int, POINTER(c_float)]),
+    "pnmem_eviction_limits_default": (pnmem_eviction_limits, []),
+    "pnmem_plan_eviction": (c_int, [POINTER(pnmem_model), POINTER(c_int), c_int, c_uint64,
+                                    POINTER(pnmem_eviction_limits), POINTER(pnmem_keep_answer),
+                                    POINTER(pnmem_eviction)]),
+    "pnmem_admit_after_eviction": (c_int, [POINTER(pnmem_model), POINTER(pnmem_request), POINTER(c_int), c_int,
+                                           POINTER(pnmem_eviction_limits), POINTER(pnmem_admit_answer),
+                                           POINTER(pnmem_eviction), POINTER(pnmem_keep_answer)]),
     "pnmem_watcher_options_init_sized": (c_int, [POINTER(pnmem_watcher_options), c_size_t]),
     "pnmem_watcher_start_with": (c_int, [POINTER(pnmem_watcher_options)]),
     "pnmem_watcher_start": (c_int, []),

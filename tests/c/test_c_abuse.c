@@ -494,6 +494,64 @@ static void bad_new_arguments(int running) {
     CHECK(pnmem_request_init(&q) == 0);
     q.encoder_items = -1; /* answered, not refused */
     CHECK(pnmem_admit_request(&m, &q, &a, NULL) == 0);
+
+    /* Rung 4b: the selection, the scores, the plan and the admission after eviction. */
+    float scores[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    float scratch[8];
+    int keep[8];
+    CHECK(pnmem_select_keep(scores, 8, 4, 1, 1, NULL, scratch) == -1);
+    CHECK(pnmem_select_keep(scores, 8, 4, 1, 1, keep, NULL) == -1);
+    CHECK(logged("scratch is NULL"));
+    CHECK(pnmem_select_keep(NULL, 8, 4, 1, 1, keep, NULL) == 4); /* no scores: no scratch needed */
+    CHECK(pnmem_select_keep(scores, -1, 4, 1, 1, keep, scratch) == 0);
+    CHECK(pnmem_select_keep(scores, 8, INT_MIN, INT_MIN, INT_MAX, keep, scratch) == 0);
+    CHECK(pnmem_select_keep(scores, 8, INT_MAX, INT_MIN, INT_MAX, keep, scratch) == 8);
+    CHECK(pnmem_observation_scores(NULL, 1, 8, 3, scores, scratch) == -1);
+    CHECK(pnmem_observation_scores(scores, 1, 8, 3, NULL, scratch) == -1);
+    CHECK(pnmem_observation_scores(scores, 1, 8, 3, scores + 0, NULL) == -1);
+    CHECK(pnmem_observation_scores(scores, -1, 8, 3, scratch, scratch) == -1);
+    CHECK(logged("must not be negative"));
+    CHECK(pnmem_key_norm_scores(NULL, 8, 1, scores) == -1);
+    CHECK(pnmem_key_norm_scores(scores, 8, 1, NULL) == -1);
+    CHECK(pnmem_key_norm_scores(scores, 8, -1, scratch) == -1);
+    const pnmem_eviction_limits lim = pnmem_eviction_limits_default();
+    CHECK(lim.min_keep_tokens == 36 && lim.min_keep_permille == 100);
+    const int slots[2] = {1000, 2000};
+    pnmem_eviction ev;
+    pnmem_keep_answer each[2];
+    m = valid_model();
+    CHECK(pnmem_plan_eviction(NULL, slots, 2, 1, NULL, each, &ev) == -1);
+    CHECK(pnmem_plan_eviction(&m, slots, 2, 1, NULL, each, NULL) == -1);
+    CHECK(pnmem_plan_eviction(&m, NULL, 2, 1, NULL, each, &ev) == -1);
+    CHECK(logged("slot_tokens is NULL with n_slots 2"));
+    CHECK(pnmem_plan_eviction(&m, slots, -1, 1, NULL, each, &ev) == -1);
+    CHECK(logged("n_slots is negative (-1)"));
+    CHECK(pnmem_plan_eviction(&m, NULL, 0, 1, NULL, NULL, &ev) == 0); /* no slots: nothing to give */
+    CHECK(ev.enough == 0 && ev.freed_bytes == 0);
+    const pnmem_eviction_limits odd = {INT_MIN, INT_MAX}; /* clamped: no token floor, all of a slot */
+    CHECK(pnmem_plan_eviction(&m, slots, 2, UINT64_MAX, &odd, each, &ev) == 0);
+    CHECK(ev.freed_bytes == 0 && each[1].keep_tokens == 2000);
+    m.struct_size = 0;
+    CHECK(pnmem_plan_eviction(&m, slots, 2, 1, NULL, each, &ev) == -1);
+    CHECK(logged("model->struct_size is 0"));
+    m = valid_model();
+    CHECK(pnmem_request_init(&q) == 0);
+    a = pattern;
+    CHECK(pnmem_admit_after_eviction(NULL, &q, slots, 2, NULL, &a, &ev, each) == -1);
+    CHECK(pnmem_admit_after_eviction(&m, NULL, slots, 2, NULL, &a, &ev, each) == -1);
+    CHECK(pnmem_admit_after_eviction(&m, &q, slots, 2, NULL, NULL, &ev, each) == -1);
+    CHECK(pnmem_admit_after_eviction(&m, &q, slots, 2, NULL, &a, NULL, each) == -1);
+    CHECK(pnmem_admit_after_eviction(&m, &q, NULL, 2, NULL, &a, &ev, each) == -1);
+    CHECK(pnmem_admit_after_eviction(&m, &q, slots, -5, NULL, &a, &ev, each) == -1);
+    CHECK(same_answer(&a, &pattern));
+    q.struct_size = 0;
+    CHECK(pnmem_admit_after_eviction(&m, &q, slots, 2, NULL, &a, &ev, each) == -1);
+    CHECK(logged("request->struct_size is 0"));
+    CHECK(pnmem_request_init(&q) == 0);
+    q.n_tokens = 10;
+    CHECK(pnmem_admit_after_eviction(&m, &q, slots, 2, NULL, &a, &ev, NULL) == 0);
+    CHECK(pnmem_admit_after_eviction(&m, &q, slots, 2, NULL, &a, &ev, each) == 0);
+    CHECK(each[0].tokens == 1000 && each[1].tokens == 2000);
   }
 
   /* pnmem_reserve_bytes: NULL pointers; any bytes and ttl are answered. */

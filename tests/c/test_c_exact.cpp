@@ -11,6 +11,7 @@
 // The environment is test_c_api.c's (host reserve 1 byte, PSI full reject at 100 %), and
 // die 0 is fed with 1 GiB free: a host-path request on die 0 is bounded by exactly 1 GiB
 // wherever the box has more than 1 GiB available.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
@@ -22,10 +23,20 @@
 #include "pnmem/config.hpp"
 #include "pnmem/admission.hpp"
 #include "pnmem/engine/admit.hpp"
+#include "pnmem/engine/admit_after_eviction.hpp"
 #include "pnmem/ladder.hpp"
 #include "pnmem/model_files/model_json.hpp"
 #include "c_check.h"
 #include "pnmem/pnmem_c.h"
+
+namespace pnmem {
+// The snapshot read through the C ABI as a watcher for the C++ admission.
+struct c_abi_test_view {
+  mem_state s;
+  bool running() const { return true; }
+  mem_state read() const { return s; }
+};
+}  // namespace pnmem
 
 namespace {
 
@@ -575,6 +586,70 @@ int main() {
     CHECK(pnmem_pending_bytes() == 0);
   }
   CHECK(budget_checked);
+
+  // --- Rung 4b: pnmem_admit_after_eviction against the C++ admit_after_eviction on the same snapshot.
+  // Die 0 at 512 MiB free of 16 GiB makes the box TIGHT (free below budget / 16): eviction is on. A
+  // Llama-style model on die 1 (roomy) with a prompt past what the host has is capped by host memory;
+  // four running slots of 2M tokens hold ~1 TiB of KV between them: evicting makes room.
+  CHECK(pnmem_set_die(0, gib / 2, 16 * gib, 0, 0) == 0);
+  pnmem_model em;
+  CHECK(pnmem_model_init(&em) == 0);
+  em.kv = PNMEM_KV_F16;
+  em.normal_kv = PNMEM_KV_F16;
+  em.die = 1;
+  for (int f = 0; f < PNMEM_KV_FORMATS; ++f) em.full_kv_bytes_per_token[f] = 131072;
+  em.n_anchors = 0;  // no activation: need = tokens x 128 KiB
+  em.activation_fixed_bytes = 0;
+  pnmem_request eq;
+  CHECK(pnmem_request_init(&eq) == 0);
+  const int running[] = {2000000, 2000000, 2000000, 1000};
+  bool eviction_checked = false;
+  for (int attempt = 0; attempt < 100 && !eviction_checked; ++attempt) {
+    pnmem_state before{};
+    CHECK(pnmem_read(&before) == 0);
+    const pnmem::mem_state s = from_c(before);
+    // A prompt 1.5x what is available above the 1-byte reserve, so it is capped by the host.
+    eq.n_tokens = static_cast<int>(std::min<std::uint64_t>(s.host_avail_bytes / 131072 * 3 / 2, 100000000));
+    pnmem_admit_answer a{};
+    pnmem_eviction e{};
+    pnmem_keep_answer keep[4]{};
+    CHECK(pnmem_admit_after_eviction(&em, &eq, running, 4, nullptr, &a, &e, keep) == 0);
+    pnmem_state after{};
+    CHECK(pnmem_read(&after) == 0);
+    if (before.seq != after.seq) continue;
+    eviction_checked = true;
+    CHECK(s.level >= pnmem::mem_level::tight);
+    pnmem::model_desc md;
+    md.kv = pnmem::kv_format::f16;
+    md.die = 1;
+    md.cost.full_kv_bytes_per_token.fill(131072);
+    md.cost.normal_kv = pnmem::kv_format::f16;
+    md.cost.activation = pnmem::activation_model{};
+    pnmem::keep_budget_answer want_keep[4];
+    const pnmem::admit_eviction_answer want = pnmem::admit_after_eviction(
+        pnmem::c_abi_test_view{s}, md, eq.n_tokens, 0, running, 4, pnmem::admit_options{p}, want_keep);
+    CHECK(a.status == PNMEM_CAPPED && std::strcmp(a.reason, "host_budget") == 0);
+    CHECK(a.fit_tokens == want.answer.fit_tokens && a.need_bytes == want.answer.detail.need_bytes);
+    CHECK(e.considered == 1 && e.after_eviction == 1 && e.enough == 1);
+    CHECK(want.eviction.considered && want.eviction.after_eviction);
+    CHECK(e.evict_bytes == want.eviction.evict_bytes);
+    CHECK(e.evict_bytes == a.need_bytes + 1 - s.host_avail_bytes);  // need + reserve - available
+    CHECK(e.freed_bytes == want.eviction.plan.freed_bytes && e.freed_bytes >= e.evict_bytes);
+    CHECK(e.cut_to_tokens == want.eviction.plan.cut_to && e.slots_cut == 3);
+    for (int i = 0; i < 4; ++i) {
+      CHECK(keep[i].tokens == running[i]);
+      CHECK(keep[i].keep_tokens == want_keep[i].keep_tokens && keep[i].freed_bytes == want_keep[i].freed_bytes);
+    }
+  }
+  CHECK(eviction_checked);
+  // A plan alone: 1 GiB from the same slots in f16, every slot longer than L cut to L.
+  pnmem_eviction plan{};
+  pnmem_keep_answer each[4]{};
+  CHECK(pnmem_plan_eviction(&em, running, 4, gib, nullptr, each, &plan) == 0);
+  // 8192 tokens over three slots: each gives 2731 (the 1000-token slot nothing), 8193 tokens in all.
+  CHECK(plan.enough == 1 && plan.cut_to_tokens == 2000000 - 2731 && plan.slots_cut == 3);
+  CHECK(plan.freed_bytes == 3ULL * 2731 * 131072 && plan.evict_bytes == gib);
+  CHECK(each[3].keep_tokens == 1000 && each[3].freed_bytes == 0);
 
   pnmem_watcher_stop();
   if (failures == 0) std::printf("c api exact: all checks passed\n");

@@ -179,5 +179,22 @@ int main(void) {
   S(pnmem_kv_allocation);
   F(pnmem_kv_allocation, format);
   F(pnmem_kv_allocation, bytes);
+  S(pnmem_eviction_limits);
+  F(pnmem_eviction_limits, min_keep_tokens);
+  F(pnmem_eviction_limits, min_keep_permille);
+
+  S(pnmem_keep_answer);
+  F(pnmem_keep_answer, tokens);
+  F(pnmem_keep_answer, keep_tokens);
+  F(pnmem_keep_answer, freed_bytes);
+
+  S(pnmem_eviction);
+  F(pnmem_eviction, considered);
+  F(pnmem_eviction, after_eviction);
+  F(pnmem_eviction, enough);
+  F(pnmem_eviction, cut_to_tokens);
+  F(pnmem_eviction, slots_cut);
+  F(pnmem_eviction, evict_bytes);
+  F(pnmem_eviction, freed_bytes);
   return 0;
 }

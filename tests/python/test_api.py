@@ -317,3 +317,67 @@ def test_windows_round_trip_through_c_and_admit_with_images(watcher):
     with pnmem.admit_reserved(100, m, encoder_items=1) as r:
         assert r.answer.status in (pnmem.Status.ADMITTED, pnmem.Status.CAPPED, pnmem.Status.FAIL_OPEN,
                                    pnmem.Status.DENIED)
+
+
+# --- Rung 4b: KV eviction ------------------------------------------------------------------------
+
+def _llama_f16():
+    """Llama-3-8B's KV in f16 (128 KiB per token, every format alike here) and no activation term."""
+    return pnmem.Model(kv=pnmem.KvFormat.F16, normal_kv=pnmem.KvFormat.F16,
+                       full_kv_bytes_per_token=(131072,) * pnmem.KV_FORMATS, windows=(), anchors=(),
+                       activation_fixed_bytes=0, activation_per_token_bytes=0, activation_per_token_sq_bytes=0)
+
+
+def test_select_keep_sinks_recent_and_the_best_scores():
+    scores = [0.0] * 20
+    scores[5], scores[11], scores[3], scores[16] = 9, 8, 7, 6
+    assert pnmem.select_keep(scores, 8, sinks=2, recent=2) == [0, 1, 3, 5, 11, 16, 18, 19]
+    assert pnmem.select_keep(None, 8, n_tokens=20, sinks=2, recent=2) == [0, 1, 14, 15, 16, 17, 18, 19]
+    assert pnmem.select_keep([1.0] * 12, 6, sinks=1, recent=1) == [0, 1, 2, 3, 4, 11]  # ties: the earlier
+    assert pnmem.select_keep([3, 1, 2], 5) == [0, 1, 2]
+    assert pnmem.select_keep([3, 1, 2], -1) == []
+    with pytest.raises(pnmem.ArgumentError):
+        pnmem.select_keep(None, 4)  # no scores and no length
+    with pytest.raises(pnmem.ArgumentError):
+        pnmem.select_keep([1, 2], 1, n_tokens=3)
+    with pytest.raises(pnmem.ArgumentTypeError):
+        pnmem.select_keep(["x"], 1)
+    for bad in BAD_INTS:
+        with pytest.raises((pnmem.ArgumentError, pnmem.ArgumentTypeError)):
+            pnmem.select_keep([1.0], bad)
+
+
+def test_observation_and_key_norm_scores():
+    attn = [[0.1, 0, 0, 0.5, 0, 0, 0.4], [0.2, 0.1, 0, 0.3, 0, 0.2, 0.2]]
+    assert pnmem.observation_scores(attn, kernel=1) == pytest.approx([0.3, 0.1, 0.0, 0.8, 0.0, 0.2, 0.6])
+    assert pnmem.observation_scores(attn, kernel=3) == pytest.approx([0.3, 0.3, 0.8, 0.8, 0.8, 0.6, 0.6])
+    assert pnmem.key_norm_scores([[3, 4], [0, 1], [1, 1]]) == [-25.0, -1.0, -2.0]
+    with pytest.raises(pnmem.ArgumentError):
+        pnmem.observation_scores([[1, 2], [3]])
+    with pytest.raises(pnmem.ArgumentTypeError):
+        pnmem.key_norm_scores(5)
+
+
+def test_plan_eviction_cuts_the_longest_slots_first():
+    # 2 GiB of Llama f16 is 16384 tokens: the 32768 and 20000 slots cut to (52768 - 16384) / 2 = 18192.
+    e = pnmem.plan_eviction([32768, 8192, 1000, 20000], 2 * GIB, _llama_f16())
+    assert e.enough and e.freed_bytes == 2 * GIB and e.cut_to_tokens == 18192 and e.slots_cut == 2
+    assert e.slots[0] == pnmem.SlotEviction(32768, 18192, (32768 - 18192) * 131072)
+    assert e.slots[1] == pnmem.SlotEviction(8192, 8192, 0)
+    most = pnmem.plan_eviction([32768], 2 ** 64 - 1, _llama_f16(), min_keep_tokens=0, min_keep_permille=500)
+    assert not most.enough and most.slots[0].keep_tokens == 16384
+    with pytest.raises(pnmem.ArgumentError):
+        pnmem.plan_eviction([-1], GIB, _llama_f16())
+    with pytest.raises(pnmem.ArgumentError):
+        pnmem.plan_eviction([10], -1, _llama_f16())
+    with pytest.raises(pnmem.ArgumentTypeError):
+        pnmem.plan_eviction(7, GIB, _llama_f16())
+
+
+def test_admit_after_eviction_answers_with_the_admission(roomy_die):
+    a, e = pnmem.admit_after_eviction(1000, [32768, 100], _llama_f16())
+    assert isinstance(a, pnmem.Answer) and isinstance(e, pnmem.Eviction)
+    if a.status == pnmem.Status.ADMITTED:
+        assert not e.considered and e.slots[0] == pnmem.SlotEviction(32768, 32768, 0)
+    with pytest.raises(pnmem.ArgumentError):
+        pnmem.admit_after_eviction(-1, [1], _llama_f16())
