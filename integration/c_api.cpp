@@ -73,6 +73,15 @@ pnmem::policy policy_of(const pnmem::c_abi::platform_watcher* w) {
   return w != nullptr ? w->options().policy : pnmem::default_policy;
 }
 
+// The options a live admission runs with: the watcher's policy, and its log line (the ladder's clamp)
+// kept in `line` for the caller to hand to the sink once the decision is made.
+pnmem::admit_options live_options(const pnmem::c_abi::platform_watcher* w, std::string& line) {
+  pnmem::admit_options o;
+  o.log = [&line](std::string_view l) { line.assign(l); };
+  o.policy = policy_of(w);
+  return o;
+}
+
 // pnmem_admit and pnmem_admit_reserved (reservation != nullptr): *out is written
 // only when the whole call succeeds; on any throw the held bytes go back.
 int admit_c(const char* entry, const pnmem_model& model, int n_tokens, pnmem_admit_answer& out,
@@ -85,11 +94,9 @@ int admit_c(const char* entry, const pnmem_model& model, int n_tokens, pnmem_adm
     return -1;
   }
 
-  pnmem::admit_options o;
   std::string line;
-  o.log = [&line](std::string_view l) { line.assign(l); };
   const pnmem::c_abi::platform_watcher* w = s.watcher();  // no lock: published once, never destroyed
-  o.policy = policy_of(w);
+  const pnmem::admit_options o = live_options(w, line);
   const pnmem::c_abi::live_watcher view{w};
   pnmem::admit_answer a;
   std::uint64_t pending = 0;
@@ -785,11 +792,9 @@ int pnmem_admit_after_eviction(const pnmem_model* model, const pnmem_request* re
       refuse(s, entry, why);
       return -1;
     }
-    pnmem::admit_options o;
     std::string line;
-    o.log = [&line](std::string_view l) { line.assign(l); };
     const pnmem::c_abi::platform_watcher* w = s.watcher();  // no lock: published once, never destroyed
-    o.policy = policy_of(w);
+    const pnmem::admit_options o = live_options(w, line);
     std::vector<pnmem::keep_budget_answer> each(static_cast<std::size_t>(n_slots));
     const pnmem::admit_eviction_answer a =
         pnmem::admit_after_eviction(pnmem::c_abi::live_watcher{w}, *m, rq->n_tokens, rq->encoder_items, slot_tokens,
