@@ -65,7 +65,7 @@ void plan_command::add_options(CLI::App& app) {
 // Rung 4b with the running slots: what eviction gives back (eviction_budget.hpp), or why nothing.
 void add_eviction(command_output& out, std::ostringstream& t, const pnmem::ladder_plan& plan,
                   const pnmem::model_files::model_description& model, pnmem::kv_format kv,
-                  const std::vector<int>& slots, const std::optional<std::uint64_t>& wanted) {
+                  const std::vector<int>& slots, bool wanted, std::uint64_t asked) {
   const pnmem::eviction_limits limits{};
   nlohmann::ordered_json e = {{"enabled", plan.kv_evict},
                               {"kv", std::string(pnmem::to_string(kv))},
@@ -79,8 +79,7 @@ void add_eviction(command_output& out, std::ostringstream& t, const pnmem::ladde
     return;
   }
   std::vector<pnmem::keep_budget_answer> each(slots.size());
-  // Without --free: the most it can give, every slot at its floor.
-  const std::uint64_t asked = wanted.value_or(std::numeric_limits<std::uint64_t>::max());
+  // Without --free (asked is the largest count): the most it can give, every slot at its floor.
   const pnmem::eviction_plan ep = pnmem::plan_eviction(model.cost, kv, slots.data(), static_cast<int>(slots.size()),
                                                        asked, limits, each.data());
   e["asked_bytes"] = wanted ? nlohmann::ordered_json(asked) : nlohmann::ordered_json(nullptr);
@@ -111,8 +110,10 @@ command_output plan_command::answer(const pnmem::policy& env_policy) const {
 
   const pnmem::ladder_plan plan = pnmem::ladder_plan_for(level, cfg, p);
   const std::vector<int> slots = tokens_.empty() ? std::vector<int>{} : parse_running_tokens("--tokens", tokens_);
-  const std::optional<std::uint64_t> wanted =
-      free_.empty() ? std::nullopt : std::optional<std::uint64_t>(parse_bytes_arg("--free", free_));
+  // A plain flag and count, not an optional: g++ 12 -O2 reads the optional's value as maybe
+  // uninitialised once plan_eviction is inlined (-Werror=maybe-uninitialized, CI's gcc leg).
+  const bool wanted = !free_.empty();
+  const std::uint64_t asked = wanted ? parse_bytes_arg("--free", free_) : std::numeric_limits<std::uint64_t>::max();
   if (wanted && tokens_.empty()) throw usage_error("--free: needs --tokens (the running slots' lengths)");
   if (!tokens_.empty() && !model) {
     throw usage_error("--tokens: needs the model (--model, --from-hf-config, --from-gguf or --layers ...): "
@@ -158,7 +159,7 @@ command_output plan_command::answer(const pnmem::policy& env_policy) const {
   // The running slots' caches were allocated before this plan: in the configured format (the model's
   // compact one when --kv-q4 says they are).
   if (!tokens_.empty()) {
-    add_eviction(out, t, plan, *model, kv_q4_ ? model->cost.compact_kv : model->cost.normal_kv, slots, wanted);
+    add_eviction(out, t, plan, *model, kv_q4_ ? model->cost.compact_kv : model->cost.normal_kv, slots, wanted, asked);
   }
   out.text = t.str();
   return out;
