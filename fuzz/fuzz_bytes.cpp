@@ -367,6 +367,27 @@ void check_cli(std::string_view t) {
     }
   }
 
+  // A list (--tokens, --running-tokens): the text split on ',' into 1..4 entries, each one parse_int_arg
+  // accepts; the same values in order. Anything else is refused with the flag's prefix.
+  {
+    const auto list = call_cli([&] { return pnmem_cli::parse_int_list_arg(flag, t, 0, 4); });
+    std::vector<int> want;
+    bool fine = true;
+    std::size_t begin = 0;
+    while (fine) {
+      const std::size_t comma = t.find(',', begin);
+      const std::string_view piece = t.substr(begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin);
+      const auto one = call_cli([&] { return pnmem_cli::parse_int_arg(flag, piece, 0); });
+      fine = one.ok && !trim_blanks(piece).empty() && want.size() < 4;
+      if (fine) want.push_back(one.value);
+      if (comma == std::string_view::npos) break;
+      begin = comma + 1;
+    }
+    FUZZ_CHECK(list.ok == fine);
+    if (list.ok) FUZZ_CHECK(list.value == want);
+    if (!list.ok) FUZZ_CHECK(has_prefix(list.message, prefix));
+  }
+
   const std::string word = lower(trim_blanks(t));
   const auto level = call_cli([&] { return pnmem_cli::parse_level_arg(flag, t); });
   bool is_level = false;

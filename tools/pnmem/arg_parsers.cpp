@@ -51,19 +51,30 @@ double parse_psi_arg(std::string_view flag, std::string_view text) {
   return static_cast<double>(parse_percent_arg(flag, text)) / static_cast<double>(pnmem::bp_per_percent);
 }
 
-int parse_int_arg(std::string_view flag, std::string_view text, int min_value) {
+namespace {
+// Why `text` is not a plain integer in [min_value, INT_MAX], or "" (then *out is the value).
+std::string int_problem(std::string_view text, int min_value, int* out) {
   const std::string_view s = trim_spaces(text);
-  if (s.empty()) fail(flag, text, pnmem::to_string(pnmem::parse_errc::empty));
-  if (s.front() == '-') fail(flag, text, pnmem::to_string(pnmem::parse_errc::negative));
+  if (s.empty()) return std::string(pnmem::to_string(pnmem::parse_errc::empty));
+  if (s.front() == '-') return std::string(pnmem::to_string(pnmem::parse_errc::negative));
   long long v = 0;
   const char* const first = s.data();
   const char* const last = s.data() + s.size();
   const auto [ptr, ec] = std::from_chars(first, last, v);
-  if (ec == std::errc::result_out_of_range) fail(flag, text, pnmem::to_string(pnmem::parse_errc::out_of_range));
-  if (ec != std::errc() || ptr != last) fail(flag, text, pnmem::to_string(pnmem::parse_errc::not_a_number));
-  if (v > std::numeric_limits<int>::max()) fail(flag, text, pnmem::to_string(pnmem::parse_errc::out_of_range));
-  if (v < min_value) fail(flag, text, "must be at least " + std::to_string(min_value));
-  return static_cast<int>(v);
+  if (ec == std::errc::result_out_of_range) return std::string(pnmem::to_string(pnmem::parse_errc::out_of_range));
+  if (ec != std::errc() || ptr != last) return std::string(pnmem::to_string(pnmem::parse_errc::not_a_number));
+  if (v > std::numeric_limits<int>::max()) return std::string(pnmem::to_string(pnmem::parse_errc::out_of_range));
+  if (v < min_value) return "must be at least " + std::to_string(min_value);
+  *out = static_cast<int>(v);
+  return {};
+}
+}  // namespace
+
+int parse_int_arg(std::string_view flag, std::string_view text, int min_value) {
+  int v = 0;
+  const std::string problem = int_problem(text, min_value, &v);
+  if (!problem.empty()) fail(flag, text, problem);
+  return v;
 }
 
 std::vector<int> parse_int_list_arg(std::string_view flag, std::string_view text, int min_value, std::size_t max_count) {
@@ -74,7 +85,10 @@ std::vector<int> parse_int_list_arg(std::string_view flag, std::string_view text
     const std::string_view piece = text.substr(begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin);
     if (trim_spaces(piece).empty()) fail(flag, text, "an empty entry (a list is N[,N...])");
     if (out.size() == max_count) fail(flag, text, "more than " + std::to_string(max_count) + " entries");
-    out.push_back(parse_int_arg(flag, piece, min_value));
+    int v = 0;
+    const std::string problem = int_problem(piece, min_value, &v);
+    if (!problem.empty()) fail(flag, text, "entry " + std::to_string(out.size() + 1) + ": " + problem);
+    out.push_back(v);
     if (comma == std::string_view::npos) break;
     begin = comma + 1;
   }
