@@ -147,10 +147,10 @@ TEST_CASE("observation_scores sums the window's queries and max-pools over the k
   std::vector<float> scores(7), scratch(7);
   observation_scores(attn, 2, 7, 1, scores.data(), scratch.data());  // no pooling: the column sums
   const std::vector<float> sums{0.3f, 0.1f, 0.0f, 0.8f, 0.0f, 0.2f, 0.6f};
-  for (int t = 0; t < 7; ++t) CHECK(scores[static_cast<std::size_t>(t)] == doctest::Approx(sums[static_cast<std::size_t>(t)]));
+  for (int t = 0; t < 7; ++t) CHECK(static_cast<double>(scores[static_cast<std::size_t>(t)]) == doctest::Approx(static_cast<double>(sums[static_cast<std::size_t>(t)])));
   observation_scores(attn, 2, 7, 3, scores.data(), scratch.data());  // max over t-1 .. t+1
   const std::vector<float> pooled{0.3f, 0.3f, 0.8f, 0.8f, 0.8f, 0.6f, 0.6f};
-  for (int t = 0; t < 7; ++t) CHECK(scores[static_cast<std::size_t>(t)] == doctest::Approx(pooled[static_cast<std::size_t>(t)]));
+  for (int t = 0; t < 7; ++t) CHECK(static_cast<double>(scores[static_cast<std::size_t>(t)]) == doctest::Approx(static_cast<double>(pooled[static_cast<std::size_t>(t)])));
 }
 
 TEST_CASE("key_norm_scores ranks the smaller key higher") {

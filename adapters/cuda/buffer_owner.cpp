@@ -413,6 +413,115 @@ owner_status buffer_owner::release_all_with(wait_for deadline) {
 owner_status buffer_owner::try_release_all() { return release_all_with(std::nullopt); }
 owner_status buffer_owner::release_all(clock::time_point deadline) { return release_all_with(deadline); }
 
+// ---------------------------------------------------------------- rung 4b
+
+bool buffer_owner::evict_args_ok(std::span<const slot_keep> slots,
+                                 const std::optional<slot_request>& shrink_to) const noexcept {
+  if (shrink_to && (shrink_to->slots < 1 || shrink_to->max_seq_tokens < 1)) return false;
+  const auto layers = static_cast<std::size_t>(std::max(0, options_.shape.attention_layers));
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const slot_keep& k = slots[i];
+    if (k.slot < 0 || k.slot >= live_.slots) return false;
+    if (k.tokens < 1 || k.tokens > live_.max_seq_tokens || k.kept < 0 || k.kept > k.tokens) return false;
+    if (shrink_to && k.kept > shrink_to->max_seq_tokens) return false;
+    if (k.keep.size() != 1 && k.keep.size() != layers) return false;
+    if (k.kept > 0 && std::find(k.keep.begin(), k.keep.end(), nullptr) != k.keep.end()) return false;
+    for (std::size_t j = 0; j < i; ++j)
+      if (slots[j].slot == k.slot) return false;
+  }
+  return true;
+}
+
+device_status buffer_owner::order_home_after_users() noexcept {
+  // What the engine queued between steps on a stream a step ran on (a finished sequence's KV read
+  // out) must be done before rows move under it. One pooled event per stream, released at once: a
+  // wait already queued is not affected by the event's next record.
+  for (const user_stream& u : users_) {
+    if (u.id == home_id_) continue;
+    event_handle e;
+    if (const device_status st = events_.acquire(e); !st) return st;
+    device_status st = backend_->event_record(e, u.handle);
+    if (st) st = backend_->stream_wait_event(options_.home_stream, e);
+    events_.release(e);
+    if (!st) return st;
+  }
+  return {};
+}
+
+evict_result buffer_owner::evict_with(std::span<const slot_keep> slots, const std::optional<slot_request>& shrink_to,
+                                      const ladder_plan& plan, wait_for deadline) {
+  evict_result r;
+  turn_hold hold;
+  if (r.status = acquire(hold, deadline); !r.status.ok()) return r;
+  if (live_.empty()) {
+    r.status = err(owner_errc::not_bound);
+    return r;
+  }
+  if (!evict_args_ok(slots, shrink_to)) {
+    r.status = err(owner_errc::invalid_argument);
+    return r;
+  }
+  retired_.reap();
+  if (!slots.empty()) {
+    if (const device_status st = order_home_after_users(); !st) {
+      r.status = dev_err(st);  // nothing moved yet
+      return r;
+    }
+    const std::uint64_t row = kv_row_bytes(options_.shape, live_.kv);
+    const auto stripe = static_cast<std::uint64_t>(live_.max_seq_tokens) * row;
+    bool queued = false;
+    for (const slot_keep& k : slots) {
+      // Keeping every row, or none (the slot's length becomes 0), moves nothing.
+      if (k.kept == k.tokens || k.kept == 0) {
+        ++r.slots_compacted;
+        continue;
+      }
+      bool slot_started = false;
+      for (std::size_t l = 0; l < live_.k.size(); ++l) {
+        const std::int32_t* keep = k.keep.size() == 1 ? k.keep[0] : k.keep[l];
+        for (void* buffer : {live_.k[l], live_.v[l]}) {
+          const row_compaction c{at(buffer, static_cast<std::uint64_t>(k.slot) * stripe), static_cast<std::size_t>(row),
+                                 k.tokens, keep, k.kept};
+          if (const device_status st = backend_->compact_rows_async(c, options_.home_stream); !st) {
+            r.status = dev_err(st);
+            r.broken_slot = slot_started ? k.slot : -1;
+            if (queued) moved();  // rows moved already: graphs and other streams must know
+            return r;
+          }
+          slot_started = queued = true;
+        }
+      }
+      ++r.slots_compacted;
+    }
+    // Rows moved: captured graphs recapture (their slot lengths changed), and a step on another
+    // stream waits for the compaction on home (note_stream waits on ready_).
+    if (queued) moved();
+  }
+  r.shrink.status = {};
+  r.shrink.slot_capacity = live_.slots;
+  r.shrink.max_seq_tokens = live_.max_seq_tokens;
+  r.shrink.bound_slots = bound_slots_;
+  r.shrink.kv = live_.kv;
+  r.shrink.generation = generation();
+  if (shrink_to) {
+    const std::uint64_t before = device_used_bytes_.load(std::memory_order_relaxed);
+    r.shrink = bind_locked(*shrink_to, plan, reshape::exact);
+    r.status = r.shrink.status;
+    const std::uint64_t after = device_used_bytes_.load(std::memory_order_relaxed);
+    if (r.shrink.moved && before > after) r.freed_bytes = before - after;
+  }
+  return r;
+}
+
+evict_result buffer_owner::try_evict(std::span<const slot_keep> slots, std::optional<slot_request> shrink_to,
+                                     const ladder_plan& plan) {
+  return evict_with(slots, shrink_to, plan, std::nullopt);
+}
+evict_result buffer_owner::evict(std::span<const slot_keep> slots, std::optional<slot_request> shrink_to,
+                                 const ladder_plan& plan, clock::time_point deadline) {
+  return evict_with(slots, shrink_to, plan, deadline);
+}
+
 owner_status buffer_owner::ensure_staging() {
   // Hazard 3: only ever called from step_begin, with the turn held, i.e. after
   // the previous step's completion event completed: no copy of an earlier

@@ -19,6 +19,9 @@
 //   11.2: cudaMallocAsync, cudaFreeAsync, cudaDevAttrMemoryPoolsSupported
 //   12.0: cudaStreamGetId - only behind `CUDART_VERSION >= 12000`; the 11.x path
 //         assigns ids itself (stream_registry.hpp, cudart_backend.hpp)
+//   12.8: cudaStreamGetDevice - only behind `CUDART_VERSION >= 12080`: rung 4b's kernels launch
+//         with the stream's device current; before 12.8, on the caller's current device
+//   (rung 4b's kernel launches live in eviction_kernels.cu, compiled by nvcc, not here)
 // Anything newer than 11.4 goes behind a CUDART_VERSION check with an 11.4 path,
 // and into the shim's list only if the 11.4 path needs it.
 //
@@ -48,6 +51,10 @@
 //     memory.)
 // Nothing here calls cudaDeviceSynchronize; cudaFree only in free_plain.
 #include "pnmem/cuda/cudart_backend.hpp"
+
+#if PNMEM_EVICTION_KERNELS
+#include "eviction_kernels.hpp"
+#endif
 
 #include <cuda_runtime_api.h>
 
@@ -311,5 +318,55 @@ device_status cudart_backend::copy_async(void* dst, const void* src, std::size_t
   // cudaMemcpyDefault: the direction comes from unified addressing.
   return run([&] { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, to_stream(s)); });
 }
+
+// --- rung 4b ---
+//
+// A kernel runs on the device current when it is launched, and the stream belongs to its own device:
+// launch with the stream's device current (cudaStreamGetDevice needs CUDA 12.8; before it the
+// caller's current device is used, which must then be the stream's).
+namespace {
+template <class Launch>
+device_status launch_on_stream_device(stream_handle s, Launch launch) noexcept {
+#if CUDART_VERSION >= 12080
+  int device = 0;
+  if (const cudaError_t e = cudaStreamGetDevice(to_stream(s), &device); e != cudaSuccess) return run([e] { return e; });
+  return run([&] { return on_device(device, [&] { return static_cast<cudaError_t>(launch()); }); });
+#else
+  return run([&] { return static_cast<cudaError_t>(launch()); });
+#endif
+}
+}  // namespace
+
+#if PNMEM_EVICTION_KERNELS
+bool cudart_backend::has_eviction_kernels() noexcept { return true; }
+
+device_status cudart_backend::observation_scores_async(const observation_pooling& a, stream_handle s) noexcept {
+  if (!valid(a) || !s) return invalid();
+  return launch_on_stream_device(s, [&] { return kernels::launch_observation_scores(a, to_stream(s)); });
+}
+device_status cudart_backend::select_keep_async(const keep_selection& a, stream_handle s) noexcept {
+  if (!valid(a) || !s) return invalid();
+  return launch_on_stream_device(s, [&] { return kernels::launch_select_keep(a, to_stream(s)); });
+}
+device_status cudart_backend::compact_rows_async(const row_compaction& a, stream_handle s) noexcept {
+  if (!valid(a) || !s) return invalid();
+  return launch_on_stream_device(s, [&] { return kernels::launch_compact_rows(a, to_stream(s)); });
+}
+#else
+bool cudart_backend::has_eviction_kernels() noexcept { return false; }
+
+device_status cudart_backend::observation_scores_async(const observation_pooling& a, stream_handle s) noexcept {
+  if (!valid(a) || !s) return invalid();
+  return device_status{device_errc::not_supported, 0};
+}
+device_status cudart_backend::select_keep_async(const keep_selection& a, stream_handle s) noexcept {
+  if (!valid(a) || !s) return invalid();
+  return device_status{device_errc::not_supported, 0};
+}
+device_status cudart_backend::compact_rows_async(const row_compaction& a, stream_handle s) noexcept {
+  if (!valid(a) || !s) return invalid();
+  return device_status{device_errc::not_supported, 0};
+}
+#endif
 
 }  // namespace pnmem::cuda

@@ -7,6 +7,7 @@
 #include <limits>
 #include <new>
 #include <utility>
+#include <vector>
 
 namespace pnmem::cuda {
 
@@ -33,8 +34,9 @@ std::string hex(const void* p) {
 }
 
 std::string_view kind_name(std::uint8_t k) noexcept {
-  constexpr std::string_view names[] = {"kernel", "copy", "free_async", "event_record", "stream_wait_event",
-                                        "alloc_async"};
+  constexpr std::string_view names[] = {"kernel",      "copy",           "free_async",  "event_record",
+                                        "stream_wait_event", "alloc_async", "observation_scores", "select_keep",
+                                        "compact_rows"};
   return k < std::size(names) ? names[k] : "op";
 }
 
@@ -298,6 +300,12 @@ void fake_backend::apply_effects(const op& o) {
       if (it != blocks_.end() && it->second.state == block_state::retiring) release_block(it->second, "free_async");
       break;
     }
+    case op_kind::observe:
+    case op_kind::select:
+    case op_kind::compact:
+      if (std::all_of(o.uses.begin(), o.uses.end(), [&](const op_use& u) PNMEM_REQUIRES(mu_) { return writable(u.use); }))
+        run_eviction_reference(o);
+      break;
     case op_kind::record:
     case op_kind::wait:
     case op_kind::alloc: break;
@@ -612,6 +620,78 @@ device_status fake_backend::copy_async(void* dst, const void* src, std::size_t b
   o.uses = {op_use{buffer_use{src, bytes, false}}, op_use{buffer_use{dst, bytes, true}}};
   enqueue(*st, std::move(o));
   return status(device_errc::ok);
+}
+
+// --- rung 4b: eviction ops, run by the host reference at completion ---
+
+void fake_backend::run_eviction_reference(const op& o) {
+  switch (o.kind) {
+    case op_kind::observe: {
+      std::vector<float> scratch(static_cast<std::size_t>(o.observe_args.n_tokens));
+      observation_scores_reference(o.observe_args, scratch.data());
+      break;
+    }
+    case op_kind::select: {
+      const auto n = static_cast<std::size_t>(o.select_args.n_tokens);
+      std::vector<int> positions(static_cast<std::size_t>(kept_count(o.select_args)));
+      std::vector<float> scratch(n);
+      select_keep_reference(o.select_args, positions.data(), scratch.data());
+      break;
+    }
+    case op_kind::compact:
+      if (!compact_rows_reference(o.compact_args)) {
+        violation("t=" + std::to_string(now_) + " op#" + std::to_string(o.id) + " (compact_rows): keep[0.." +
+                  std::to_string(o.compact_args.kept) + ") is not increasing and below n_rows " +
+                  std::to_string(o.compact_args.n_rows) + ": nothing moved (a kernel would scramble the stripe)");
+      }
+      break;
+    default: break;
+  }
+}
+
+device_status fake_backend::enqueue_eviction(stream_handle s, op o) {
+  stream* st = find_stream(s);
+  if (st == nullptr) return status(device_errc::invalid_value);
+  o.duration = 1;
+  enqueue(*st, std::move(o));
+  return status(device_errc::ok);
+}
+
+device_status fake_backend::observation_scores_async(const observation_pooling& a, stream_handle s) noexcept {
+  if (!valid(a)) return status(device_errc::invalid_value);
+  pnmem::detail::lock_guard lk(mu_);
+  op o;
+  o.kind = op_kind::observe;
+  o.observe_args = a;
+  const auto n = static_cast<std::size_t>(a.n_tokens);
+  o.uses = {op_use{buffer_use{a.attn, static_cast<std::size_t>(a.rows) * n * sizeof(float), false}},
+            op_use{buffer_use{a.scores, n * sizeof(float), true}}};
+  return enqueue_eviction(s, std::move(o));
+}
+
+device_status fake_backend::select_keep_async(const keep_selection& a, stream_handle s) noexcept {
+  if (!valid(a)) return status(device_errc::invalid_value);
+  pnmem::detail::lock_guard lk(mu_);
+  op o;
+  o.kind = op_kind::select;
+  o.select_args = a;
+  if (a.scores != nullptr)
+    o.uses.push_back(op_use{buffer_use{a.scores, static_cast<std::size_t>(a.n_tokens) * sizeof(float), false}});
+  if (const int k = kept_count(a); k > 0)
+    o.uses.push_back(op_use{buffer_use{a.keep, static_cast<std::size_t>(k) * sizeof(std::int32_t), true}});
+  return enqueue_eviction(s, std::move(o));
+}
+
+device_status fake_backend::compact_rows_async(const row_compaction& a, stream_handle s) noexcept {
+  if (!valid(a)) return status(device_errc::invalid_value);
+  pnmem::detail::lock_guard lk(mu_);
+  op o;
+  o.kind = op_kind::compact;
+  o.compact_args = a;
+  if (a.kept > 0)
+    o.uses.push_back(op_use{buffer_use{a.keep, static_cast<std::size_t>(a.kept) * sizeof(std::int32_t), false}});
+  o.uses.push_back(op_use{buffer_use{a.rows, static_cast<std::size_t>(a.n_rows) * a.row_bytes, true}});
+  return enqueue_eviction(s, std::move(o));
 }
 
 // --- the test's side ---

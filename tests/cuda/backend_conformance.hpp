@@ -13,6 +13,7 @@
 //   void let_time_pass();             // long enough for unblocked queued work to finish
 //   void settle();                    // every queued op has finished
 //   void check_clean();               // the fake: no violations (cudart: nothing to check)
+//   static constexpr bool eviction_kernels;  // the rung 4b ops are there (cudart: built with nvcc)
 //
 // Use it inside namespace pnmem::cuda::test (the test ids live there):
 //
@@ -24,12 +25,15 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "pnmem/cuda/device_backend.hpp"
+#include "pnmem/keep_set.hpp"
 #include "pnmem/units.hpp"
 
 namespace doctest {
@@ -487,6 +491,141 @@ TEST_CASE_TEMPLATE_DEFINE("plain alloc/free (the no-pools fallback): any stream 
   f.check_clean();
 }
 
+
+// --- rung 4b: the eviction ops against eviction_ops.hpp's host reference, on random data ---------
+//
+// The fake runs the reference itself (so this checks the plumbing: arguments, buffers, ordering); on
+// cudart these are the kernels of eviction_kernels.cu (scripts/gpu-check). Scores are multiples of
+// 1/8 so that sums are exact and ties are everywhere (the tie rule is half of what must match), with
+// a few NaN. A backend built without kernels must say not_supported, and the case ends there.
+namespace eviction_check {
+
+// Device memory any stream may use, with or without pools; freed after the fixture settled.
+struct plain_block {
+  device_backend& b;
+  void* p = nullptr;
+  plain_block(device_backend& backend, std::size_t bytes) : b(backend) {
+    REQUIRE(b.alloc_plain(dev0, bytes, p).ok());
+    REQUIRE(p != nullptr);
+  }
+  plain_block(const plain_block&) = delete;
+  plain_block& operator=(const plain_block&) = delete;
+  ~plain_block() { (void)b.free_plain(p); }
+};
+
+inline std::uint64_t next(std::uint64_t& x) {  // splitmix64: the same data on every backend
+  x += 0x9e3779b97f4a7c15ULL;
+  std::uint64_t z = x;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace eviction_check
+
+TEST_CASE_TEMPLATE_DEFINE("eviction ops: pooling, selection and compaction equal the host reference", F,
+                          conformance_eviction) {
+  using namespace eviction_check;
+  rig<F> r;
+  auto& [f, b, sc] = r;
+  const stream_handle s = sc.stream();
+  {
+    // Refused before anything is queued: the arguments valid() rejects.
+    float x = 0.0f;
+    std::int32_t k = 0;
+    CHECK(b.observation_scores_async({nullptr, 1, 1, 7, &x}, s).code == device_errc::invalid_value);
+    CHECK(b.observation_scores_async({&x, 1, 1, max_pool_kernel + 1, &x}, s).code == device_errc::invalid_value);
+    CHECK(b.select_keep_async({&x, 0, 1, {}, &k}, s).code == device_errc::invalid_value);
+    CHECK(b.select_keep_async({&x, 4, 2, {}, nullptr}, s).code == device_errc::invalid_value);
+    CHECK(b.compact_rows_async({&x, 4, 1, &k, 2}, s).code == device_errc::invalid_value);
+    CHECK(b.compact_rows_async({&x, 0, 1, &k, 1}, s).code == device_errc::invalid_value);
+  }
+  std::uint64_t seed = 0x4b1dULL;
+  for (const int n : {1, 37, 1000, 5003, 33000}) {
+    CAPTURE(n);
+    constexpr int rows = 8;
+    const auto un = static_cast<std::size_t>(n);
+    std::vector<float> attn(rows * un);
+    for (std::size_t i = 0; i < attn.size(); ++i) {
+      const std::uint64_t v = next(seed);
+      attn[i] = v % 997 == 0 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(v % 8) / 8.0f;
+    }
+    auto* h_attn = reinterpret_cast<float*>(sc.host(attn.size() * sizeof(float)));
+    auto* h_scores = reinterpret_cast<float*>(sc.host(un * sizeof(float)));
+    auto* h_keep = reinterpret_cast<std::int32_t*>(sc.host(un * sizeof(std::int32_t)));
+    std::memcpy(h_attn, attn.data(), attn.size() * sizeof(float));
+    plain_block d_attn(b, attn.size() * sizeof(float));
+    plain_block d_scores(b, un * sizeof(float));
+    plain_block d_keep(b, un * sizeof(std::int32_t));
+    REQUIRE(b.copy_async(d_attn.p, h_attn, attn.size() * sizeof(float), s).ok());
+    const device_status first =
+        b.observation_scores_async({static_cast<const float*>(d_attn.p), rows, n, 7, static_cast<float*>(d_scores.p)}, s);
+    if (!F::eviction_kernels) {
+      CHECK(first.code == device_errc::not_supported);
+      f.settle();
+      return;
+    }
+    REQUIRE(first.ok());
+    REQUIRE(b.copy_async(h_scores, d_scores.p, un * sizeof(float), s).ok());
+    f.settle();
+    std::vector<float> want(un);
+    std::vector<float> scratch(un);
+    pnmem::observation_scores(attn.data(), rows, n, 7, want.data(), scratch.data());
+    int score_mismatches = 0;
+    for (std::size_t t = 0; t < un; ++t) score_mismatches += h_scores[t] == want[t] ? 0 : 1;
+    CHECK(score_mismatches == 0);
+
+    // Selection from the device's own scores, at 10 % and 25 %, and without scores.
+    for (const int permille : {100, 250, 1000}) {
+      for (const bool with_scores : {true, false}) {
+        CAPTURE(permille);
+        CAPTURE(with_scores);
+        const int budget = std::max(1, static_cast<int>(std::int64_t{n} * permille / 1000));
+        const keep_selection sel{with_scores ? static_cast<const float*>(d_scores.p) : nullptr, n, budget,
+                                 keep_window{4, 32}, static_cast<std::int32_t*>(d_keep.p)};
+        const int k = kept_count(sel);
+        REQUIRE(b.select_keep_async(sel, s).ok());
+        REQUIRE(b.copy_async(h_keep, d_keep.p, static_cast<std::size_t>(k) * sizeof(std::int32_t), s).ok());
+        f.settle();
+        std::vector<int> ref(static_cast<std::size_t>(k));
+        REQUIRE(pnmem::select_keep(with_scores ? want.data() : nullptr, n, budget, keep_window{4, 32}, ref.data(),
+                                   scratch.data()) == k);
+        int keep_mismatches = 0;
+        for (int i = 0; i < k; ++i) keep_mismatches += h_keep[i] == ref[static_cast<std::size_t>(i)] ? 0 : 1;
+        CHECK(keep_mismatches == 0);
+      }
+    }
+
+    // Compaction of a stripe with the last selection's keep list (still on the device), rows of every
+    // width class: odd (byte copies), 4-byte, 16-byte, and wider than the kernel's 32 KiB tile.
+    const int k = std::min(n, std::max(1, n / 10));
+    std::vector<int> ref(static_cast<std::size_t>(k));
+    REQUIRE(pnmem::select_keep(want.data(), n, k, keep_window{4, 32}, ref.data(), scratch.data()) == k);
+    REQUIRE(b.select_keep_async({static_cast<const float*>(d_scores.p), n, k, keep_window{4, 32},
+                                 static_cast<std::int32_t*>(d_keep.p)}, s).ok());
+    for (const std::size_t row_bytes : {std::size_t{18}, std::size_t{36}, std::size_t{512}, std::size_t{40000}}) {
+      CAPTURE(row_bytes);
+      const int stripe_rows = std::min(n, static_cast<int>(4 * MiB / row_bytes));  // a few MiB at most
+      if (stripe_rows < n) continue;  // the 40 kB rows only for the short rows counts
+      const std::size_t bytes = un * row_bytes;
+      std::byte* h_rows = sc.host(bytes);
+      fill_pattern(h_rows, bytes, static_cast<std::uint8_t>(row_bytes));
+      std::vector<std::byte> expect(h_rows, h_rows + bytes);
+      for (int i = 0; i < k; ++i)
+        std::memmove(expect.data() + static_cast<std::size_t>(i) * row_bytes,
+                     expect.data() + static_cast<std::size_t>(ref[static_cast<std::size_t>(i)]) * row_bytes, row_bytes);
+      plain_block d_rows(b, bytes);
+      REQUIRE(b.copy_async(d_rows.p, h_rows, bytes, s).ok());
+      REQUIRE(b.compact_rows_async({d_rows.p, row_bytes, n, static_cast<const std::int32_t*>(d_keep.p), k}, s).ok());
+      REQUIRE(b.copy_async(h_rows, d_rows.p, bytes, s).ok());
+      f.settle();
+      CHECK(std::memcmp(h_rows, expect.data(), bytes) == 0);
+    }
+    f.settle();
+  }
+  f.check_clean();
+}
+
 }  // namespace pnmem::cuda::test
 
 // Instantiates every conformance test for one fixture type.
@@ -500,4 +639,5 @@ TEST_CASE_TEMPLATE_DEFINE("plain alloc/free (the no-pools fallback): any stream 
   TEST_CASE_TEMPLATE_INVOKE(conformance_stream_ids, fixture);                   \
   TEST_CASE_TEMPLATE_INVOKE(conformance_invalid, fixture);                      \
   TEST_CASE_TEMPLATE_INVOKE(conformance_out_of_memory, fixture);               \
-  TEST_CASE_TEMPLATE_INVOKE(conformance_plain, fixture)
+  TEST_CASE_TEMPLATE_INVOKE(conformance_plain, fixture);                        \
+  TEST_CASE_TEMPLATE_INVOKE(conformance_eviction, fixture)

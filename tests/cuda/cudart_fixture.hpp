@@ -26,6 +26,7 @@ template <bool Pools>
 struct cudart_fixture_t {
   static constexpr bool simulated = false;
   static constexpr bool force_plain = !Pools;
+  static const inline bool eviction_kernels = cudart_backend::has_eviction_kernels();
 
   cudart_backend dev{cudart_options{.memory_pools = Pools}};
   std::atomic<bool> open{true};

@@ -22,6 +22,7 @@ enum class device_call : std::uint8_t {
   free_async,
   copy_async,
   free_plain,
+  compact_rows,
   count
 };
 
@@ -84,6 +85,16 @@ class faulty_backend final : public device_backend {
   device_status copy_async(void* d, const void* s, std::size_t n, stream_handle st) noexcept override {
     if (const auto r = refuse(device_call::copy_async); !r) return r;
     return fake_.copy_async(d, s, n, st);
+  }
+  device_status observation_scores_async(const observation_pooling& a, stream_handle s) noexcept override {
+    return fake_.observation_scores_async(a, s);
+  }
+  device_status select_keep_async(const keep_selection& a, stream_handle s) noexcept override {
+    return fake_.select_keep_async(a, s);
+  }
+  device_status compact_rows_async(const row_compaction& a, stream_handle s) noexcept override {
+    if (const auto r = refuse(device_call::compact_rows); !r) return r;
+    return fake_.compact_rows_async(a, s);
   }
 
  private:

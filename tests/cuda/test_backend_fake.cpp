@@ -10,6 +10,7 @@ template <bool Pools>
 struct fake_fixture_t {
   static constexpr bool simulated = true;
   static constexpr std::uint64_t hold_ticks = 1000;
+  static constexpr bool eviction_kernels = true;  // the fake runs eviction_ops.hpp's reference
 
   fake_backend dev{fake_options{
       .devices = 2, .total_bytes_per_device = 1 * GiB, .used_by_others_bytes = 100 * MiB, .memory_pools = Pools}};

@@ -67,6 +67,9 @@ class no_driver_backend final : public device_backend {
   device_status stream_wait_event(stream_handle, event_handle) noexcept override { return fail(); }
   device_status stream_id(stream_handle, std::uint64_t&) noexcept override { return fail(); }
   device_status copy_async(void*, const void*, std::size_t, stream_handle) noexcept override { return fail(); }
+  device_status observation_scores_async(const observation_pooling&, stream_handle) noexcept override { return fail(); }
+  device_status select_keep_async(const keep_selection&, stream_handle) noexcept override { return fail(); }
+  device_status compact_rows_async(const row_compaction&, stream_handle) noexcept override { return fail(); }
 
  private:
   static device_status fail() noexcept { return {device_errc::driver_insufficient, 35}; }

@@ -47,6 +47,20 @@
 //     fp32 cache is never converted: that would move every live token); the
 //     format is chosen again only after release_all().
 //
+//   * Rung 4b (try_evict). Eviction moves rows *inside* the live K and V
+//     buffers, so it needs the turn like a move (a step reading a slot while its
+//     rows shift would read garbage), and it must also wait for what the engine
+//     queued between steps on other streams (reading a finished sequence's KV
+//     out): the home stream waits on an event recorded on every stream a step
+//     ran on before the first compaction. Then, per slot and attention layer,
+//     the kept rows of K and V move to the front of the slot's stripe
+//     (compact_rows_async, stream-ordered on home), the generation is bumped
+//     (rows moved: graphs recapture, other streams wait for home), and an
+//     optional shrink reshapes exactly like try_resize - after the compaction
+//     in stream order, so the copy into the smaller buffers carries the kept
+//     rows, and the old buffers retire behind the fence: memory comes back
+//     without anything freed under a reader.
+//
 // Memory pools are optional. The first bind asks the backend how `device`
 // allocates (device_backend::device_alloc_mode) and keeps the answer for the
 // owner's life (memory_mode(), tally().mode; "unknown" before the first bind):
@@ -185,6 +199,30 @@ inline void add_kv(fleet_load& load, const owner_tally& t) noexcept {
   load.kv_capacity_bytes += t.kv_bytes;
 }
 
+// One slot's eviction (rung 4b): which rows of its K and V every attention layer keeps.
+// The positions come from select_keep_async (pnmem/cuda/eviction_ops.hpp) or the engine.
+struct slot_keep {
+  int slot = 0;    // below the ring's slot capacity
+  int tokens = 0;  // rows the slot holds now (1 .. max_seq_tokens); every keep position is below it
+  int kept = 0;    // rows every layer keeps (0 .. tokens): the slot's length afterwards
+  // Device arrays of `kept` increasing positions: one per attention layer (PyramidKV picks per layer),
+  // or a single one that every layer uses. Read by the device in stream order: they must stay
+  // allocated until the eviction's work has run (an event on the home stream, or the next step's end).
+  std::span<const std::int32_t* const> keep;
+};
+
+struct evict_result {
+  owner_status status;
+  int slots_compacted = 0;  // slots whose every layer's compaction was queued
+  // On a device error part-way, the slot whose layers were compacted only in part (-1: none). Its rows
+  // are no longer one sequence's: the engine must release it. Slots before it are compacted.
+  int broken_slot = -1;
+  bind_result shrink;  // the reshape after the compaction (status ok and moved false when none was asked)
+  // How many device bytes smaller the decode state is after the shrink. The old buffers are retiring
+  // until the fence behind them passes (tally().retiring_bytes), then free.
+  std::uint64_t freed_bytes = 0;
+};
+
 // A captured graph: the engine's handle and the generation it was captured at.
 struct graph_token {
   std::uint64_t generation = 0;
@@ -263,6 +301,21 @@ class buffer_owner {
   bind_result try_resize(slot_request request, const ladder_plan& plan);
   bind_result resize(slot_request request, const ladder_plan& plan, clock::time_point deadline);
 
+  // Rung 4b: compacts each listed slot to its kept rows (every attention layer,
+  // K and V), then, when `shrink_to` is given, reshapes exactly as try_resize
+  // would (each kept count must fit its max_seq_tokens). The Q4 sink and window
+  // buffers are not touched: a selection keeps the first and the most recent
+  // tokens (keep_window at least as wide as the shape's q4 sink and window).
+  // invalid_argument (nothing queued) for a slot out of range or listed twice,
+  // tokens above max_seq_tokens, kept outside 0..tokens, a keep span that is
+  // neither one array nor one per attention layer, or a null array. Whether to
+  // evict, and how many rows, is the policy's (eviction_budget.hpp); the plan
+  // here is the ceiling for the shrink, as for a resize.
+  evict_result try_evict(std::span<const slot_keep> slots, std::optional<slot_request> shrink_to,
+                         const ladder_plan& plan);
+  evict_result evict(std::span<const slot_keep> slots, std::optional<slot_request> shrink_to,
+                     const ladder_plan& plan, clock::time_point deadline);
+
   // Retires every buffer (the next bind allocates afresh, in the format the
   // ladder then asks for).
   owner_status try_release_all();
@@ -318,6 +371,10 @@ class buffer_owner {
   owner_status note_stream(stream_handle s);
   step_begin_result step_begin_with(stream_handle stream, wait_for deadline);
   owner_status release_all_with(wait_for deadline);
+  evict_result evict_with(std::span<const slot_keep> slots, const std::optional<slot_request>& shrink_to,
+                          const ladder_plan& plan, wait_for deadline);
+  bool evict_args_ok(std::span<const slot_keep> slots, const std::optional<slot_request>& shrink_to) const noexcept;
+  device_status order_home_after_users() noexcept;
   device_status record_fence(step_fence& f) noexcept;
   void release_fence(step_fence& f) noexcept;
   void abandon(step_token& step) noexcept;

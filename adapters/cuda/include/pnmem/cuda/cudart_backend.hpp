@@ -92,6 +92,12 @@ class cudart_backend final : public device_backend {
   device_status stream_wait_event(stream_handle s, event_handle e) noexcept override;
   device_status stream_id(stream_handle s, std::uint64_t& out) noexcept override;
   device_status copy_async(void* dst, const void* src, std::size_t bytes, stream_handle s) noexcept override;
+  // Rung 4b's kernels (eviction_kernels.cu) on the stream's device. not_supported where the build had
+  // no nvcc (has_eviction_kernels() false: meson's summary says "eviction kernels (nvcc)").
+  device_status observation_scores_async(const observation_pooling& a, stream_handle s) noexcept override;
+  device_status select_keep_async(const keep_selection& a, stream_handle s) noexcept override;
+  device_status compact_rows_async(const row_compaction& a, stream_handle s) noexcept override;
+  static bool has_eviction_kernels() noexcept;
 
  private:
   cudart_options options_;

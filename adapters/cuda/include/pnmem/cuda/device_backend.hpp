@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "pnmem/cuda/eviction_ops.hpp"
+
 namespace pnmem::cuda {
 
 enum class device_errc : std::uint8_t {
@@ -159,6 +161,14 @@ class device_backend {
   // --- copies ---
   // Stream-ordered copy in any direction (cudaMemcpyAsync with cudaMemcpyDefault).
   virtual device_status copy_async(void* dst, const void* src, std::size_t bytes, stream_handle s) noexcept = 0;
+
+  // --- rung 4b: KV eviction (eviction_ops.hpp) ---
+  // Stream-ordered on `s`, like a kernel the engine queues; nothing is read back to the host.
+  // invalid_value for arguments eviction_ops.hpp's valid() refuses (nothing queued); not_supported
+  // where the backend has no kernels (cudart built without nvcc).
+  virtual device_status observation_scores_async(const observation_pooling& a, stream_handle s) noexcept = 0;
+  virtual device_status select_keep_async(const keep_selection& a, stream_handle s) noexcept = 0;
+  virtual device_status compact_rows_async(const row_compaction& a, stream_handle s) noexcept = 0;
 };
 
 }  // namespace pnmem::cuda

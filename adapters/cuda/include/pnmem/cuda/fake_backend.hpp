@@ -84,6 +84,7 @@
 #include <vector>
 
 #include "pnmem/cuda/device_backend.hpp"
+#include "pnmem/cuda/eviction_ops.hpp"
 #include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/units.hpp"
@@ -131,6 +132,13 @@ class fake_backend final : public device_backend {
   device_status stream_wait_event(stream_handle s, event_handle e) noexcept override;
   device_status stream_id(stream_handle s, std::uint64_t& out) noexcept override;
   device_status copy_async(void* dst, const void* src, std::size_t bytes, stream_handle s) noexcept override;
+  // Rung 4b: ops of one tick that run eviction_ops.hpp's host reference at completion, on the bytes
+  // the fake holds (so a test reads what a kernel would have written). Their buffers are checked like
+  // a kernel's; a compaction whose keep list is not increasing and below n_rows when it completes
+  // moves nothing and is recorded as a violation (the real kernel would scramble the stripe).
+  device_status observation_scores_async(const observation_pooling& a, stream_handle s) noexcept override;
+  device_status select_keep_async(const keep_selection& a, stream_handle s) noexcept override;
+  device_status compact_rows_async(const row_compaction& a, stream_handle s) noexcept override;
 
   // --- the test's side ---
 
@@ -204,7 +212,7 @@ class fake_backend final : public device_backend {
     std::string_view freed_by;  // "free_async" / "free_pinned" / "free_plain"
   };
 
-  enum class op_kind : std::uint8_t { kernel, copy, free, record, wait, alloc };
+  enum class op_kind : std::uint8_t { kernel, copy, free, record, wait, alloc, observe, select, compact };
 
   // Per stream: the highest op sequence number of each stream (by handle) that
   // the next op queued here is ordered after. Tiny: a handful of streams.
@@ -224,6 +232,10 @@ class fake_backend final : public device_backend {
     std::uint64_t waits_for = 0;       // wait: op id of the event's record (0: none)
     std::uint64_t seq = 0;             // position on its stream (1, 2, ...)
     buffer_use footprint;              // alloc/free: the whole block, for the race check only
+    // observe / select / compact: the call's arguments, run by the reference at completion
+    observation_pooling observe_args;
+    keep_selection select_args;
+    row_compaction compact_args;
     bool started = false;
     std::uint64_t end = 0;
   };
@@ -273,6 +285,8 @@ class fake_backend final : public device_backend {
   void start_op(stream& st) PNMEM_REQUIRES(mu_);
   void complete_op(stream& st) PNMEM_REQUIRES(mu_);
   void apply_effects(const op& o) PNMEM_REQUIRES(mu_);
+  void run_eviction_reference(const op& o) PNMEM_REQUIRES(mu_);
+  device_status enqueue_eviction(stream_handle s, op o) PNMEM_REQUIRES(mu_);
   void collect_finished_streams() PNMEM_REQUIRES(mu_);
   std::string describe(const stream& st, const op& o) const PNMEM_REQUIRES(mu_);
   std::string describe(const block& b) const PNMEM_REQUIRES(mu_);
