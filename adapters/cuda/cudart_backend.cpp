@@ -332,6 +332,7 @@ device_status launch_on_stream_device(stream_handle s, Launch launch) noexcept {
   if (const cudaError_t e = cudaStreamGetDevice(to_stream(s), &device); e != cudaSuccess) return run([e] { return e; });
   return run([&] { return on_device(device, [&] { return static_cast<cudaError_t>(launch()); }); });
 #else
+  (void)s;  // launched on the caller's current device
   return run([&] { return static_cast<cudaError_t>(launch()); });
 #endif
 }
