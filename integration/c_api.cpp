@@ -7,6 +7,7 @@
 #include "pnmem/pnmem_c.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -26,6 +27,7 @@
 #include "pnmem/engine/admit_after_eviction.hpp"
 #include "pnmem/engine/backpressure_gate.hpp"
 #include "pnmem/engine/host_ledger.hpp"
+#include "pnmem/engine/metrics.hpp"
 #include "pnmem/eviction_budget.hpp"
 #include "pnmem/keep_set.hpp"
 #include "pnmem/ladder.hpp"
@@ -44,9 +46,11 @@ struct pnmem_gate {
   pnmem::gate_connection connection;  // declared after the gate: disconnects first
   // The model and policy of its release re-check: the engine's model, the C ABI's policy (the
   // environment's, pnmem_policy_get).
-  pnmem_gate(const pnmem::model_desc& m, int slots, std::size_t waiters, const pnmem::policy& p)
+  pnmem_gate(const pnmem::model_desc& m, int slots, std::size_t waiters, const pnmem::policy& p,
+             pnmem::engine_counters* counters)
       : model(m),
-        gate(pnmem::gate_options{.max_slots = slots, .max_waiters = waiters, .model = m.cost, .policy = p}) {}
+        gate(pnmem::gate_options{
+            .max_slots = slots, .max_waiters = waiters, .counters = counters, .model = m.cost, .policy = p}) {}
 
   // A request of n_tokens of the model, on `die` (no_die: the model's own choice).
   pnmem::request_spec request(int n_tokens, int die = pnmem::no_die) const noexcept {
@@ -75,8 +79,9 @@ pnmem::policy policy_of(const pnmem::c_abi::platform_watcher* w) {
 
 // The options a live admission runs with: the watcher's policy, and its log line (the ladder's clamp)
 // kept in `line` for the caller to hand to the sink once the decision is made.
-pnmem::admit_options live_options(const pnmem::c_abi::platform_watcher* w, std::string& line) {
+pnmem::admit_options live_options(global_state& s, const pnmem::c_abi::platform_watcher* w, std::string& line) {
   pnmem::admit_options o;
+  o.counters = &s.counters;
   o.log = [&line](std::string_view l) { line.assign(l); };
   o.policy = policy_of(w);
   return o;
@@ -96,7 +101,7 @@ int admit_c(const char* entry, const pnmem_model& model, int n_tokens, pnmem_adm
 
   std::string line;
   const pnmem::c_abi::platform_watcher* w = s.watcher();  // no lock: published once, never destroyed
-  const pnmem::admit_options o = live_options(w, line);
+  const pnmem::admit_options o = live_options(s, w, line);
   const pnmem::c_abi::live_watcher view{w};
   pnmem::admit_answer a;
   std::uint64_t pending = 0;
@@ -151,7 +156,8 @@ pnmem_gate* create_gate(global_state& s, const pnmem::model_desc& m, int max_slo
   const pnmem::policy p = s.policy();
   s.flush();
   auto gate =
-      std::make_unique<pnmem_gate>(m, max_slots, static_cast<std::size_t>(max_waiters < 0 ? 0 : max_waiters), p);
+      std::make_unique<pnmem_gate>(m, max_slots, static_cast<std::size_t>(max_waiters < 0 ? 0 : max_waiters), p,
+                                             &s.counters);
   if (pnmem::c_abi::platform_watcher* w = s.watcher()) gate->connection = gate->gate.connect(*w);
   return gate.release();
 }
@@ -353,6 +359,10 @@ int pnmem_model_init_sized(pnmem_model* model, size_t struct_size) {
   return init_versioned(__func__, model, struct_size, pnmem::c_abi::model_size_v1, pnmem::c_abi::default_model);
 }
 
+int pnmem_model_init_preallocated_sized(pnmem_model* model, size_t struct_size) {
+  return init_versioned(__func__, model, struct_size, pnmem::c_abi::model_size_v1, pnmem::c_abi::preallocated_model);
+}
+
 int pnmem_model_cost_from_json(const char* json, size_t len, pnmem_model* model, char* err, size_t err_len) {
   return cost_into(__func__, {{json, "json"}}, model, err, err_len, [&](std::string& why) {
     return taken(pnmem::model_files::read_model_json(std::string_view(json, len)), why);
@@ -474,6 +484,24 @@ int pnmem_reserve_bytes(uint64_t bytes, int64_t ttl_ms, pnmem_admit_answer* out,
     const pnmem_reservation id = s.keep(std::move(r.held), expires);
     *out = pnmem::c_abi::to_c(r.answer, r.pending_bytes);
     *reservation = id;
+    return 0;
+  });
+}
+
+int pnmem_check_bytes(uint64_t bytes, int die, pnmem_admit_answer* out) {
+  return boundary(__func__, -1, {out}, [&] {
+    if (die < pnmem::no_die || die >= pnmem::max_dies) return -1;
+    global_state& s = state();
+    const pnmem::c_abi::platform_watcher* w = s.watcher();
+    if (die == pnmem::no_die) {
+      const auto r = s.ledger.check_bytes(pnmem::c_abi::live_watcher{w}, bytes, policy_of(w));  // the ledger's mutex
+      *out = pnmem::c_abi::to_c(r.answer, r.pending_bytes);
+      return 0;
+    }
+    *out = load_check(die, [&](const pnmem::mem_state& snap, const pnmem::policy& p) {
+      return pnmem::admit_die_bytes(bytes, snap, die, p);
+    });
+    out->need_bytes = bytes;
     return 0;
   });
 }
@@ -661,6 +689,30 @@ void pnmem_gate_set_capacity(pnmem_gate* gate, int max_slots) {
   boundary(__func__, {gate}, [&] { gate->gate.set_capacity(max_slots); });
 }
 
+static_assert(std::string_view(PNMEM_METRICS_CONTENT_TYPE) == pnmem::prometheus_content_type);
+
+int pnmem_metrics_text(char* buf, size_t len, unsigned what) {
+  return boundary(__func__, -1, {}, [&] {
+    if ((buf == nullptr && len > 0) || what == 0 || (what & ~PNMEM_METRICS_ALL) != 0) return -1;
+    global_state& s = state();
+    const pnmem::c_abi::platform_watcher* w = s.watcher();  // no lock: published once, never destroyed
+    std::string text;
+    if ((what & PNMEM_METRICS_BOX) != 0) {
+      const pnmem::mem_state snap = w != nullptr ? w->read() : pnmem::mem_state{};
+      text = pnmem::prometheus_text(snap, (what & PNMEM_METRICS_COUNTERS) != 0 ? &s.counters : nullptr, policy_of(w));
+    } else {
+      text = pnmem::prometheus_counters_text(s.counters);
+    }
+    if (text.size() > static_cast<std::size_t>(INT_MAX)) return -1;
+    if (len > 0) {
+      const std::size_t n = std::min(text.size(), len - 1);
+      std::memcpy(buf, text.data(), n);
+      buf[n] = '\0';
+    }
+    return static_cast<int>(text.size());
+  });
+}
+
 const char* pnmem_level_name(pnmem_level level) {
   return boundary(__func__, "invalid", {}, [&]() -> const char* {
     const std::optional<pnmem::mem_level> l = pnmem::c_abi::level_from_c(level);
@@ -794,7 +846,7 @@ int pnmem_admit_after_eviction(const pnmem_model* model, const pnmem_request* re
     }
     std::string line;
     const pnmem::c_abi::platform_watcher* w = s.watcher();  // no lock: published once, never destroyed
-    const pnmem::admit_options o = live_options(w, line);
+    const pnmem::admit_options o = live_options(s, w, line);
     std::vector<pnmem::keep_budget_answer> each(static_cast<std::size_t>(n_slots));
     const pnmem::admit_eviction_answer a =
         pnmem::admit_after_eviction(pnmem::c_abi::live_watcher{w}, *m, rq->n_tokens, rq->encoder_items, slot_tokens,

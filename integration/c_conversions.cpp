@@ -355,6 +355,12 @@ pnmem_model default_model() noexcept {
   return out;
 }
 
+pnmem_model preallocated_model() noexcept {
+  pnmem_model out = default_model();
+  cost_to_c(preallocated_model_cost, out);
+  return out;
+}
+
 pnmem_model_load default_model_load() noexcept {
   const model_load_spec d{};
   pnmem_model_load out{};

@@ -70,6 +70,8 @@ inline constexpr std::size_t request_size_v1 = sizeof(pnmem_request);
 
 // The defaults, struct_size set to sizeof (pnmem_model_init_sized narrows it).
 pnmem_model default_model() noexcept;
+// The same request defaults with every cost 0 (preallocated_model_cost): pnmem_model_init_preallocated.
+pnmem_model preallocated_model() noexcept;
 // The watcher's: the environment's (PN_MEMWATCH_POLL_MS, PN_PRESSURE_POLL_MS, PN_STEP_DOWN_DWELL_MS;
 // config.hpp, read once, its errors left for the state to log); may throw std::bad_alloc.
 pnmem_watcher_options default_watcher_options();

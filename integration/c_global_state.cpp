@@ -193,6 +193,7 @@ void global_state::unsubscribe(pnmem_subscription id) {
 }
 
 void global_state::dispatch(const level_change& c) noexcept {
+  if (c.from != c.to) counters.count_transition(c.from, c.to);
   try {
     pnmem_state st{};
     const pnmem_level_change change = to_c(c, st);

@@ -38,6 +38,7 @@
 
 #include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
+#include "pnmem/engine/counters.hpp"
 #include "pnmem/engine/host_ledger.hpp"
 #include "pnmem/pnmem_c.h"
 #include "pnmem/platform_sampler.hpp"
@@ -102,6 +103,11 @@ class global_state {
   // sink throws goes to the caller: the entry point's boundary.
   void log(std::string_view line) const;
   void set_sink(pnmem_log_fn fn, void* user) PNMEM_EXCLUDES(sink_mu_);
+
+  // --- what the C calls count, for pnmem_metrics_text ------------------------------------
+  // Request admissions (pnmem_admit, _reserved, _request: by verdict and reason, fail-open ones),
+  // the ladder's clamps, the watcher's level changes and every C gate's slots. Relaxed atomics.
+  engine_counters counters;
 
   // --- reservations --------------------------------------------------------------------
   host_ledger ledger;

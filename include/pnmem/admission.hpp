@@ -726,6 +726,16 @@ constexpr admit_result admit_host_bytes(std::uint64_t bytes, const mem_state& s,
                         : make_result(verdict::cap, 0, admit_reason::host_budget, no_die, bytes, limit);
 }
 
+// Die-byte admission: may `bytes` more be allocated on `die` now? Its free VRAM less the policy's die
+// reserve, as admit_model_load checks a load (without the load's scratch):
+//   die not fed (or out of range)  -> REJECT bad_request
+//   bytes <= free - die reserve    -> ADMIT  fits, limit = free - die reserve
+//   else                           -> REJECT die_vram, limit = what would fit
+constexpr admit_result admit_die_bytes(std::uint64_t bytes, const mem_state& s, int die,
+                                       const policy& p = default_policy) noexcept {
+  return detail::fit_on_die(s, die, bytes, p.die_reserve_bytes);
+}
+
 // Seed pn_admit_load_spike: the host dequant/staging burst of a weight upload must fit in host
 // memory above the reserve before a multi-minute upload starts. admit_host_bytes of the policy's
 // load spike, where a part of the burst is no use: what does not fit whole is rejected.

@@ -321,6 +321,20 @@ typedef struct pnmem_model {
 PNMEM_C_API int pnmem_model_init_sized(pnmem_model* model, size_t struct_size);
 static inline int pnmem_model_init(pnmem_model* model) { return pnmem_model_init_sized(model, sizeof *model); }
 
+/* An engine that allocates its KV cache and compute buffers when the model loads (the
+ * llama.cpp server, vLLM and SGLang size theirs at start-up; docs/engine-integration.md
+ * lists which engines do) pays no host bytes per request: its requests are admitted on
+ * pressure alone (a PSI stall, available memory inside the host reserve, the window,
+ * the ladder's clamp), and what grows later (a prompt-cache entry, swapped KV) is asked
+ * for with pnmem_reserve_bytes. This fills *model as pnmem_model_init does, but with
+ * every cost 0 (pnmem::preallocated_model_cost): no KV, no state, no activation. Check
+ * the preallocation itself once, with pnmem_check_bytes (host) or
+ * pnmem_admit_model_load (a die). 0 on success; -1 as pnmem_model_init_sized. */
+PNMEM_C_API int pnmem_model_init_preallocated_sized(pnmem_model* model, size_t struct_size);
+static inline int pnmem_model_init_preallocated(pnmem_model* model) {
+  return pnmem_model_init_preallocated_sized(model, sizeof *model);
+}
+
 /* Fills model's cost fields from a pnmem model description (JSON, version 1: what
  * `pnmem model` prints; adapters/model_files/.../model_json.hpp documents it), leaving
  * struct_size and the request fields (set model->kv to the format the engine's cache
@@ -577,6 +591,20 @@ PNMEM_C_API int pnmem_admit_request(const pnmem_model* model, const pnmem_reques
  */
 PNMEM_C_API int pnmem_reserve_bytes(uint64_t bytes, int64_t ttl_ms, pnmem_admit_answer* out,
                                     pnmem_reservation* reservation);
+/* May `bytes` be allocated now? The same answer pnmem_reserve_bytes (die -1) or
+ * pnmem_admit_model_load (a die) would give, explained, with nothing reserved: for a
+ * check whose refusal the engine reports with pnmem's reason (a model load, a buffer
+ * that is not worth a reservation). die -1, the host: MemAvailable less the host
+ * reserve and the bytes already promised to reservations (out->pending_bytes), as
+ * pnmem_reserve_bytes: PNMEM_ADMITTED ("fits"), PNMEM_CAPPED ("host_budget":
+ * out->limit_bytes fit now) or PNMEM_DENIED ("host_reserve"). die 0..PNMEM_MAX_DIES-1:
+ * that die's free VRAM less the policy's die reserve: PNMEM_ADMITTED or PNMEM_DENIED
+ * ("die_vram", out->limit_bytes fit; "bad_request" for a die not fed). No watcher
+ * running: PNMEM_FAIL_OPEN. out->need_bytes = bytes. 0 on success; -1 if out is NULL,
+ * die is below -1 or not below PNMEM_MAX_DIES, or on failure (*out not written).
+ * Locks the ledger's mutex (die -1), nothing for a die. */
+PNMEM_C_API int pnmem_check_bytes(uint64_t bytes, int die, pnmem_admit_answer* out);
+
 /* Locks the handles' mutex, then the ledger's. */
 PNMEM_C_API void pnmem_reservation_settle(pnmem_reservation reservation);
 PNMEM_C_API void pnmem_reservation_cancel(pnmem_reservation reservation);
@@ -843,6 +871,29 @@ PNMEM_C_API int pnmem_admit_after_eviction(const pnmem_model* model, const pnmem
                                            const int* slot_tokens, int n_slots, const pnmem_eviction_limits* limits,
                                            pnmem_admit_answer* out, pnmem_eviction* eviction,
                                            pnmem_keep_answer* per_slot);
+
+/* --- Metrics: pnmem's Prometheus families on the engine's own /metrics ----------------- */
+
+#define PNMEM_METRICS_BOX 1u      /* the snapshot's families: exactly what `pnmem metrics` prints */
+#define PNMEM_METRICS_COUNTERS 2u /* what this library's C calls counted: request admissions by
+                                   * verdict and reason, fail-open ones, the ladder's clamps, level
+                                   * changes, the C gates' slots (pnmem_admissions_total, ...) */
+#define PNMEM_METRICS_ALL 3u
+/* The Content-Type to serve the text with. */
+#define PNMEM_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/* pnmem's text exposition (format 0.0.4: one # HELP and one # TYPE line per family, the
+ * names docs/operators.md lists) of the watcher's latest snapshot and/or the counters,
+ * as `what` selects; PNMEM_METRICS_BOX gives byte for byte what `pnmem metrics` prints
+ * for the same snapshot and policy (the snapshot's age is measured when the text is
+ * made). Written to buf as snprintf does: at most len - 1 bytes and a NUL when len > 0;
+ * returns the length of the whole text (without the NUL), so a return >= len means it
+ * was cut: call again with a buffer of at least the return + 1 (a size query: buf NULL,
+ * len 0). Each call renders anew, and a later snapshot may be longer: loop until it
+ * fits. To append to the engine's own exposition, pass the end of its text. -1 if buf is
+ * NULL with len > 0, `what` is 0 or has another bit, or on failure. Locks nothing
+ * (allocates: not for the decision path). */
+PNMEM_C_API int pnmem_metrics_text(char* buf, size_t len, unsigned what);
 
 /* Lower-case name of a level ("ok", ...), a static string; "invalid" for a value
  * outside [PNMEM_LEVEL_OK, PNMEM_LEVEL_CRITICAL]. Locks nothing. */

@@ -232,6 +232,13 @@ static void bad_new_arguments(int running) {
   CHECK(pnmem_model_init_sized(&m, 0) == -1);
   CHECK(pnmem_model_init_sized(&m, PNMEM_MODEL_V1_SIZE - 1) == -1);
   CHECK(pnmem_model_init_sized(&m, SIZE_MAX) == -1); /* more than a uint32_t struct_size says */
+  CHECK(pnmem_model_init_preallocated_sized(NULL, sizeof(pnmem_model)) == -1);
+  CHECK(pnmem_model_init_preallocated_sized(&m, PNMEM_MODEL_V1_SIZE - 1) == -1);
+  CHECK(pnmem_model_init_preallocated_sized(&m, SIZE_MAX) == -1);
+  CHECK(pnmem_check_bytes(1, -1, NULL) == -1);
+  CHECK(pnmem_check_bytes(1, INT_MIN, NULL) == -1);
+  CHECK(pnmem_metrics_text(NULL, 1, PNMEM_METRICS_BOX) == -1);
+  CHECK(pnmem_metrics_text(NULL, 0, ~0u) == -1);
   CHECK(memcmp(&m, &garbage, sizeof m) == 0);
   CHECK(pnmem_watcher_options_init(NULL) == -1);
   CHECK(pnmem_watcher_options_init_sized(NULL, sizeof(pnmem_watcher_options)) == -1);

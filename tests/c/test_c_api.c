@@ -363,6 +363,46 @@ int main(void) {
   CHECK(pnmem_admit(&zero, 100, &a) == -1);
   CHECK(strcmp(last_line, "pnmem: pnmem_admit: model->struct_size is 0: initialise it with pnmem_model_init") == 0);
 
+  /* Issue 26: an engine that preallocates, a check that reserves nothing, the metrics text. */
+  pnmem_model pre;
+  CHECK(pnmem_model_init_preallocated(&pre) == 0);
+  CHECK(pre.struct_size == sizeof pre && pre.state_bytes_per_seq == 0 && pre.n_anchors == 0);
+  CHECK(pre.full_kv_bytes_per_token[PNMEM_KV_BF16] == 0 && pre.activation_fixed_bytes == 0);
+  CHECK(pnmem_admit(&pre, 100000, &a) == 0);
+  CHECK(a.status == PNMEM_ADMITTED && a.need_bytes == 0 && a.fit_tokens == 100000);
+  CHECK(pnmem_model_init_preallocated_sized(&pre, 4) == -1);
+
+  const uint64_t pending_before = pnmem_pending_bytes();
+  CHECK(pnmem_check_bytes(1, -1, &a) == 0);
+  CHECK(a.status == PNMEM_ADMITTED && strcmp(a.reason, "fits") == 0 && a.need_bytes == 1);
+  CHECK(pnmem_check_bytes(UINT64_MAX, -1, &a) == 0);
+  CHECK(a.status == PNMEM_CAPPED && strcmp(a.reason, "host_budget") == 0 && a.limit_bytes > 0);
+  CHECK(pnmem_pending_bytes() == pending_before); /* nothing was reserved */
+  CHECK(pnmem_check_bytes(1, 15, &a) == 0);      /* a die never fed */
+  CHECK(a.status == PNMEM_DENIED && strcmp(a.reason, "bad_request") == 0 && a.need_bytes == 1);
+  CHECK(pnmem_check_bytes(1, -2, &a) == -1);
+  CHECK(pnmem_check_bytes(1, PNMEM_MAX_DIES, &a) == -1);
+  CHECK(pnmem_check_bytes(1, -1, NULL) == -1);
+
+  const int text_len = pnmem_metrics_text(NULL, 0, PNMEM_METRICS_ALL);
+  CHECK(text_len > 0);
+  char* text = malloc((size_t)text_len + 4096);
+  CHECK(text != NULL);
+  if (text != NULL) {
+    const int again = pnmem_metrics_text(text, (size_t)text_len + 4096, PNMEM_METRICS_ALL);
+    CHECK(again > 0 && again < text_len + 4096 && (size_t)again == strlen(text));
+    CHECK(strstr(text, "# HELP pnmem_level ") == text);
+    CHECK(strstr(text, "# TYPE pnmem_admissions_total counter") != NULL);
+    CHECK(strstr(text, "pnmem_admissions_total{verdict=\"admit\",reason=\"fits\"}") != NULL);
+    CHECK(pnmem_metrics_text(text, 16, PNMEM_METRICS_BOX) > 16 && strlen(text) == 15); /* cut, NUL-terminated */
+    CHECK(pnmem_metrics_text(text, (size_t)text_len + 4096, PNMEM_METRICS_COUNTERS) > 0);
+    CHECK(strstr(text, "# HELP pnmem_admissions_total") == text && strstr(text, "# HELP pnmem_level ") == NULL);
+    free(text);
+  }
+  CHECK(pnmem_metrics_text(NULL, 5, PNMEM_METRICS_BOX) == -1);
+  CHECK(pnmem_metrics_text(NULL, 0, 0) == -1);
+  CHECK(pnmem_metrics_text(NULL, 0, 4) == -1);
+
   pnmem_set_log_sink(NULL, NULL);
   pnmem_watcher_poll_now();
   pnmem_watcher_stop();

@@ -189,29 +189,29 @@ class host_ledger {
   admission reserve_bytes(const Watcher& w, std::uint64_t bytes, const reserve_options& o) PNMEM_EXCLUDES(mu_) {
     admission out;
     detail::lock_guard lk(mu_);
-    if (!w.running()) {
-      out.answer.status = admit_status::fail_open;
-      out.answer.detail = admit_host_bytes(bytes, mem_state{}, o.policy);
-      return out;
-    }
-    mem_level level = mem_level::ok;
-    const admit_result r = with_budget_locked(w, out.pending_bytes, [&](const mem_state& s) {
-      level = s.level;
-      return admit_host_bytes(bytes, s, o.policy);
-    });
-    out.answer.level = level;
-    out.answer.reason = r.reason;
-    out.answer.detail = r;
-    out.answer.status = r.verdict == verdict::admit ? admit_status::admitted
-                        : r.verdict == verdict::cap ? admit_status::capped
-                                                    : admit_status::denied;
-    if (r.verdict == verdict::admit && bytes > 0) {
+    bytes_answer_locked(w, bytes, o.policy, out);
+    if (out.answer.status == admit_status::admitted && bytes > 0) {  // never on fail_open
       const std::int64_t now = now_();
       const std::int64_t ttl = o.ttl.count();
       const std::int64_t expires = ttl <= 0 ? never : now > never - ttl ? never : now + ttl;
       out.held = hold_locked(bytes, expires);
     }
     return out;
+  }
+
+  // reserve_bytes' answer with nothing reserved: may `bytes` be allocated now, on the budget left after
+  // what is already promised? For a check the engine refuses with pnmem's reason (a model load, a buffer
+  // not worth a reservation). With no watcher running: fail_open.
+  template <class Watcher>
+  admission check_bytes(const Watcher& w, std::uint64_t bytes, const pnmem::policy& p) PNMEM_EXCLUDES(mu_) {
+    admission out;
+    detail::lock_guard lk(mu_);
+    bytes_answer_locked(w, bytes, p, out);
+    return out;
+  }
+  template <class Watcher>
+  admission check_bytes(const Watcher& w, std::uint64_t bytes) PNMEM_EXCLUDES(mu_) {
+    return check_bytes(w, bytes, env_policy());
   }
 
   // Bytes promised and not yet in the watcher's newest snapshot.
@@ -290,6 +290,30 @@ class host_ledger {
   // that refreshes in place (pnmem::watcher) refreshes the ledger's own copy: nothing is copied
   // while the watcher has not published since the last admission. Host numbers unsampled (total
   // 0) stay unsampled: admission fails open there.
+  // admit_host_bytes on the newest snapshot less the pending bytes, into out.answer and out.pending_bytes
+  // (fail open, nothing known, when no watcher runs). Reserves nothing.
+  template <class Watcher>
+  admit_result bytes_answer_locked(const Watcher& w, std::uint64_t bytes, const pnmem::policy& p, admission& out)
+      PNMEM_REQUIRES(mu_) {
+    if (!w.running()) {
+      out.answer.status = admit_status::fail_open;
+      out.answer.detail = admit_host_bytes(bytes, mem_state{}, p);
+      return out.answer.detail;
+    }
+    mem_level level = mem_level::ok;
+    const admit_result r = with_budget_locked(w, out.pending_bytes, [&](const mem_state& s) {
+      level = s.level;
+      return admit_host_bytes(bytes, s, p);
+    });
+    out.answer.level = level;
+    out.answer.reason = r.reason;
+    out.answer.detail = r;
+    out.answer.status = r.verdict == verdict::admit ? admit_status::admitted
+                        : r.verdict == verdict::cap ? admit_status::capped
+                                                    : admit_status::denied;
+    return r;
+  }
+
   template <class Watcher, class F>
   decltype(auto) with_budget_locked(const Watcher& w, std::uint64_t& pending, F&& f) PNMEM_REQUIRES(mu_) {
     std::optional<mem_state> copy;  // a source that does not refresh in place: a copy of its snapshot

@@ -242,6 +242,13 @@ inline std::string prometheus_text(const mem_state& s, const engine_counters* co
   return w.take();
 }
 
+// The counters' families alone: what prometheus_text() appends after the snapshot's when given them.
+inline std::string prometheus_counters_text(const engine_counters& counters) {
+  detail::metrics::writer w;
+  detail::metrics::write_counters(w, counters);
+  return w.take();
+}
+
 // With the process's policy (the PN_* variables: config.hpp env_policy()).
 inline std::string prometheus_text(const mem_state& s, const engine_counters* counters = nullptr,
                                    const fleet_load* fleet = nullptr) {
