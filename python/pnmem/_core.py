@@ -559,6 +559,20 @@ class Model:
         return dataclasses.replace(base, **_cost_from_c(c))
 
     @classmethod
+    def preallocated(cls, **request: Any) -> "Model":
+        """An engine whose KV cache and compute buffers are allocated at load (the llama.cpp server, vLLM,
+        SGLang): every cost 0 (pnmem_model_init_preallocated), so requests are admitted on pressure alone and
+        growth goes through admit_bytes. Request fields as keywords (kv=..., max_window=...)."""
+        f = "pnmem_model_init_preallocated_sized"
+        bad = set(request) - _REQUEST_FIELDS
+        if bad:
+            raise ArgumentTypeError(f"{f}: not a request field: {', '.join(sorted(bad))}", f)
+        c = _ffi.pnmem_model()
+        if _lib.pnmem_model_init_preallocated_sized(ctypes.byref(c), ctypes.sizeof(c)) != 0:
+            raise Error(f"{f}: refused this package's struct (a libpnmem_c of another version?)", f)
+        return dataclasses.replace(cls(**request), **_cost_from_c(c))
+
+    @classmethod
     def from_json(cls, text: Any, **request: Any) -> "Model":
         """The cost from a pnmem model description (JSON, what `pnmem model` prints), with the request
         fields given as keywords (kv=..., max_window=...; the rest default). Error carries the C message."""
@@ -843,6 +857,28 @@ def admit_bytes(n_bytes: int, ttl: Optional[float] = None) -> Reservation:
         raise _fail(f, "failed")
     a = _answer(out)
     return Reservation(a, r.value, a.status in (Status.ADMITTED, Status.FAIL_OPEN))
+
+
+_METRICS_WHAT = {"box": 1, "counters": 2, "all": 3}
+
+
+def metrics_text(what: str = "all") -> str:
+    """pnmem_metrics_text: pnmem's Prometheus text exposition (format 0.0.4). "box": the snapshot's
+    families, as `pnmem metrics` prints them; "counters": what this library's calls counted; "all": both."""
+    f = "pnmem_metrics_text"
+    if not isinstance(what, str) or what not in _METRICS_WHAT:
+        raise ArgumentError(f"{f}: what must be one of box, counters, all, not {what!r}", f)
+    bits = _METRICS_WHAT[what]
+    size = 65536
+    while True:
+        buf = ctypes.create_string_buffer(size)
+        _begin()
+        n = _lib.pnmem_metrics_text(buf, size, bits)
+        if n < 0:
+            raise _fail(f, "failed")
+        if n < size:
+            return buf.raw[:n].decode("utf-8", "replace")
+        size = n + 4096
 
 
 def pending_bytes() -> int:

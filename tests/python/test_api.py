@@ -381,3 +381,23 @@ def test_admit_after_eviction_answers_with_the_admission(roomy_die):
         assert not e.considered and e.slots[0] == pnmem.SlotEviction(32768, 32768, 0)
     with pytest.raises(pnmem.ArgumentError):
         pnmem.admit_after_eviction(-1, [1], _llama_f16())
+
+
+def test_preallocated_model_costs_nothing_per_request(watcher):
+    m = pnmem.Model.preallocated(max_window=0)
+    assert m.state_bytes_per_seq == 0 and m.anchors == () and all(b == 0 for b in m.full_kv_bytes_per_token)
+    assert m.activation_fixed_bytes == 0 and m.activation_per_token_bytes == 0
+    with pytest.raises(pnmem.ArgumentTypeError, match="not a request field: bogus"):
+        pnmem.Model.preallocated(bogus=1)
+
+
+def test_metrics_text(watcher):
+    pnmem.admit(10)
+    box = pnmem.metrics_text("box")
+    assert box.startswith("# HELP pnmem_level ") and "pnmem_admissions_total" not in box
+    counters = pnmem.metrics_text("counters")
+    assert counters.startswith("# HELP pnmem_admissions_total ") and "# HELP pnmem_level " not in counters
+    both = pnmem.metrics_text()
+    assert both.startswith("# HELP pnmem_level ") and "# TYPE pnmem_admissions_total counter" in both
+    with pytest.raises(pnmem.ArgumentError, match="box, counters, all"):
+        pnmem.metrics_text("everything")
