@@ -21,8 +21,8 @@ from ._core import (Answer, ArgumentError, ArgumentTypeError, Budget, Die, Engin
                     observation_scores, plan_eviction, select_keep,
                     LevelChange, Model, Plan, Policy, Provenance, Reservation, State, Subscription, Watcher, admit,
                     admit_bytes, admit_load_spike, admit_model_load, admit_model_load_die, admit_reserved, budget,
-                    explain, kv_allocation, level_name, metrics_text, pending_bytes, plan, policy, poll_now, read,
-                    running,
+                    check_bytes, explain, kv_allocation, level_name, metrics_text, pending_bytes, plan, policy,
+                    poll_now, read, running,
                     set_die, set_log_sink, subscribe)
 
 __version__ = "0.1.0"
@@ -34,8 +34,8 @@ __all__ = [
     "MAX_LAYER_GROUPS", "Model", "Plan", "Policy", "Provenance", "PsiMode",
     "Reason", "Reservation", "SOURCES", "Source", "State", "Status", "Subscription", "Watcher", "admit",
     "admit_bytes", "admit_load_spike", "admit_model_load", "admit_model_load_die", "admit_reserved", "budget",
-    "explain", "kv_allocation", "level_name", "library_path", "metrics_text", "pending_bytes", "plan", "policy",
-    "poll_now",
+    "check_bytes", "explain", "kv_allocation", "level_name", "library_path", "metrics_text", "pending_bytes",
+    "plan", "policy", "poll_now",
     "read", "running", "set_die", "set_log_sink", "subscribe",
     "Eviction", "SlotEviction", "admit_after_eviction", "key_norm_scores", "observation_scores", "plan_eviction",
     "select_keep",

@@ -859,6 +859,20 @@ def admit_bytes(n_bytes: int, ttl: Optional[float] = None) -> Reservation:
     return Reservation(a, r.value, a.status in (Status.ADMITTED, Status.FAIL_OPEN))
 
 
+def check_bytes(n_bytes: int, die: int = -1) -> Answer:
+    """pnmem_check_bytes: may n_bytes be allocated now? What admit_bytes (die -1, the host: pending
+    reservations counted) or a model load on `die` (free VRAM less the die reserve) would answer, with
+    nothing reserved: for a refusal the engine reports with pnmem's reason."""
+    f = "pnmem_check_bytes"
+    b = _u64(f, "n_bytes", n_bytes)
+    d = _int(f, "die", die, -1, _ffi.MAX_DIES - 1)
+    out = _ffi.pnmem_admit_answer()
+    _begin()
+    if _lib.pnmem_check_bytes(b, d, ctypes.byref(out)) != 0:
+        raise _fail(f, "failed")
+    return _answer(out)
+
+
 _METRICS_WHAT = {"box": 1, "counters": 2, "all": 3}
 
 

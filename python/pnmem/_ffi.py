@@ -327,6 +327,7 @@ PROTOTYPES = {
     "pnmem_admit_load_spike": (c_int, [POINTER(pnmem_admit_answer)]),
     "pnmem_admit_reserved": (c_int, [POINTER(pnmem_model), c_int, POINTER(pnmem_admit_answer), POINTER(c_uint64)]),
     "pnmem_reserve_bytes": (c_int, [c_uint64, c_int64, POINTER(pnmem_admit_answer), POINTER(c_uint64)]),
+    "pnmem_check_bytes": (c_int, [c_uint64, c_int, POINTER(pnmem_admit_answer)]),
     "pnmem_reservation_settle": (None, [c_uint64]),
     "pnmem_reservation_cancel": (None, [c_uint64]),
     "pnmem_pending_bytes": (c_uint64, []),

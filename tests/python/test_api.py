@@ -401,3 +401,18 @@ def test_metrics_text(watcher):
     assert both.startswith("# HELP pnmem_level ") and "# TYPE pnmem_admissions_total counter" in both
     with pytest.raises(pnmem.ArgumentError, match="box, counters, all"):
         pnmem.metrics_text("everything")
+
+
+def test_check_bytes_reserves_nothing(watcher):
+    before = pnmem.pending_bytes()
+    a = pnmem.check_bytes(1)
+    assert a.status in (pnmem.Status.ADMITTED, pnmem.Status.DENIED) and a.need_bytes == 1
+    huge = pnmem.check_bytes(2**64 - 1)
+    assert huge.status in (pnmem.Status.CAPPED, pnmem.Status.DENIED)
+    assert pnmem.pending_bytes() == before
+    unfed = pnmem.check_bytes(1, die=15)
+    assert unfed.status == pnmem.Status.DENIED and unfed.reason == pnmem.Reason.BAD_REQUEST
+    with pytest.raises(pnmem.ArgumentError):
+        pnmem.check_bytes(1, die=-2)
+    with pytest.raises(pnmem.ArgumentTypeError):
+        pnmem.check_bytes(1, die="0")
