@@ -186,7 +186,7 @@ int init_versioned(const char* entry, T* out, size_t struct_size, std::size_t si
   });
 }
 
-// `msg` into the caller's error buffer (when given), truncated and NUL-terminated.
+// `msg` into a caller's buffer (an error message, a text; when given), truncated to len - 1 bytes and NUL-terminated.
 void write_err(char* err, size_t err_len, std::string_view msg) noexcept {
   if (err == nullptr || err_len == 0) return;
   const std::size_t n = std::min(msg.size(), err_len - 1);
@@ -704,11 +704,7 @@ int pnmem_metrics_text(char* buf, size_t len, unsigned what) {
       text = pnmem::prometheus_counters_text(s.counters);
     }
     if (text.size() > static_cast<std::size_t>(INT_MAX)) return -1;
-    if (len > 0) {
-      const std::size_t n = std::min(text.size(), len - 1);
-      std::memcpy(buf, text.data(), n);
-      buf[n] = '\0';
-    }
+    write_err(buf, len, text);  // cut to len - 1 bytes and NUL-terminated, as snprintf
     return static_cast<int>(text.size());
   });
 }

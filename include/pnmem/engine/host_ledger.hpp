@@ -286,19 +286,15 @@ class host_ledger {
     return detail::to_u64_sat(pending_);
   }
 
-  // f(s) on the watcher's newest snapshot with the pending bytes taken off MemAvailable. A source
-  // that refreshes in place (pnmem::watcher) refreshes the ledger's own copy: nothing is copied
-  // while the watcher has not published since the last admission. Host numbers unsampled (total
-  // 0) stay unsampled: admission fails open there.
   // admit_host_bytes on the newest snapshot less the pending bytes, into out.answer and out.pending_bytes
   // (fail open, nothing known, when no watcher runs). Reserves nothing.
   template <class Watcher>
-  admit_result bytes_answer_locked(const Watcher& w, std::uint64_t bytes, const pnmem::policy& p, admission& out)
+  void bytes_answer_locked(const Watcher& w, std::uint64_t bytes, const pnmem::policy& p, admission& out)
       PNMEM_REQUIRES(mu_) {
     if (!w.running()) {
       out.answer.status = admit_status::fail_open;
       out.answer.detail = admit_host_bytes(bytes, mem_state{}, p);
-      return out.answer.detail;
+      return;
     }
     mem_level level = mem_level::ok;
     const admit_result r = with_budget_locked(w, out.pending_bytes, [&](const mem_state& s) {
@@ -311,9 +307,12 @@ class host_ledger {
     out.answer.status = r.verdict == verdict::admit ? admit_status::admitted
                         : r.verdict == verdict::cap ? admit_status::capped
                                                     : admit_status::denied;
-    return r;
   }
 
+  // f(s) on the watcher's newest snapshot with the pending bytes taken off MemAvailable. A source
+  // that refreshes in place (pnmem::watcher) refreshes the ledger's own copy: nothing is copied
+  // while the watcher has not published since the last admission. Host numbers unsampled (total
+  // 0) stay unsampled: admission fails open there.
   template <class Watcher, class F>
   decltype(auto) with_budget_locked(const Watcher& w, std::uint64_t& pending, F&& f) PNMEM_REQUIRES(mu_) {
     std::optional<mem_state> copy;  // a source that does not refresh in place: a copy of its snapshot
