@@ -11,6 +11,8 @@
 The library is found through $PNMEM_LIBRARY, then pkg-config (pnmem-c, then pnmem), then a build
 tree next to this source checkout, then the loader's search; `pnmem.library_path` says which.
 Failures raise pnmem.Error (ArgumentError / ArgumentTypeError for arguments refused before C).
+pnmem.PrometheusCollector (or register_prometheus) serves metrics_text() through prometheus_client,
+which is optional: imported only when a collector is made.
 """
 from ._enums import (CGROUP_PATH_MAX, KV_FORMATS, MAX_ACTIVATION_ANCHORS, MAX_DIES, MAX_KV_WINDOWS, MAX_LAYER_GROUPS,
                      SOURCES, CgroupMode, Engine, GateStatus, KvFormat, LayerKind, Level, PsiMode, Reason, Source,
@@ -24,6 +26,7 @@ from ._core import (Answer, ArgumentError, ArgumentTypeError, Budget, Die, Engin
                     check_bytes, explain, kv_allocation, level_name, metrics_text, pending_bytes, plan, policy,
                     poll_now, read, running,
                     set_die, set_log_sink, subscribe)
+from ._prometheus import PrometheusClientMissing, PrometheusCollector, register_prometheus
 
 __version__ = "0.1.0"
 
@@ -39,4 +42,5 @@ __all__ = [
     "read", "running", "set_die", "set_log_sink", "subscribe",
     "Eviction", "SlotEviction", "admit_after_eviction", "key_norm_scores", "observation_scores", "plan_eviction",
     "select_keep",
+    "PrometheusClientMissing", "PrometheusCollector", "register_prometheus",
 ]
