@@ -24,7 +24,10 @@
 #      pnmem/pnmem.h (kept for one release), links the installed libpnmem_c, runs.
 #   6. The libraries through pkg-config (consumer_adapters/): pnmem-linux (a watcher over the
 #      real sampler; and consumer_cxx17/ as C++17 with this compiler and clang++), pnmem-cuda (C++ and, renamed .cu, nvcc: with no GPU the cudart backend must
-#      print the runtime's reason and exit 0), pnmem-c (a C compiler, C11).
+#      print the runtime's reason and exit 0), pnmem-c (a C compiler, C11; and the worked example
+#      examples/prealloc_server/main.cpp, a C++17 server that uses only the C ABI, built with
+#      `pkg-config --cflags --libs pnmem-c` by this compiler and clang++ (where installed) and run:
+#      it must exit 0).
 #   7. The same through CMake: find_package(pnmem COMPONENTS linux cuda c model_files) and the
 #      pnmem::linux, pnmem::cuda, pnmem::c targets (a missing component must fail find_package).
 #   8. Python: tests/python/venv_install_test.sh pip-installs python/ offline into a fresh venv
@@ -217,7 +220,7 @@ C_EOF
 fi
 
 # --- 6. The libraries through pkg-config ------------------------------------------------
-step "pkg-config: pnmem-linux, pnmem-cuda (g++ and nvcc), pnmem-c (cc)"
+step "pkg-config: pnmem-linux, pnmem-cuda (g++ and nvcc), pnmem-c (cc; and examples/prealloc_server as C++17)"
 export PKG_CONFIG_PATH="$prefix/$pcdir"
 adapters_src=$srcdir/tests/packaging/consumer_adapters
 pc_words() { read -r -a words <<<"$(pkg-config "$@")"; }
@@ -288,6 +291,26 @@ if [ -n "$c_lib" ]; then
   out=$("$tmp/c-pkgconfig") || fail "pnmem-c consumer exited with $?"
   [ "$out" = "c tight 4 2048" ] || fail "pnmem-c consumer printed '$out', expected 'c tight 4 2048'"
   echo "ok: pnmem-c with $cc ($out)"
+  # The worked example of docs/engine-integration.md ("pnmem in a server that preallocates"): C++17, the C ABI
+  # only, built as its header comment says; it exits 0 when every pnmem answer was one its call documents.
+  pc_words --cflags --libs pnmem-c; c_cxx_flags=("${words[@]}")
+  prealloc_compilers=("${cxx_cmd[*]}")
+  if command -v clang++ >/dev/null 2>&1 && [ "$compiler" != clang++ ]; then prealloc_compilers+=(clang++); fi
+  for c in "${prealloc_compilers[@]}"; do
+    read -r -a c_words <<<"$c"
+    "${c_words[@]}" -std=c++17 -Wall -Wextra -Wpedantic -Werror "$srcdir/examples/prealloc_server/main.cpp" \
+      "${c_cxx_flags[@]}" "-Wl,-rpath,$(pkg-config --variable=libdir pnmem-c)" -o "$tmp/prealloc-server" \
+      || fail "examples/prealloc_server/main.cpp did not compile or link against pnmem-c with $c"
+    prealloc_rc=0
+    out=$("$tmp/prealloc-server") || prealloc_rc=$?
+    if [ "$prealloc_rc" -ne 0 ]; then
+      printf '%s\n' "$out"
+      fail "prealloc_server ($c) exited with $prealloc_rc (its output above)"
+    fi
+    last=${out##*$'\n'}
+    [[ "$last" == "OK: "* ]] || { printf '%s\n' "$out"; fail "prealloc_server ($c) did not end with an OK: line"; }
+    echo "ok: prealloc_server against pnmem-c with $c ($last)"
+  done
 fi
 unset PKG_CONFIG_PATH
 

@@ -1,0 +1,254 @@
+// examples/prealloc_server/main.cpp - pnmem in a server that preallocates, through the C ABI only.
+//
+// A C++17 inference server shaped like llama.cpp's: the weights, the KV cache and the compute
+// buffers are sized and allocated once, at load; a request then costs the host no more bytes, and
+// what grows is a host prompt cache (one entry per finished request, its prompt's KV state). No
+// model runs: 20 simulated requests go through the calls such a server makes, one pnmem call where
+// one suffices:
+//   a. pnmem_watcher_start                   the live snapshot, on its own thread;
+//   b. pnmem_model_init_preallocated         requests cost nothing: admission answers on pressure
+//                                            and the host reserve only;
+//   c. pnmem_check_bytes + pnmem_explain     before the load: refuse one that does not fit, with
+//                                            pnmem's reason (nothing is reserved);
+//   d. pnmem_admit                           before queueing a request: PNMEM_DENIED is the HTTP 503;
+//   e. pnmem_reserve_bytes                   before a prompt-cache entry is allocated, then
+//      + pnmem_reservation_settle / _cancel  settled (or cancelled if the allocation fails); and
+//      pnmem_read + pnmem_plan_ladder        the oldest entries dropped while the ladder's kv_evict holds;
+//   f. pnmem_metrics_text                    pnmem's /metrics lines, with PNMEM_METRICS_CONTENT_TYPE.
+// docs/engine-integration.md ("pnmem in a server that preallocates") walks through it.
+//
+// Build it against an installed pnmem (PKG_CONFIG_PATH at its lib/.../pkgconfig; add
+// -Wl,-rpath,$(pkg-config --variable=libdir pnmem-c) unless libpnmem_c is on the loader's path):
+//
+//   g++ -std=c++17 main.cpp $(pkg-config --cflags --libs pnmem-c) -o prealloc_server
+//
+// In this tree, Meson builds it as build/examples/prealloc_server (test `prealloc_server`, suite
+// examples). To see the 503 and the ladder's eviction on an idle box, leave it little room above the
+// host reserve: PN_HOST_RESERVE_BYTES=<MemAvailable - 96 MiB> ./prealloc_server.
+//
+// Exit status: 0 when every answer was one pnmem documents for its call (whatever the box's level),
+// 1 with a "FAIL: " line naming the call and what was wrong.
+#include <pnmem/pnmem_c.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr std::uint64_t MiB = 1024 * 1024;
+
+[[noreturn]] void fail(const std::string& what) {
+  std::printf("FAIL: %s\n", what.c_str());
+  std::fflush(stdout);
+  std::exit(1);
+}
+
+double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(MiB); }
+
+std::string reason_of(const pnmem_admit_answer& a) { return a.reason != nullptr ? a.reason : "(null)"; }
+
+// pnmem_explain's line for an answer, whatever its length.
+std::string explain(const pnmem_admit_answer& a) {
+  char line[256];
+  const int n = pnmem_explain(&a, line, sizeof line);
+  if (n < 0) fail("pnmem_explain returned -1");
+  if (static_cast<std::size_t>(n) < sizeof line) return line;
+  std::string longer(static_cast<std::size_t>(n) + 1, '\0');
+  pnmem_explain(&a, &longer[0], longer.size());
+  longer.resize(static_cast<std::size_t>(n));
+  return longer;
+}
+
+// The status a host-bytes answer (pnmem_check_bytes, pnmem_reserve_bytes) must have for its reason.
+void check_bytes_answer(const char* call, const pnmem_admit_answer& a, std::uint64_t bytes) {
+  const std::string r = reason_of(a);
+  const bool ok = (a.status == PNMEM_ADMITTED && r == "fits") || (a.status == PNMEM_CAPPED && r == "host_budget") ||
+                  (a.status == PNMEM_DENIED && r == "host_reserve");
+  if (!ok) fail(std::string(call) + " answered " + explain(a) + " (documented: fits, host_budget or host_reserve)");
+  if (a.need_bytes != bytes) fail(std::string(call) + ": need_bytes is not the bytes asked for: " + explain(a));
+}
+
+// A prompt-cache entry: the KV state of a finished request's prompt, really allocated and touched.
+struct cache_entry {
+  int request;
+  std::vector<char> bytes;
+};
+
+}  // namespace
+
+int main() {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::printf("prealloc_server: pnmem through its C ABI, in a server that preallocates\n");
+
+  // a. The watcher: one synchronous sample, then its own thread.
+  if (pnmem_watcher_start() != 0) fail("pnmem_watcher_start returned -1: no watcher, every answer would fail open");
+  pnmem_state state;
+  if (pnmem_read(&state) != 0) fail("pnmem_read returned -1");
+  if (state.host_total_bytes == 0) fail("pnmem_read: host_total_bytes is 0 after the watcher started");
+  std::printf("watcher: level %s, avail %.0f MiB of %.0f MiB\n", pnmem_level_name(state.level),
+              mib(state.host_avail_bytes), mib(state.host_total_bytes));
+
+  // b. The engine: KV and compute buffers allocated at load, so a request costs the host nothing.
+  pnmem_model model;
+  if (pnmem_model_init_preallocated(&model) != 0) fail("pnmem_model_init_preallocated returned -1");
+  model.max_window = 4096;  // the context each slot was allocated for (llama.cpp's -c / -np)
+  model.max_slots = 4;      // the slots allocated (-np)
+
+  // c. Before the load: weights + KV at the full context + compute buffers, checked as one.
+  const std::uint64_t load_bytes = 64 * MiB;
+  const std::uint64_t too_big = 4 * state.host_total_bytes;  // far above MemTotal: can never fit
+  pnmem_admit_answer a;
+  if (pnmem_check_bytes(too_big, -1, &a) != 0) fail("pnmem_check_bytes returned -1");
+  check_bytes_answer("pnmem_check_bytes", a, too_big);
+  if (a.status == PNMEM_ADMITTED) fail("pnmem_check_bytes admitted 4 x MemTotal: " + explain(a));
+  std::printf("load 4 x MemTotal refused: %s\n", explain(a).c_str());
+  if (pnmem_check_bytes(load_bytes, -1, &a) != 0) fail("pnmem_check_bytes returned -1");
+  check_bytes_answer("pnmem_check_bytes", a, load_bytes);
+  if (a.status != PNMEM_ADMITTED) {
+    std::printf("load %.0f MiB refused: %s\n", mib(load_bytes), explain(a).c_str());
+    std::printf("OK: pnmem refused the load with its reason; this box has no room for the example\n");
+    return 0;
+  }
+  std::printf("load %.0f MiB: %s\n", mib(load_bytes), explain(a).c_str());
+  std::vector<char> arena(load_bytes);  // the weights, the KV cache and the compute buffers
+  std::memset(arena.data(), 1, arena.size());
+
+  // d., e. The requests: prompts of varied lengths, two longer than the context.
+  const int prompts[] = {812, 1630, 240, 3900, 5210, 1200, 2750, 96,   3300, 1870,
+                         640, 4500, 2100, 980,  3650, 1430, 310,  2900, 1750, 2600};
+  const std::uint64_t cache_bytes_per_token = 1024;  // this (small) model's KV state per prompt token
+  std::deque<cache_entry> cache;
+  std::uint64_t cache_total = 0;
+  int n_admit_calls = 0;
+  int queued = 0;
+  int truncated = 0;
+  int chunked = 0;
+  int refused = 0;
+  int cached = 0;
+  int not_cached = 0;
+  int dropped = 0;
+  int id = 0;
+  for (const int n_tokens : prompts) {
+    ++id;
+    // d. Admit before queueing. A preallocated request costs nothing: only pressure refuses it.
+    if (pnmem_admit(&model, n_tokens, &a) != 0) fail("pnmem_admit returned -1");
+    ++n_admit_calls;
+    const std::string r = reason_of(a);
+    int kept_tokens = n_tokens;  // the prompt the request runs, and caches
+    if (a.status == PNMEM_FAIL_OPEN) fail("pnmem_admit failed open with the watcher running");
+    if (a.need_bytes != 0 || r == "host_budget")
+      fail("pnmem_admit charged host bytes to a preallocated request: " + explain(a));
+    if (a.status == PNMEM_DENIED) {
+      if (r != "psi_stall" && r != "host_reserve") fail("pnmem_admit denied for an undocumented reason: " + explain(a));
+      std::printf("req %2d prompt %4d: HTTP/1.1 503 Service Unavailable\n", id, n_tokens);
+      // Retry-After: see pnmem_retry_after_ms (issue 26 item 4)
+      std::printf("  Content-Type: text/plain\n\n  %s\n", explain(a).c_str());
+      ++refused;
+      continue;
+    }
+    if (a.status == PNMEM_CAPPED) {
+      if ((r != "window" && r != "prefill_window") || a.fit_tokens >= n_tokens)
+        fail("pnmem_admit capped a preallocated request for an undocumented reason: " + explain(a));
+      // "window": longer than the context the slots were allocated for: truncated to it. "prefill_window": the
+      // ladder's clamp (TIGHT or worse): the whole prompt, prefilled a.window tokens at a time. A prompt that is
+      // both is answered "window" with the clamped fit_tokens: truncate to the context, not to fit_tokens.
+      std::string how = "queued";
+      if (r == "window") {
+        kept_tokens = model.max_window;
+        how += ", truncated to " + std::to_string(kept_tokens) + " tokens";
+        ++truncated;
+      }
+      if (a.window > 0 && a.window < kept_tokens) {
+        how += ", prefill in chunks of " + std::to_string(a.window) + " tokens";
+        ++chunked;
+      }
+      std::printf("req %2d prompt %4d: %s: %s\n", id, n_tokens, how.c_str(), explain(a).c_str());
+    } else {
+      if (a.fit_tokens != n_tokens) fail("pnmem_admit admitted fewer tokens than asked: " + explain(a));
+      std::printf("req %2d prompt %4d: queued (%s, level %s)\n", id, n_tokens, r.c_str(), pnmem_level_name(a.level));
+    }
+    ++queued;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the request runs in a slot
+
+    // e. Its prompt goes into the host cache. First, drop the oldest entries while the ladder says evict.
+    if (pnmem_read(&state) != 0) fail("pnmem_read returned -1");
+    pnmem_ladder_plan plan = pnmem_plan_ladder(state.level, model.max_slots, model.max_window, false);
+    while (plan.kv_evict && !cache.empty()) {
+      cache_total -= cache.front().bytes.size();
+      std::printf("  cache: level %s, the ladder says evict: dropped req %d's entry (%.2f MiB)\n",
+                  pnmem_level_name(state.level), cache.front().request, mib(cache.front().bytes.size()));
+      cache.pop_front();
+      ++dropped;
+      pnmem_watcher_poll_now();  // sample again: has the drop brought the level down?
+      if (pnmem_read(&state) != 0) fail("pnmem_read returned -1");
+      plan = pnmem_plan_ladder(state.level, model.max_slots, model.max_window, false);
+    }
+    // Then reserve the entry's bytes, allocate them, and settle (or cancel if the allocation fails).
+    const std::uint64_t entry_bytes = static_cast<std::uint64_t>(kept_tokens) * cache_bytes_per_token;
+    pnmem_reservation reservation = 0;
+    if (pnmem_reserve_bytes(entry_bytes, 30000, &a, &reservation) != 0) fail("pnmem_reserve_bytes returned -1");
+    check_bytes_answer("pnmem_reserve_bytes", a, entry_bytes);
+    if ((a.status == PNMEM_ADMITTED) != (reservation != 0))
+      fail("pnmem_reserve_bytes: a reservation handle with no admission, or none with one: " + explain(a));
+    if (a.status != PNMEM_ADMITTED) {
+      std::printf("  cache: not cached: %s\n", explain(a).c_str());
+      ++not_cached;
+      continue;
+    }
+    try {
+      cache.push_back(cache_entry{id, std::vector<char>(entry_bytes)});
+    } catch (const std::bad_alloc&) {
+      pnmem_reservation_cancel(reservation);  // the bytes were never allocated: give them back
+      std::printf("  cache: allocation of %.2f MiB failed: reservation cancelled\n", mib(entry_bytes));
+      ++not_cached;
+      continue;
+    }
+    std::memset(cache.back().bytes.data(), 1, entry_bytes);
+    pnmem_reservation_settle(reservation);  // allocated: counted until a sample sees it
+    cache_total += entry_bytes;
+    ++cached;
+    std::printf("  cache: +%.2f MiB reserved, allocated, settled: %zu entries, %.2f MiB\n", mib(entry_bytes),
+                cache.size(), mib(cache_total));
+  }
+  std::printf("requests %d: queued %d (truncated %d, prefill chunked %d), refused with 503 %d; cache: %d cached, "
+              "%d not cached, %d dropped by the ladder, %zu entries (%.2f MiB) kept\n",
+              id, queued, truncated, chunked, refused, cached, not_cached, dropped, cache.size(), mib(cache_total));
+
+  // f. pnmem's /metrics lines: the size first, then a buffer of that size (again if a newer snapshot is longer).
+  const int size = pnmem_metrics_text(nullptr, 0, PNMEM_METRICS_ALL);
+  if (size < 0) fail("pnmem_metrics_text(NULL, 0, PNMEM_METRICS_ALL) returned -1");
+  std::string metrics(static_cast<std::size_t>(size) + 1, '\0');
+  int n = pnmem_metrics_text(&metrics[0], metrics.size(), PNMEM_METRICS_ALL);
+  while (n >= 0 && static_cast<std::size_t>(n) >= metrics.size()) {
+    metrics.assign(static_cast<std::size_t>(n) + 1, '\0');
+    n = pnmem_metrics_text(&metrics[0], metrics.size(), PNMEM_METRICS_ALL);
+  }
+  if (n < 0) fail("pnmem_metrics_text returned -1");
+  metrics.resize(static_cast<std::size_t>(n));
+  std::printf("\nContent-Type: %s\n\n%s", PNMEM_METRICS_CONTENT_TYPE, metrics.c_str());
+
+  // The exposition holds the level and counted every pnmem_admit above.
+  if (metrics.find("\npnmem_level ") == std::string::npos) fail("pnmem_metrics_text: no pnmem_level sample");
+  std::uint64_t admissions = 0;
+  for (std::size_t at = metrics.find("\npnmem_admissions_total{"); at != std::string::npos;
+       at = metrics.find("\npnmem_admissions_total{", at + 1)) {
+    const std::size_t end = metrics.find('\n', at + 1);
+    const std::size_t space = metrics.rfind(' ', end);
+    admissions += std::strtoull(metrics.c_str() + space + 1, nullptr, 10);
+  }
+  if (admissions != static_cast<std::uint64_t>(n_admit_calls))
+    fail("pnmem_metrics_text: pnmem_admissions_total sums to " + std::to_string(admissions) + ", not the " +
+         std::to_string(n_admit_calls) + " pnmem_admit calls");
+
+  pnmem_watcher_stop();
+  std::printf("OK: every pnmem answer was one its call documents\n");
+  return 0;
+}
