@@ -28,6 +28,7 @@
 #include "pnmem/engine/backpressure_gate.hpp"
 #include "pnmem/engine/host_ledger.hpp"
 #include "pnmem/engine/metrics.hpp"
+#include "pnmem/engine/retry_after.hpp"
 #include "pnmem/eviction_budget.hpp"
 #include "pnmem/keep_set.hpp"
 #include "pnmem/ladder.hpp"
@@ -263,11 +264,12 @@ int pnmem_watcher_start_with(const pnmem_watcher_options* options) {
     global_state& s = state();
     std::string why;
     const std::optional<pnmem::watcher_options> o = pnmem::c_abi::watcher_options_from_c(*options, why);
-    if (!o) {
+    const std::optional<std::string> root = o ? pnmem::c_abi::watcher_root_from_c(*options, why) : std::nullopt;
+    if (!o || !root) {
       refuse(s, entry, why);
       return -1;
     }
-    const auto [w, same] = s.ensure_watcher(*o);
+    const auto [w, same] = s.ensure_watcher(*o, *root);
     s.flush();
     if (!same) {
       refuse(s, entry,
@@ -556,6 +558,24 @@ void pnmem_unsubscribe(pnmem_subscription id) {
 
 int pnmem_explain(const pnmem_admit_answer* a, char* buf, size_t len) {
   return boundary(__func__, -1, {a}, [&] { return pnmem::c_abi::explain(*a, buf, len); });
+}
+
+int64_t pnmem_retry_after_ms(const pnmem_admit_answer* a, const char** basis) {
+  const char* const entry = __func__;
+  return boundary(entry, std::int64_t{-1}, {a}, [&]() -> std::int64_t {
+    std::string why;
+    const std::optional<pnmem::admit_answer> answer = pnmem::c_abi::answer_from_c(*a, why);
+    if (!answer) {
+      refuse(state(), entry, "a->" + why);
+      return -1;
+    }
+    global_state& s = state();
+    const pnmem::c_abi::platform_watcher* w = s.watcher();
+    const pnmem::retry_hint h =
+        w != nullptr ? pnmem::retry_after(*answer, *w, &s.ledger, policy_of(w)) : pnmem::retry_hint{};
+    if (basis != nullptr) *basis = to_string(h.basis).data();
+    return h.after_ms;
+  });
 }
 
 int pnmem_model_load_init_sized(pnmem_model_load* load, size_t struct_size) {

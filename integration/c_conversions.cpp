@@ -707,6 +707,21 @@ std::optional<watcher_options> watcher_options_from_c(const pnmem_watcher_option
   return o;
 }
 
+std::optional<std::string> watcher_root_from_c(const pnmem_watcher_options& in, std::string& why) {
+  const pnmem_watcher_options c = read_watcher_options(in);  // a first-version caller's root is the default
+  if (c.root == nullptr) return std::string("/");
+  const std::size_t n = strnlen(c.root, max_root_bytes + 1);
+  if (n == 0) {
+    why = "options->root is empty: NULL or \"/\" for the real /proc and /sys";
+    return std::nullopt;
+  }
+  if (n > max_root_bytes) {
+    why = "options->root is longer than " + std::to_string(max_root_bytes) + " bytes";
+    return std::nullopt;
+  }
+  return std::string(c.root, n);
+}
+
 std::chrono::nanoseconds ttl_from_c(std::int64_t ttl_ms) noexcept {
   if (ttl_ms <= 0) return std::chrono::nanoseconds{0};
   constexpr std::int64_t max_ms = std::numeric_limits<std::int64_t>::max() / 1'000'000;
@@ -753,6 +768,35 @@ std::string bytes_text(std::uint64_t b) {
   return format_bytes(b) + " (" + exact + " B)";
 }
 }  // namespace
+
+std::optional<admit_answer> answer_from_c(const pnmem_admit_answer& a, std::string& why) {
+  admit_answer out;
+  switch (raw_int(a.status)) {
+    case PNMEM_ADMITTED: out.status = admit_status::admitted; out.detail.verdict = verdict::admit; break;
+    case PNMEM_CAPPED: out.status = admit_status::capped; out.detail.verdict = verdict::cap; break;
+    case PNMEM_DENIED: out.status = admit_status::denied; out.detail.verdict = verdict::reject; break;
+    case PNMEM_FAIL_OPEN: out.status = admit_status::fail_open; out.detail.verdict = verdict::admit; break;
+    default:
+      why = "status " + std::to_string(raw_int(a.status)) + " is not a pnmem_admit_status";
+      return std::nullopt;
+  }
+  std::size_t r = 0;
+  while (r < documented_reasons.size() && a.reason != documented_reasons[r].data()) ++r;
+  if (r == documented_reasons.size()) {
+    why = "reason is not a string pnmem wrote (pass an answer as pnmem returned it)";
+    return std::nullopt;
+  }
+  out.reason = static_cast<admit_reason>(r);
+  out.detail.reason = out.reason;
+  out.die = a.die;
+  out.detail.die = a.die;
+  out.fit_tokens = a.fit_tokens;
+  out.detail.fit_tokens = a.fit_tokens;
+  out.detail.need_bytes = a.need_bytes;
+  out.detail.limit_bytes = a.limit_bytes;
+  if (const std::optional<mem_level> l = level_from_c(a.level)) out.level = *l;
+  return out;
+}
 
 int explain(const pnmem_admit_answer& a, char* buf, std::size_t len) {
   if (buf == nullptr && len > 0) return -1;

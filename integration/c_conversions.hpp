@@ -61,7 +61,7 @@ pnmem_kv_allocation to_c(const kv_allocation& a) noexcept;
 // The first version's sizes: a caller's struct_size below these is refused. A later
 // version that adds fields keeps these (the offset of its first new field).
 inline constexpr std::size_t model_size_v1 = offsetof(pnmem_model, n_more_windows);
-inline constexpr std::size_t watcher_options_size_v1 = sizeof(pnmem_watcher_options);
+inline constexpr std::size_t watcher_options_size_v1 = offsetof(pnmem_watcher_options, root);  // before `root`
 inline constexpr std::size_t model_load_size_v1 = sizeof(pnmem_model_load);
 inline constexpr std::size_t snapshot_size_v1 = sizeof(pnmem_snapshot);
 inline constexpr std::size_t engine_rule_size_v1 = sizeof(pnmem_engine_rule);
@@ -114,6 +114,10 @@ std::optional<model_desc> model_from_c(const pnmem_model& model, std::string& wh
 std::optional<kv_format> kv_format_from_c(const pnmem_kv_format& f) noexcept;
 // The caller's options checked: nullopt with `why` naming the field. The policy is left default.
 std::optional<watcher_options> watcher_options_from_c(const pnmem_watcher_options& o, std::string& why);
+// The sampler's root directory a C caller's options name ("/" for NULL, or a caller built against the
+// first header); nullopt with `why` when it is empty or longer than max_root_bytes.
+inline constexpr std::size_t max_root_bytes = 4095;
+std::optional<std::string> watcher_root_from_c(const pnmem_watcher_options& o, std::string& why);
 // A model load from C: its spec and die, checked (nullopt with `why` naming the field: struct_size,
 // or a die outside [-1, PNMEM_MAX_DIES)).
 struct model_load_request {
@@ -134,6 +138,11 @@ inline constexpr std::chrono::milliseconds max_gate_wait =
 // What pnmem_plan_ladder returns for a level out of range, or on failure: the
 // operator config as at OK (ladder_plan_for's values at OK), flagged in the note.
 pnmem_ladder_plan error_plan(int max_slots, int prefill_window, bool kv_q4) noexcept;
+
+// The C++ answer a C one stands for (status, reason, die and the bytes), for pnmem_retry_after_ms;
+// nullopt with `why` naming the field when the status is out of range or the reason is not one of
+// the strings pnmem writes (compared by address: a caller's own string is never read).
+std::optional<admit_answer> answer_from_c(const pnmem_admit_answer& a, std::string& why);
 
 // pnmem_explain's line (snprintf's convention: the length it needed; -1 for a NULL
 // buf with len > 0).

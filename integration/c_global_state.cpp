@@ -35,12 +35,19 @@ template <class Options, class Fn>
 void set_sampler_log(Options& o, Fn fn) {
   if constexpr (requires { o.log = fn; }) o.log = std::move(fn);
 }
+// Where the platform's sampler reads its files under a root directory (Linux), `root`.
+template <class Options>
+void set_sampler_root(Options& o, const std::string& root) {
+  if constexpr (requires { o.root = root; }) o.root = root;
+}
 }  // namespace
 
-platform_watcher& global_state::create_locked(watcher_options o) {
+platform_watcher& global_state::create_locked(watcher_options o, const std::string& root) {
   if (platform_watcher* w = watcher_.load(std::memory_order_acquire)) return *w;
   o.policy = load_policy();
   platform_sampler_options so;  // the environment's PSI source, where the platform's sampler has one
+  set_sampler_root(so, root);
+  root_ = root;
   // The sampler's notes (its PSI source falling back) come from the watcher's thread: a sink that
   // throws must not end it.
   set_sampler_log(so, [this](std::string_view line) {
@@ -61,20 +68,18 @@ platform_watcher& global_state::create_locked(watcher_options o) {
 platform_watcher& global_state::ensure_watcher() {
   if (platform_watcher* w = watcher()) return *w;
   detail::lock_guard lk(life_mu_);
-  return create_locked(to_watcher_options(process_env_config().value));
+  return create_locked(to_watcher_options(process_env_config().value), "/");
 }
 
-std::pair<platform_watcher*, bool> global_state::ensure_watcher(const watcher_options& o) {
-  const auto same = [&o](const platform_watcher& w) {
-    const watcher_options& have = w.options();
-    return have.poll_interval == o.poll_interval && have.pressure_poll_interval == o.pressure_poll_interval &&
-           have.step_down_dwell == o.step_down_dwell;
-  };
-  if (platform_watcher* w = watcher()) return {w, same(*w)};
-  detail::lock_guard lk(life_mu_);
-  platform_watcher* existing = watcher();  // created by another thread meanwhile
-  platform_watcher& w = create_locked(o);
-  return {&w, existing == nullptr || same(w)};
+std::pair<platform_watcher*, bool> global_state::ensure_watcher(const watcher_options& o, const std::string& root) {
+  detail::lock_guard lk(life_mu_);  // root_ is read under it; creating the watcher is rare
+  if (platform_watcher* w = watcher()) {
+    const watcher_options& have = w->options();
+    return {w, have.poll_interval == o.poll_interval && have.pressure_poll_interval == o.pressure_poll_interval &&
+                   have.step_down_dwell == o.step_down_dwell && root_ == root};
+  }
+  platform_watcher& w = create_locked(o, root);
+  return {&w, true};
 }
 
 // --- the policy ----------------------------------------------------------------------------

@@ -86,9 +86,11 @@ class global_state {
   // The watcher, created with the default options (and the environment's policy) if none
   // exists. Locks life_mu only the first time.
   platform_watcher& ensure_watcher() PNMEM_EXCLUDES(life_mu_);
-  // The watcher created with `o` (its policy replaced by the environment's), or, if one
-  // exists already, that one and whether it was created with the same intervals and dwell.
-  std::pair<platform_watcher*, bool> ensure_watcher(const watcher_options& o) PNMEM_EXCLUDES(life_mu_);
+  // The watcher created with `o` (its policy replaced by the environment's) over a sampler reading
+  // under `root`, or, if one exists already, that one and whether it was created with the same
+  // intervals, dwell and root.
+  std::pair<platform_watcher*, bool> ensure_watcher(const watcher_options& o, const std::string& root)
+      PNMEM_EXCLUDES(life_mu_);
 
   // --- the policy ----------------------------------------------------------------------
   // The environment's (config.hpp process_env_config(), whose errors the constructor took),
@@ -123,7 +125,7 @@ class global_state {
 
  private:
   const pnmem::policy& load_policy() PNMEM_REQUIRES(life_mu_);
-  platform_watcher& create_locked(watcher_options o) PNMEM_REQUIRES(life_mu_);
+  platform_watcher& create_locked(watcher_options o, const std::string& root) PNMEM_REQUIRES(life_mu_);
   // Every level change of the watcher, to the C subscribers (the watcher's one subscriber).
   void dispatch(const level_change& c) noexcept PNMEM_EXCLUDES(subs_mu_);
   bool subscribed(pnmem_subscription id) const PNMEM_REQUIRES(subs_mu_);
@@ -136,6 +138,7 @@ class global_state {
   std::atomic<const pnmem::policy*> policy_{nullptr};
   std::vector<std::string> pending_ PNMEM_GUARDED_BY(life_mu_);  // the environment's errors, for flush()
   std::atomic<bool> has_pending_{false};
+  std::string root_ PNMEM_GUARDED_BY(life_mu_) = "/";  // the watcher's sampler root, once created
 
   // The sink: each set_sink adds one (never freed before the process ends: a reader may
   // still be calling the one it loaded) and publishes it.

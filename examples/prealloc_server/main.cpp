@@ -149,7 +149,13 @@ int main() {
     if (a.status == PNMEM_DENIED) {
       if (r != "psi_stall" && r != "host_reserve") fail("pnmem_admit denied for an undocumented reason: " + explain(a));
       std::printf("req %2d prompt %4d: HTTP/1.1 503 Service Unavailable\n", id, n_tokens);
-      // Retry-After: see pnmem_retry_after_ms (issue 26 item 4)
+      // When to come back: pnmem's hint from what it sees (the stall's decay, memory coming back, the
+      // reservations' expiry), in whole seconds as Retry-After wants them. A hint, never negative.
+      const char* basis = nullptr;
+      const std::int64_t wait_ms = pnmem_retry_after_ms(&a, &basis);
+      if (wait_ms < 1 || wait_ms > 60000) fail("pnmem_retry_after_ms gave " + std::to_string(wait_ms) + " ms for a denial");
+      std::printf("  Retry-After: %lld  (pnmem: %lld ms, %s)\n", static_cast<long long>((wait_ms + 999) / 1000),
+                  static_cast<long long>(wait_ms), basis);
       std::printf("  Content-Type: text/plain\n\n  %s\n", explain(a).c_str());
       ++refused;
       continue;

@@ -49,6 +49,13 @@ class level_hysteresis {
   }
 
   mem_level published() const noexcept { return published_; }
+  // When the published level steps down if the raw level stays below it: below-since plus the dwell;
+  // 0 when no step down is pending (the last raw level was not below, or there is no dwell).
+  std::int64_t step_down_at_ns() const noexcept {
+    if (!below_ || dwell_.count() <= 0) return 0;
+    const std::int64_t at = below_since_ns_ + static_cast<std::int64_t>(dwell_.count());
+    return at > 0 ? at : 1;  // 0 means "none": a step down due at the epoch reads as 1 ns after it
+  }
 
  private:
   std::chrono::nanoseconds dwell_;

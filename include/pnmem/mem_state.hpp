@@ -52,6 +52,13 @@ struct mem_state {
   // every publish, set_die included): memory allocated after this instant is not
   // in the host numbers yet (engine/host_ledger.hpp). 0 = host never read.
   std::int64_t host_read_ns = 0;
+  // Bytes per second MemAvailable has been changing lately (avail_trend.hpp: a 2 s weighted mean of the
+  // poll intervals' rates); positive = memory coming back. 0 until two host reads. What a denied
+  // request's retry hint divides its shortfall by (retry_hint.hpp).
+  double host_avail_trend = 0.0;
+  // Steady clock at which the published level steps down if the raw level stays below it until then
+  // (the dwell: level_hysteresis.hpp); 0 = no step down pending (the raw level is not below, or no dwell).
+  std::int64_t level_step_down_ns = 0;
   sample_provenance provenance{};
 };
 

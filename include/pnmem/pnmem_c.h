@@ -117,12 +117,21 @@ typedef struct pnmem_state {
  *                                   on every request's allocation): a dwell of a few
  *                                   seconds keeps a level until the lower one has held
  *                                   that long (levels still go up at once).
+ *   root                    NULL  the directory the Linux sampler reads /proc and /sys under
+ *                                   (NULL or "/": the real ones). A container that watches its
+ *                                   node through the host's /proc and /sys mounted at /host
+ *                                   sets "/host", as `pnmem --root /host` does (and tests give
+ *                                   a fixture tree). Copied when the watcher is created; at
+ *                                   most 4095 bytes. Ignored where the platform's sampler
+ *                                   reads no files (macOS). Added in 0.2: a caller built
+ *                                   against the first header has no such field and gets "/".
  * An interval must be at least 1 ms. */
 typedef struct pnmem_watcher_options {
   uint32_t struct_size; /* sizeof(pnmem_watcher_options) as the caller compiled it: pnmem_watcher_options_init */
   uint32_t poll_interval_ms;
   uint32_t pressure_poll_interval_ms;
   uint32_t step_down_dwell_ms;
+  const char* root; /* the sampler's root directory; NULL = "/" */
 } pnmem_watcher_options;
 
 /* Fills *options with the defaults above and struct_size = `struct_size`. 0 on success;
@@ -468,6 +477,25 @@ PNMEM_C_API int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_
  * len is 0. -1 if a is NULL, or buf is NULL with len > 0. Fields outside their range
  * print as "invalid" (a reason not from pnmem as "?"). Locks nothing. */
 PNMEM_C_API int pnmem_explain(const pnmem_admit_answer* a, char* buf, size_t len);
+
+/* When asking again may get more: a suggested wait, in milliseconds, for an answer that was denied
+ * or capped for memory, e.g. for an HTTP 503's Retry-After (seconds: (ms + 999) / 1000). Derived
+ * from what pnmem sees now (include/pnmem/retry_hint.hpp):
+ *   psi_stall       the time the full stall's avg10 and the policy's window need to fall below the
+ *                   reject line if no new stall comes ("psi_decay");
+ *   host_budget,    the bytes short at the rate MemAvailable has been rising ("host_recovery"), or
+ *   host_reserve    the time reservations with a ttl_ms need to expire enough ("pending_expiry");
+ *   die_vram        the next sample, when the die's retiring bytes cover it ("die_retiring");
+ *   prefill_window  what is left of the step-down dwell once the raw level is below TIGHT ("level_dwell");
+ * and otherwise 10000 ("no_recovery": nothing pnmem sees is coming back). Always from the watcher's
+ * poll interval at pressure (the next sample) to 60000; never negative. 0 ("none") for an answer a
+ * wait does not improve: admitted, fail open, capped to the request's own window, bad_request.
+ * A hint, not a promise: the retry is a new decision.
+ * basis, when not NULL, gets the name above (a static string). -1 if a is NULL, or its status or
+ * reason is not one pnmem wrote (a line names the field; pass the answer as pnmem returned it).
+ * Locks the ledger's mutex for a host_budget or host_reserve answer (to read the reservations'
+ * expiries); otherwise nothing. */
+PNMEM_C_API int64_t pnmem_retry_after_ms(const pnmem_admit_answer* a, const char** basis);
 
 /* --- Model loads: before weights go onto a die, before an upload starts ----------------
  *

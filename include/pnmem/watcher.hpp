@@ -60,6 +60,7 @@
 #include <utility>
 #include <vector>
 
+#include "pnmem/avail_trend.hpp"
 #include "pnmem/change_delivery.hpp"
 #include "pnmem/clock_ns.hpp"
 #include "pnmem/config.hpp"
@@ -176,10 +177,12 @@ class watcher {
       const host_sample h = sampler_.sample();
       const double sustained = psi_full_.update(read_ns, h.psi_full_total_us, h.psi_full_total_known,
                                                 std::int64_t{options_.policy.psi_full_window_ms} * 1000000);
+      const double trend = avail_trend_.update(read_ns, h.avail_bytes, h.total_bytes > 0);
       const std::vector<die_update> dies = poll_die_sources();
       commit([&](mem_state& s) {
         assign_host(s, h);
         s.host_psi_full_sustained = sustained;
+        s.host_avail_trend = trend;
         s.host_read_ns = read_ns;
         for (const die_update& d : dies) apply_die(s, d);
       });
@@ -258,9 +261,11 @@ class watcher {
 
   const watcher_options& options() const noexcept { return options_; }
   Sampler& sampler() noexcept { return sampler_; }
+  // The watcher's clock now, in nanoseconds: the clock of its snapshots' times (sample_time_ns,
+  // host_read_ns, level_step_down_ns).
+  std::int64_t now_ns() const { return to_ns(clock_.now()); }
 
  private:
-  std::int64_t now_ns() const { return to_ns(clock_.now()); }
 
   struct die_update {
     int die;
@@ -312,6 +317,7 @@ class watcher {
     working_.raw_level = derive_level(working_, options_.policy);
     const mem_level before = working_.level;
     working_.level = hysteresis_.update(working_.raw_level, working_.sample_time_ns);
+    working_.level_step_down_ns = hysteresis_.step_down_at_ns();
     ++working_.seq;
     published_.store(working_);
     if (working_.level != before || changes_.wants_every_sample()) {
@@ -352,6 +358,7 @@ class watcher {
 
   detail::mutex sample_mu_ PNMEM_ACQUIRED_AFTER(lifecycle_mu_);
   psi_window psi_full_ PNMEM_GUARDED_BY(sample_mu_);  // the full-stall rate over the policy's window
+  avail_trend avail_trend_ PNMEM_GUARDED_BY(sample_mu_);  // how fast MemAvailable comes back
 
   detail::mutex sources_mu_ PNMEM_ACQUIRED_AFTER(sample_mu_);  // a leaf
   std::vector<source_entry> sources_ PNMEM_GUARDED_BY(sources_mu_);

@@ -21,10 +21,11 @@ from ._ffi import LibraryNotFound, library_path
 from ._core import (Answer, ArgumentError, ArgumentTypeError, Budget, Die, EngineRule, Error, Eviction, Gate,
                     GateRefused, KvAllocation, SlotEviction, admit_after_eviction, key_norm_scores,
                     observation_scores, plan_eviction, select_keep,
-                    LevelChange, Model, Plan, Policy, Provenance, Reservation, State, Subscription, Watcher, admit,
+                    LevelChange, Model, Plan, Policy, Provenance, Reservation, RetryHint, State, Subscription,
+                    Watcher, admit,
                     admit_bytes, admit_load_spike, admit_model_load, admit_model_load_die, admit_reserved, budget,
                     check_bytes, explain, kv_allocation, level_name, metrics_text, pending_bytes, plan, policy,
-                    poll_now, read, running,
+                    poll_now, read, retry_after, running,
                     set_die, set_log_sink, subscribe)
 from ._prometheus import PrometheusClientMissing, PrometheusCollector, register_prometheus
 
@@ -35,11 +36,11 @@ __all__ = [
     "EngineRule", "Error", "Gate", "GateRefused", "GateStatus", "KV_FORMATS", "KvAllocation", "KvFormat", "LayerKind",
     "Level", "LevelChange", "LibraryNotFound", "MAX_ACTIVATION_ANCHORS", "MAX_DIES", "MAX_KV_WINDOWS",
     "MAX_LAYER_GROUPS", "Model", "Plan", "Policy", "Provenance", "PsiMode",
-    "Reason", "Reservation", "SOURCES", "Source", "State", "Status", "Subscription", "Watcher", "admit",
+    "Reason", "Reservation", "RetryHint", "SOURCES", "Source", "State", "Status", "Subscription", "Watcher", "admit",
     "admit_bytes", "admit_load_spike", "admit_model_load", "admit_model_load_die", "admit_reserved", "budget",
     "check_bytes", "explain", "kv_allocation", "level_name", "library_path", "metrics_text", "pending_bytes",
     "plan", "policy", "poll_now",
-    "read", "running", "set_die", "set_log_sink", "subscribe",
+    "read", "retry_after", "running", "set_die", "set_log_sink", "subscribe",
     "Eviction", "SlotEviction", "admit_after_eviction", "key_norm_scores", "observation_scores", "plan_eviction",
     "select_keep",
     "PrometheusClientMissing", "PrometheusCollector", "register_prometheus",

@@ -355,17 +355,26 @@ class Watcher:
     Options (milliseconds; None: the PN_* variable's value or the seed's default) apply only to the
     first start in the process: a later Watcher with other options raises Error. Several Watchers may
     be started; the C watcher stops when the last of them stops. Subscriptions made through a Watcher
-    end when it stops."""
+    end when it stops. `root`: the directory the Linux sampler reads /proc and /sys under (None: "/";
+    "/host" where a container has the node's mounted there)."""
 
     def __init__(self, *, poll_interval_ms: Optional[int] = None, pressure_poll_interval_ms: Optional[int] = None,
-                 step_down_dwell_ms: Optional[int] = None) -> None:
+                 step_down_dwell_ms: Optional[int] = None, root: Optional[str] = None) -> None:
         f = "pnmem_watcher_start_with"
-        self._options = {}
+        self._options: dict = {}
         for name, v in (("poll_interval_ms", poll_interval_ms),
                         ("pressure_poll_interval_ms", pressure_poll_interval_ms),
                         ("step_down_dwell_ms", step_down_dwell_ms)):
             if v is not None:
                 self._options[name] = _int(f, name, v, 0 if name == "step_down_dwell_ms" else 1, UINT32_MAX)
+        if root is not None:
+            if not isinstance(root, (str, os.PathLike)):
+                raise ArgumentTypeError(f"{f}: root must be a path, not {type(root).__name__}", f)
+            raw = os.fsencode(root)
+            if not raw or b"\0" in raw or len(raw) > 4095:
+                raise ArgumentError(f"{f}: root must be a non-empty path of at most 4095 bytes without NUL, "
+                                    f"not {root!r}", f)
+            self._options["root"] = raw  # kept alive here while C reads it
         self._started = False
         self._subscriptions: list[Subscription] = []
 
@@ -718,6 +727,10 @@ class Answer:
     def explain(self) -> str:
         return explain(self)
 
+    def retry_after(self) -> "RetryHint":
+        """pnmem_retry_after_ms for this answer: when asking again may get more (see retry_after)."""
+        return retry_after(self)
+
 
 def _answer(a: _ffi.pnmem_admit_answer) -> Answer:
     keep = _ffi.pnmem_admit_answer.from_buffer_copy(a)  # the reason's pointer kept: pnmem_explain knows it
@@ -744,6 +757,37 @@ def explain(answer: Answer) -> str:
     if _lib.pnmem_explain(ctypes.byref(answer._c), buf, len(buf)) < 0:
         raise _fail(f, "failed")
     return buf.value.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class RetryHint:
+    """When asking again may get more (pnmem_retry_after_ms): after_ms >= 0, and what the estimate rests on:
+    "psi_decay", "host_recovery", "pending_expiry", "die_retiring", "level_dwell", "no_recovery" (nothing
+    pnmem sees is coming back: 10 s), or "none" (after_ms 0: waiting does not improve the answer). A hint,
+    not a promise: the retry is a new decision."""
+    after_ms: int
+    basis: str
+
+    @property
+    def seconds(self) -> int:
+        """after_ms rounded up to whole seconds: an HTTP Retry-After header's value."""
+        return (self.after_ms + 999) // 1000
+
+
+def retry_after(answer: Answer) -> RetryHint:
+    """pnmem_retry_after_ms: a suggested wait before asking again, for an answer denied or capped for
+    memory (a 503's Retry-After), from what pnmem sees now: the stall's decay, memory coming back, the
+    reservations' expiry, the level's dwell. From the next sample to 60 s; 0 ("none") for an answer a
+    wait does not improve (admitted, fail open, capped to its own window, a bad request)."""
+    f = "pnmem_retry_after_ms"
+    if not isinstance(answer, Answer) or answer._c is None:
+        raise ArgumentTypeError(f"{f}: answer must be a pnmem.Answer, not {type(answer).__name__}", f)
+    basis = ctypes.c_char_p()
+    _begin()
+    ms = _lib.pnmem_retry_after_ms(ctypes.byref(answer._c), ctypes.byref(basis))
+    if ms < 0:
+        raise _fail(f, "failed")
+    return RetryHint(after_ms=int(ms), basis=(basis.value or b"none").decode("ascii", "replace"))
 
 
 def _tokens(function: str, n_tokens: Any) -> int:

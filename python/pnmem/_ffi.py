@@ -88,6 +88,7 @@ class pnmem_watcher_options(Structure):
         ("poll_interval_ms", c_uint32),
         ("pressure_poll_interval_ms", c_uint32),
         ("step_down_dwell_ms", c_uint32),
+        ("root", c_char_p),  # the sampler's root directory; NULL = "/"
     ]
 
 
@@ -328,6 +329,7 @@ PROTOTYPES = {
     "pnmem_admit_reserved": (c_int, [POINTER(pnmem_model), c_int, POINTER(pnmem_admit_answer), POINTER(c_uint64)]),
     "pnmem_reserve_bytes": (c_int, [c_uint64, c_int64, POINTER(pnmem_admit_answer), POINTER(c_uint64)]),
     "pnmem_check_bytes": (c_int, [c_uint64, c_int, POINTER(pnmem_admit_answer)]),
+    "pnmem_retry_after_ms": (c_int64, [POINTER(pnmem_admit_answer), POINTER(c_char_p)]),
     "pnmem_reservation_settle": (None, [c_uint64]),
     "pnmem_reservation_cancel": (None, [c_uint64]),
     "pnmem_pending_bytes": (c_uint64, []),

@@ -40,6 +40,8 @@ static int same_answer(const pnmem_admit_answer* x, const pnmem_admit_answer* y)
 
 /* The first version's pnmem_model: up to the fields version 2 added. */
 #define PNMEM_MODEL_V1_SIZE offsetof(pnmem_model, n_more_windows)
+/* pnmem_watcher_options as the first header had it: the intervals, no root. */
+#define PNMEM_WATCHER_OPTIONS_V1_SIZE offsetof(pnmem_watcher_options, root)
 
 static char last_line[512];
 static void sink(void* user, const char* line) {
@@ -238,6 +240,7 @@ static void bad_new_arguments(int running) {
   CHECK(pnmem_check_bytes(1, -1, NULL) == -1);
   CHECK(pnmem_check_bytes(1, INT_MIN, NULL) == -1);
   CHECK(pnmem_metrics_text(NULL, 1, PNMEM_METRICS_BOX) == -1);
+  CHECK(pnmem_retry_after_ms(NULL, NULL) == -1);
   CHECK(pnmem_metrics_text(NULL, 0, ~0u) == -1);
   CHECK(memcmp(&m, &garbage, sizeof m) == 0);
   CHECK(pnmem_watcher_options_init(NULL) == -1);
@@ -245,8 +248,11 @@ static void bad_new_arguments(int running) {
   pnmem_watcher_options o;
   memset(&o, 0x33, sizeof o);
   CHECK(pnmem_watcher_options_init_sized(&o, 0) == -1);
-  CHECK(pnmem_watcher_options_init_sized(&o, sizeof o - 1) == -1);
+  CHECK(pnmem_watcher_options_init_sized(&o, PNMEM_WATCHER_OPTIONS_V1_SIZE - 1) == -1);
   CHECK(o.struct_size == 0x33333333u);
+  CHECK(pnmem_watcher_options_init_sized(&o, PNMEM_WATCHER_OPTIONS_V1_SIZE) == 0); /* a first-version caller */
+  CHECK(o.struct_size == PNMEM_WATCHER_OPTIONS_V1_SIZE);
+  CHECK(pnmem_watcher_options_init(&o) == 0 && o.root == NULL);
 
   /* pnmem_snapshot_init / pnmem_read_snapshot: NULL, a struct_size 0 or below the first version's
    * (too big for a uint32_t in the init): -1, nothing written, and a line naming the field. */
@@ -306,6 +312,17 @@ static void bad_new_arguments(int running) {
   o.pressure_poll_interval_ms = 0;
   CHECK(pnmem_watcher_start_with(&o) == -1);
   CHECK(logged("options->pressure_poll_interval_ms is 0"));
+  CHECK(pnmem_watcher_options_init(&o) == 0);
+  o.root = "";
+  CHECK(pnmem_watcher_start_with(&o) == -1);
+  CHECK(logged("options->root is empty"));
+  {
+    static char long_root[5000];
+    memset(long_root, 'a', sizeof long_root - 1);
+    o.root = long_root;
+    CHECK(pnmem_watcher_start_with(&o) == -1);
+    CHECK(logged("options->root is longer than 4095 bytes"));
+  }
 
   /* Models refused field by field. */
   m = valid_model();

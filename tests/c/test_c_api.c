@@ -384,6 +384,42 @@ int main(void) {
   CHECK(pnmem_check_bytes(1, PNMEM_MAX_DIES, &a) == -1);
   CHECK(pnmem_check_bytes(1, -1, NULL) == -1);
 
+  /* Retry hints: never negative, 0 for what a wait does not improve, from the next sample (the
+   * pressure poll) to 60 s for a shortfall; an expiring reservation bounds a host denial's hint. */
+  const char* basis = NULL;
+  CHECK(pnmem_check_bytes(1, -1, &a) == 0 && a.status == PNMEM_ADMITTED);
+  CHECK(pnmem_retry_after_ms(&a, &basis) == 0 && strcmp(basis, "none") == 0);
+  CHECK(pnmem_check_bytes(1, 15, &a) == 0 && a.status == PNMEM_DENIED); /* bad_request */
+  CHECK(pnmem_retry_after_ms(&a, &basis) == 0 && strcmp(basis, "none") == 0);
+  CHECK(pnmem_check_bytes(UINT64_MAX, -1, &a) == 0 && a.status == PNMEM_CAPPED);
+  int64_t hint = pnmem_retry_after_ms(&a, &basis);
+  CHECK(hint >= 1 && hint <= 60000);
+  CHECK(strcmp(basis, "no_recovery") == 0 || strcmp(basis, "host_recovery") == 0);
+  CHECK(pnmem_retry_after_ms(&a, NULL) >= 1); /* basis is optional */
+  {
+    const uint64_t room = a.limit_bytes; /* above the reserve, less what is pending */
+    pnmem_admit_answer held;
+    pnmem_reservation r = 0;
+    if (room > 256ull << 20 &&
+        pnmem_reserve_bytes(room - (64ull << 20), 2000, &held, &r) == 0 && held.status == PNMEM_ADMITTED) {
+      CHECK(pnmem_check_bytes(128ull << 20, -1, &a) == 0);
+      if (a.status != PNMEM_ADMITTED) { /* the box did not free 64 MiB meanwhile */
+        hint = pnmem_retry_after_ms(&a, &basis);
+        CHECK(hint >= 1 && hint <= 2000);
+        CHECK(strcmp(basis, "pending_expiry") == 0 || strcmp(basis, "host_recovery") == 0);
+      }
+      pnmem_reservation_cancel(r);
+    }
+  }
+  pnmem_admit_answer forged = a;
+  char fits[] = "fits";
+  forged.reason = fits; /* a string pnmem did not write: refused, never read */
+  CHECK(pnmem_retry_after_ms(&forged, &basis) == -1);
+  forged = a;
+  forged.status = (pnmem_admit_status)7;
+  CHECK(pnmem_retry_after_ms(&forged, &basis) == -1);
+  CHECK(pnmem_retry_after_ms(NULL, &basis) == -1);
+
   const int text_len = pnmem_metrics_text(NULL, 0, PNMEM_METRICS_ALL);
   CHECK(text_len > 0);
   char* text = malloc((size_t)text_len + 4096);

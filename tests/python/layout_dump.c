@@ -48,6 +48,7 @@ int main(void) {
   F(pnmem_watcher_options, poll_interval_ms);
   F(pnmem_watcher_options, pressure_poll_interval_ms);
   F(pnmem_watcher_options, step_down_dwell_ms);
+  F(pnmem_watcher_options, root);
 
   S(pnmem_activation_anchor);
   F(pnmem_activation_anchor, tokens);

@@ -416,3 +416,16 @@ def test_check_bytes_reserves_nothing(watcher):
         pnmem.check_bytes(1, die=-2)
     with pytest.raises(pnmem.ArgumentTypeError):
         pnmem.check_bytes(1, die="0")
+
+
+def test_retry_after_hints(watcher):
+    ok = pnmem.check_bytes(1)
+    assert ok.retry_after() == pnmem.RetryHint(0, "none") or ok.status != pnmem.Status.ADMITTED
+    unfed = pnmem.check_bytes(1, die=15)  # bad_request: no wait helps
+    assert pnmem.retry_after(unfed) == pnmem.RetryHint(0, "none")
+    huge = pnmem.check_bytes(2**64 - 1)  # never fits: a hint all the same, within its bounds
+    h = huge.retry_after()
+    assert 1 <= h.after_ms <= 60000 and h.basis in ("no_recovery", "host_recovery")
+    assert h.seconds == (h.after_ms + 999) // 1000 and h.seconds >= 1
+    with pytest.raises(pnmem.ArgumentTypeError):
+        pnmem.retry_after("denied")

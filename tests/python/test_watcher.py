@@ -192,6 +192,24 @@ print("fresh ok")
     assert r.stdout.strip() == "fresh ok"
 
 
+def test_a_watcher_over_another_root_reads_that_tree():
+    # A fixture laid out like "/": a 3 GiB cgroup v2 limit, 1 GiB available (tests/fixtures/linux/v2_nested).
+    from conftest import SOURCE_ROOT
+    root = str(SOURCE_ROOT / "tests" / "fixtures" / "linux" / "v2_nested")
+    code = f"""
+import pnmem
+with pnmem.Watcher(poll_interval_ms=3600000, pressure_poll_interval_ms=3600000, root={root!r}) as w:
+    s = w.state()
+    print(s.host_total_bytes, s.host_avail_bytes)
+"""
+    r = run_child(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [str(3 * GIB), str(1 * GIB)]
+    for bad, kind in (("", pnmem.ArgumentError), ("a" * 4096, pnmem.ArgumentError), (3, pnmem.ArgumentTypeError)):
+        with pytest.raises(kind, match="root"):
+            pnmem.Watcher(root=bad)
+
+
 def test_exit_with_a_subscription_and_a_running_watcher_is_clean():
     code = """
 import pnmem, threading

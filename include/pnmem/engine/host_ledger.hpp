@@ -232,6 +232,32 @@ class host_ledger {
   // The ledger's clock (steady_clock unless another was given), in nanoseconds.
   std::int64_t now_ns() const { return now_(); }
 
+  // When unsettled reservations with a time to live will have given back at least `bytes` by expiring
+  // (the soonest expiry by which their bytes add up to it), on the ledger's clock; -1 when all of them
+  // together hold less (reservations without one may be settled, and then the memory is real). A retry
+  // hint's input (engine/retry_after.hpp): what a denied request waits for at most, if nothing else
+  // frees memory. Sorts a copy of the live expiries: O(n log n) in the reservations with a time to
+  // live, on a denial's path only.
+  std::int64_t expiry_covering(std::uint64_t bytes) const PNMEM_EXCLUDES(mu_) {
+    if (bytes == 0) return now_();
+    std::vector<std::pair<std::int64_t, std::uint64_t>> live;  // (expires_ns, bytes)
+    {
+      detail::lock_guard lk(mu_);
+      if (expiring_ == 0) return -1;
+      live.reserve(expiring_);
+      for (const expiry& e : expiries_) {
+        if (slot_is(e.index, e.generation)) live.emplace_back(e.expires_ns, slots_[e.index].bytes);
+      }
+    }
+    std::sort(live.begin(), live.end());
+    std::uint64_t freed = 0;
+    for (const auto& [at, b] : live) {
+      freed = detail::sat_add(freed, b);
+      if (freed >= bytes) return at;
+    }
+    return -1;
+  }
+
  private:
   static constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
   static constexpr std::uint32_t no_slot = std::numeric_limits<std::uint32_t>::max();

@@ -1,0 +1,196 @@
+// pnmem/retry_hint.hpp - when asking again may get more: a Retry-After for a denied or capped answer.
+//
+// An HTTP server that answers 503 "memory pressure, retry later" wants a Retry-After. pnmem cannot know
+// the future, but it knows what has to change for the answer to change, and how fast that is happening.
+// A hint is that estimate, in milliseconds, with the reason it rests on. It is a hint: the answer to
+// the retry is a new decision on the box as it is then, and may be the same denial.
+//
+//   reason of the answer        what must change                    the estimate (basis)
+//   psi_stall                   the confirmed full stall falls      avg10 decays as e^(-t/10 s) and the
+//                               below psi_full_reject               policy's window empties linearly, if
+//                                                                   the stall stopped now (psi_decay)
+//   host_budget / host_reserve  the bytes short come back           the shortfall at the rate MemAvailable
+//                                                                   is rising (host_recovery), or the time
+//                                                                   reservations with a time to live take
+//                                                                   to expire enough of them
+//                                                                   (pending_expiry): the sooner
+//   die_vram                    the die's bytes short come back     buffers released and waiting on
+//                                                                   in-flight work cover it: the next
+//                                                                   sample (die_retiring)
+//   prefill_window (a cap)      the level steps below TIGHT         what is left of the dwell, when the raw
+//                                                                   level is already below (level_dwell)
+//
+// When nothing pnmem sees is coming back (memory falling or flat, no reservation expiring, the raw level
+// still high) the hint is retry_fallback_ms (no_recovery): long enough not to hammer a pressured box,
+// short enough to see a recovery pnmem could not predict. Every hint is at least the time to the
+// watcher's next sample (nothing pnmem decides on changes before it) and at most retry_max_ms; never
+// negative. An answer that a wait cannot improve (admitted whole, capped to the request's own window,
+// a bad request) has the hint 0 with basis `none`.
+//
+// Pure: the snapshot, the policy and what the caller knows besides (the clock, the next sample, the
+// ledger's expiries) in, the hint out. engine/retry_after.hpp fills those in from a watcher and a ledger.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+
+#include "pnmem/admission.hpp"
+#include "pnmem/detail/saturating.hpp"
+#include "pnmem/level.hpp"
+#include "pnmem/mem_level.hpp"
+#include "pnmem/mem_state.hpp"
+#include "pnmem/policy.hpp"
+
+namespace pnmem {
+
+enum class retry_basis : std::uint8_t {
+  none,            // no wait improves the answer (admitted whole, capped by its own window, a bad request)
+  psi_decay,       // a full stall: the time the confirmed stall needs to fall below the reject line
+  host_recovery,   // host bytes short: the shortfall at the rate MemAvailable is rising
+  pending_expiry,  // host bytes short: reservations with a time to live give back enough when they expire
+  die_retiring,    // die bytes short: released buffers waiting on in-flight work cover it (next sample)
+  level_dwell,     // capped to the ladder's prefill window: the dwell left before the level steps down
+  no_recovery,     // short, and nothing pnmem sees is coming back: retry_fallback_ms
+};
+
+constexpr std::string_view to_string(retry_basis b) noexcept {
+  switch (b) {
+    case retry_basis::none: return "none";
+    case retry_basis::psi_decay: return "psi_decay";
+    case retry_basis::host_recovery: return "host_recovery";
+    case retry_basis::pending_expiry: return "pending_expiry";
+    case retry_basis::die_retiring: return "die_retiring";
+    case retry_basis::level_dwell: return "level_dwell";
+    case retry_basis::no_recovery: return "no_recovery";
+  }
+  return "invalid";
+}
+
+// The most a hint says: a client told to wait longer would miss a recovery pnmem did not foresee.
+inline constexpr std::int64_t retry_max_ms = 60'000;
+// The hint when nothing is coming back: avg10's horizon, the slowest signal pnmem reads.
+inline constexpr std::int64_t retry_fallback_ms = 10'000;
+// PSI's avg10 is an exponential average with a 10 s time constant (the kernel's psi.c).
+inline constexpr double psi_avg10_tau_s = 10.0;
+
+struct retry_hint {
+  std::int64_t after_ms = 0;  // >= 0; 0 with basis none: waiting does not help
+  retry_basis basis = retry_basis::none;
+
+  friend constexpr bool operator==(const retry_hint& a, const retry_hint& b) noexcept {
+    return a.after_ms == b.after_ms && a.basis == b.basis;
+  }
+  friend constexpr bool operator!=(const retry_hint& a, const retry_hint& b) noexcept { return !(a == b); }
+};
+
+// What the hint needs besides the snapshot and the policy (engine/retry_after.hpp fills it in).
+struct retry_outlook {
+  std::int64_t now_ns = 0;                // the snapshot's clock now (steady, as mem_state's times)
+  std::int64_t next_sample_ms = 100;      // the watcher's poll interval at pressure: the least a hint says
+  // When reservations with a time to live will have given back the bytes short (the ledger's
+  // expiry_covering); -1: no expiring reservations cover it.
+  std::int64_t expiry_covering_ns = -1;
+};
+
+namespace detail {
+
+constexpr std::int64_t clamp_hint_ms(double ms, std::int64_t floor_ms) noexcept {
+  const std::int64_t lo = floor_ms < 0 ? 0 : (floor_ms > retry_max_ms ? retry_max_ms : floor_ms);
+  if (!(ms < static_cast<double>(retry_max_ms))) return retry_max_ms;  // NaN and +inf too
+  const double up = std::ceil(ms);
+  const std::int64_t v = up <= 0.0 ? 0 : static_cast<std::int64_t>(up);
+  return v < lo ? lo : v;
+}
+
+// Seconds until the confirmed full stall (level.hpp psi_full_confirmed_pct) is below `threshold_pct`,
+// if no new stall happens from now on.
+inline double psi_clear_s(const mem_state& s, double threshold_pct, std::uint32_t window_ms) noexcept {
+  double t = 0.0;
+  if (threshold_pct <= 0.0) return psi_avg10_tau_s;  // a zero threshold: no stall ever clears it
+  if (s.host_psi_full_avg10 >= threshold_pct) {
+    t = psi_avg10_tau_s * std::log(s.host_psi_full_avg10 / threshold_pct);
+  }
+  if (s.host_psi_full_sustained >= threshold_pct) {
+    // The window's rate falls as stall-free time replaces stalled time: below the line after W (1 - thr/rate).
+    const double w = static_cast<double>(window_ms) / 1000.0 * (1.0 - threshold_pct / s.host_psi_full_sustained);
+    if (w > t) t = w;
+  }
+  return t;
+}
+
+}  // namespace detail
+
+// The bytes an answer denied or capped for memory was short by: host_budget and die_vram its need
+// less its limit; host_reserve (whose limit is what was available) what must come back for the need
+// to fit above the reserve. At least 1 for those reasons; 0 for every other answer.
+constexpr std::uint64_t retry_shortfall_bytes(const admit_result& r, const mem_state& s, const policy& p) noexcept {
+  if (r.verdict == verdict::admit) return 0;
+  std::uint64_t want = 0;
+  switch (r.reason) {
+    case admit_reason::host_budget:
+    case admit_reason::die_vram: want = r.need_bytes; break;
+    case admit_reason::host_reserve:
+      want = detail::sat_add(detail::sat_add(host_reserve_bytes(s, p), r.need_bytes), 1);
+      break;
+    default: return 0;
+  }
+  return want > r.limit_bytes ? want - r.limit_bytes : 1;
+}
+
+// The hint for an answer `r` given on snapshot `s` under policy `p`.
+inline retry_hint retry_after(const admit_result& r, const mem_state& s, const policy& p,
+                              const retry_outlook& o) noexcept {
+  using detail::clamp_hint_ms;
+  const std::int64_t floor_ms = o.next_sample_ms;
+  if (r.verdict == verdict::admit) return {};
+  switch (r.reason) {
+    case admit_reason::fits:
+    case admit_reason::window:
+    case admit_reason::bad_request:
+      return {};
+    case admit_reason::psi_stall: {
+      const double thr = static_cast<double>(p.psi_full_reject_bp) / 100.0;
+      return {clamp_hint_ms(detail::psi_clear_s(s, thr, p.psi_full_window_ms) * 1000.0, floor_ms),
+              retry_basis::psi_decay};
+    }
+    case admit_reason::host_reserve:
+    case admit_reason::host_budget: {
+      const std::uint64_t short_by = retry_shortfall_bytes(r, s, p);
+      double best_ms = -1.0;
+      retry_basis basis = retry_basis::no_recovery;
+      if (s.host_avail_trend > 0.0) {
+        best_ms = static_cast<double>(short_by) / s.host_avail_trend * 1000.0;
+        basis = retry_basis::host_recovery;
+      }
+      if (o.expiry_covering_ns >= 0) {
+        const double ms = o.expiry_covering_ns > o.now_ns ? static_cast<double>(o.expiry_covering_ns - o.now_ns) / 1e6 : 0.0;
+        if (best_ms < 0.0 || ms < best_ms) {
+          best_ms = ms;
+          basis = retry_basis::pending_expiry;
+        }
+      }
+      if (best_ms < 0.0) return {clamp_hint_ms(static_cast<double>(retry_fallback_ms), floor_ms), basis};
+      return {clamp_hint_ms(best_ms, floor_ms), basis};
+    }
+    case admit_reason::die_vram: {
+      const std::uint64_t short_by = retry_shortfall_bytes(r, s, p);
+      if (valid_die(s, r.die) && s.per_die_retiring_bytes[static_cast<std::size_t>(r.die)] >= short_by) {
+        return {clamp_hint_ms(0.0, floor_ms), retry_basis::die_retiring};
+      }
+      return {clamp_hint_ms(static_cast<double>(retry_fallback_ms), floor_ms), retry_basis::no_recovery};
+    }
+    case admit_reason::prefill_window: {
+      if (s.level_step_down_ns > 0 && s.raw_level < mem_level::tight) {
+        const double ms = s.level_step_down_ns > o.now_ns ? static_cast<double>(s.level_step_down_ns - o.now_ns) / 1e6 : 0.0;
+        return {clamp_hint_ms(ms, floor_ms), retry_basis::level_dwell};
+      }
+      // The clamp is gone already: ask again once a sample has been taken.
+      if (s.level < mem_level::tight) return {clamp_hint_ms(0.0, floor_ms), retry_basis::level_dwell};
+      return {clamp_hint_ms(static_cast<double>(retry_fallback_ms), floor_ms), retry_basis::no_recovery};
+    }
+  }
+  return {};
+}
+
+}  // namespace pnmem
