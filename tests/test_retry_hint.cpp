@@ -127,6 +127,15 @@ TEST_CASE("retry_after host bytes: the shortfall at the recovery rate, or the re
     s.host_avail_trend = 100.0 * static_cast<double>(MiB);  // 3 s and one byte
     CHECK(retry_after(inside, s, default_policy, at(0)) == retry_hint{3001, retry_basis::host_recovery});
   }
+  SUBCASE("more than the box could give with all of it free: no wait helps") {
+    s.host_avail_trend = static_cast<double>(GiB);
+    const std::uint64_t most = 16 * GiB - reserve;
+    CHECK(retry_after(result(verdict::reject, admit_reason::host_budget, most + 1, limit), s, default_policy, at(0)) ==
+          retry_hint{0, retry_basis::never_fits});
+    CHECK(retry_after(result(verdict::reject, admit_reason::host_budget, most, limit), s, default_policy, at(0)).basis ==
+          retry_basis::host_recovery);
+    CHECK(to_string(retry_basis::never_fits) == "never_fits");
+  }
   SUBCASE("a byte reservation that did not fit is capped, not rejected: the same hint") {
     s.host_avail_trend = static_cast<double>(GiB);
     CHECK(retry_after(result(verdict::cap, admit_reason::host_budget, 3 * GiB, limit), s, default_policy, at(0)) ==
@@ -142,6 +151,10 @@ TEST_CASE("retry_after die_vram: buffers retiring on the die cover the shortfall
   CHECK(retry_after(r, s, default_policy, at(0)) == retry_hint{retry_fallback_ms, retry_basis::no_recovery});
   s.per_die_retiring_bytes[1] = 2 * GiB;
   CHECK(retry_after(r, s, default_policy, at(0, 250)) == retry_hint{250, retry_basis::die_retiring});
+  s.per_die_budget_bytes[1] = 8 * GiB;  // the die's total less its reserve: 6 GiB fits an idle die
+  CHECK(retry_after(r, s, default_policy, at(0, 250)) == retry_hint{250, retry_basis::die_retiring});
+  s.per_die_budget_bytes[1] = 5 * GiB;  // it never would
+  CHECK(retry_after(r, s, default_policy, at(0, 250)) == retry_hint{0, retry_basis::never_fits});
 }
 
 TEST_CASE("retry_after prefill_window: what is left of the dwell once the raw level is below TIGHT") {

@@ -110,6 +110,11 @@ int main() {
   check_bytes_answer("pnmem_check_bytes", a, too_big);
   if (a.status == PNMEM_ADMITTED) fail("pnmem_check_bytes admitted 4 x MemTotal: " + explain(a));
   std::printf("load 4 x MemTotal refused: %s\n", explain(a).c_str());
+  // Asking again later does not help a load larger than the box: pnmem says so (a 507, not a 503).
+  const char* load_basis = nullptr;
+  if (pnmem_retry_after_ms(&a, &load_basis) != 0 || std::strcmp(load_basis, "never_fits") != 0)
+    fail("pnmem_retry_after_ms: a load of 4 x MemTotal should never fit, not " + std::string(load_basis ? load_basis : "?"));
+  std::printf("  retry: never (%s)\n", load_basis);
   if (pnmem_check_bytes(load_bytes, -1, &a) != 0) fail("pnmem_check_bytes returned -1");
   check_bytes_answer("pnmem_check_bytes", a, load_bytes);
   if (a.status != PNMEM_ADMITTED) {

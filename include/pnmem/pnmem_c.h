@@ -489,7 +489,9 @@ PNMEM_C_API int pnmem_explain(const pnmem_admit_answer* a, char* buf, size_t len
  *   prefill_window  what is left of the step-down dwell once the raw level is below TIGHT ("level_dwell");
  * and otherwise 10000 ("no_recovery": nothing pnmem sees is coming back). Always from the watcher's
  * poll interval at pressure (the next sample) to 60000; never negative. 0 ("none") for an answer a
- * wait does not improve: admitted, fail open, capped to the request's own window, bad_request.
+ * wait does not improve: admitted, fail open, capped to the request's own window, bad_request;
+ * 0 ("never_fits") for a need larger than the box (host total less the reserve) or the die (its
+ * budget) could give with all of it free: refuse it for good (HTTP 413 or 507, not 503).
  * A hint, not a promise: the retry is a new decision.
  * basis, when not NULL, gets the name above (a static string). -1 if a is NULL, or its status or
  * reason is not one pnmem wrote (a line names the field; pass the answer as pnmem returned it).

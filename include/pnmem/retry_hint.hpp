@@ -25,12 +25,15 @@
 // short enough to see a recovery pnmem could not predict. Every hint is at least the time to the
 // watcher's next sample (nothing pnmem decides on changes before it) and at most retry_max_ms; never
 // negative. An answer that a wait cannot improve (admitted whole, capped to the request's own window,
-// a bad request) has the hint 0 with basis `none`.
+// a bad request) has the hint 0 with basis `none`; one whose need is more than the box could give with
+// all its memory free (host total less the reserve; a die's budget) has 0 with basis `never_fits`: a
+// server answers that with a refusal that is not "retry later" (HTTP 413 or 507, not 503).
 //
 // Pure: the snapshot, the policy and what the caller knows besides (the clock, the next sample, the
 // ledger's expiries) in, the hint out. engine/retry_after.hpp fills those in from a watcher and a ledger.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string_view>
@@ -52,6 +55,7 @@ enum class retry_basis : std::uint8_t {
   die_retiring,    // die bytes short: released buffers waiting on in-flight work cover it (next sample)
   level_dwell,     // capped to the ladder's prefill window: the dwell left before the level steps down
   no_recovery,     // short, and nothing pnmem sees is coming back: retry_fallback_ms
+  never_fits,      // more than the box (or the die) can ever give, the reserve kept: waiting does not help (0)
 };
 
 constexpr std::string_view to_string(retry_basis b) noexcept {
@@ -63,6 +67,7 @@ constexpr std::string_view to_string(retry_basis b) noexcept {
     case retry_basis::die_retiring: return "die_retiring";
     case retry_basis::level_dwell: return "level_dwell";
     case retry_basis::no_recovery: return "no_recovery";
+    case retry_basis::never_fits: return "never_fits";
   }
   return "invalid";
 }
@@ -156,6 +161,9 @@ inline retry_hint retry_after(const admit_result& r, const mem_state& s, const p
     }
     case admit_reason::host_reserve:
     case admit_reason::host_budget: {
+      if (detail::host_known(s) && r.need_bytes > s.host_total_bytes - std::min(s.host_total_bytes, host_reserve_bytes(s, p))) {
+        return {0, retry_basis::never_fits};
+      }
       const std::uint64_t short_by = retry_shortfall_bytes(r, s, p);
       double best_ms = -1.0;
       retry_basis basis = retry_basis::no_recovery;
@@ -174,6 +182,10 @@ inline retry_hint retry_after(const admit_result& r, const mem_state& s, const p
       return {clamp_hint_ms(best_ms, floor_ms), basis};
     }
     case admit_reason::die_vram: {
+      if (valid_die(s, r.die)) {
+        const std::uint64_t budget = s.per_die_budget_bytes[static_cast<std::size_t>(r.die)];
+        if (budget != 0 && r.need_bytes > budget) return {0, retry_basis::never_fits};
+      }
       const std::uint64_t short_by = retry_shortfall_bytes(r, s, p);
       if (valid_die(s, r.die) && s.per_die_retiring_bytes[static_cast<std::size_t>(r.die)] >= short_by) {
         return {clamp_hint_ms(0.0, floor_ms), retry_basis::die_retiring};

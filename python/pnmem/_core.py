@@ -763,8 +763,9 @@ def explain(answer: Answer) -> str:
 class RetryHint:
     """When asking again may get more (pnmem_retry_after_ms): after_ms >= 0, and what the estimate rests on:
     "psi_decay", "host_recovery", "pending_expiry", "die_retiring", "level_dwell", "no_recovery" (nothing
-    pnmem sees is coming back: 10 s), or "none" (after_ms 0: waiting does not improve the answer). A hint,
-    not a promise: the retry is a new decision."""
+    pnmem sees is coming back: 10 s), "none" (after_ms 0: waiting does not improve the answer) or
+    "never_fits" (after_ms 0: more than the box or die could ever give). A hint, not a promise: the
+    retry is a new decision."""
     after_ms: int
     basis: str
 

@@ -392,10 +392,15 @@ int main(void) {
   CHECK(pnmem_check_bytes(1, 15, &a) == 0 && a.status == PNMEM_DENIED); /* bad_request */
   CHECK(pnmem_retry_after_ms(&a, &basis) == 0 && strcmp(basis, "none") == 0);
   CHECK(pnmem_check_bytes(UINT64_MAX, -1, &a) == 0 && a.status == PNMEM_CAPPED);
-  int64_t hint = pnmem_retry_after_ms(&a, &basis);
-  CHECK(hint >= 1 && hint <= 60000);
-  CHECK(strcmp(basis, "no_recovery") == 0 || strcmp(basis, "host_recovery") == 0);
-  CHECK(pnmem_retry_after_ms(&a, NULL) >= 1); /* basis is optional */
+  CHECK(pnmem_retry_after_ms(&a, &basis) == 0 && strcmp(basis, "never_fits") == 0); /* more than the box */
+  CHECK(pnmem_check_bytes(a.limit_bytes + (64ull << 20), -1, &a) == 0); /* 64 MiB more than there is room for */
+  int64_t hint = 0;
+  if (a.status != PNMEM_ADMITTED) { /* the box did not free 64 MiB meanwhile */
+    hint = pnmem_retry_after_ms(&a, &basis);
+    CHECK(hint >= 1 && hint <= 60000);
+    CHECK(strcmp(basis, "no_recovery") == 0 || strcmp(basis, "host_recovery") == 0);
+    CHECK(pnmem_retry_after_ms(&a, NULL) >= 1); /* basis is optional */
+  }
   {
     const uint64_t room = a.limit_bytes; /* above the reserve, less what is pending */
     pnmem_admit_answer held;
