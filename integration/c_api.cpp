@@ -115,7 +115,16 @@ int admit_c(const char* entry, const pnmem_model& model, int n_tokens, pnmem_adm
   } else {
     a = pnmem::admit(view, *m, n_tokens, encoder_items, o);  // a seqlock read: no lock
   }
-  if (!line.empty()) s.log(line);  // the sink may call back into pnmem
+  if (!line.empty()) {
+    try {
+      s.log(line);  // the sink may call back into pnmem
+    } catch (...) {
+      // Not delivered: not remembered as logged, so the next clamped admission logs it again.
+      s.counters.ladder_logged.store(0, std::memory_order_relaxed);
+      throw;
+    }
+  }
+  if (a.status == pnmem::admit_status::fail_open) s.note_fail_open();
   if (reservation != nullptr) *reservation = s.keep(std::move(held), 0);
   out = pnmem::c_abi::to_c(a, pending);
   return 0;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <new>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,9 +19,43 @@ global_state::global_state() {
   // report them on stderr. Analysis-free: no other thread sees the state yet.
   for (const config_error& e : take_env_errors()) pending_.push_back("pnmem: " + e.to_string());
   if (!pending_.empty()) has_pending_.store(true, std::memory_order_release);
+  // Last: fully built.
+  detail::fork_registry::get().add(this, detail::fork_registry::rank_c_state,
+                                   {[](void* s) noexcept { static_cast<global_state*>(s)->prepare_fork(); },
+                                    [](void* s) noexcept { static_cast<global_state*>(s)->after_fork_parent(); },
+                                    [](void* s) noexcept { static_cast<global_state*>(s)->after_fork_child(); }});
+}
+
+void global_state::prepare_fork() noexcept {
+  res_mu_.lock();
+  subs_mu_.lock();
+}
+
+void global_state::after_fork_parent() noexcept {
+  subs_mu_.unlock();
+  res_mu_.unlock();
+}
+
+void global_state::after_fork_child() noexcept {
+  running_.clear();  // the threads that were calling subscribers are gone (no allocation: clear keeps capacity)
+  // Waiters in the parent (an unsubscribe waiting for a callback) do not exist here: a fresh one.
+  new (&subs_cv_) std::condition_variable();
+  subs_mu_.unlock();
+  res_mu_.unlock();
+}
+
+void global_state::note_fail_open() {
+  const std::uint64_t generation = detail::fork_registry::get().generation();
+  const platform_watcher* w = watcher();
+  if (generation == 0 || w == nullptr || w->running()) return;
+  std::uint64_t noted = fork_noted_.load(std::memory_order_relaxed);
+  if (noted == generation || !fork_noted_.compare_exchange_strong(noted, generation)) return;
+  log("pnmem: this process is a fork's child: the watcher's poll thread did not come along, so "
+      "admissions fail open here until pnmem_watcher_start starts it in this process");
 }
 
 global_state::~global_state() {
+  detail::fork_registry::get().remove(this);
   // At exit: a call still running on another thread finds no watcher rather than a
   // destroyed one (owner_ is destroyed after this body).
   watcher_.store(nullptr, std::memory_order_release);

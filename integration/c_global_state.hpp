@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "pnmem/detail/fork_guard.hpp"
 #include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/engine/counters.hpp"
@@ -100,6 +101,10 @@ class global_state {
   // there are none.
   void flush() PNMEM_EXCLUDES(life_mu_);
 
+  // An admission failed open. In a fork's child whose watcher has not been started there, logs once
+  // (per fork) why: the poll thread did not come along (detail/fork_guard.hpp).
+  void note_fail_open();
+
   // --- the log sink --------------------------------------------------------------------
   // Hands one line to the sink (no lock; the sink may call back into pnmem). What the
   // sink throws goes to the caller: the entry point's boundary.
@@ -124,6 +129,15 @@ class global_state {
   void unsubscribe(pnmem_subscription id) PNMEM_EXCLUDES(subs_mu_);
 
  private:
+  // fork() (pnmem/detail/fork_guard.hpp; rank c_state: after the watcher's locks, whose level
+  // callbacks may take these, and before the ledger's): the handles and subscriptions are never
+  // copied mid-change. In the child a C subscriber that was running on another thread is not any
+  // more. life_mu and sink_mu are not taken (the registry's own mutex is taken under life_mu when the
+  // watcher is created): a fork racing the watcher's creation or set_log_sink is not supported.
+  void prepare_fork() noexcept PNMEM_NO_THREAD_SAFETY_ANALYSIS;
+  void after_fork_parent() noexcept PNMEM_NO_THREAD_SAFETY_ANALYSIS;
+  void after_fork_child() noexcept PNMEM_NO_THREAD_SAFETY_ANALYSIS;
+
   const pnmem::policy& load_policy() PNMEM_REQUIRES(life_mu_);
   platform_watcher& create_locked(watcher_options o, const std::string& root) PNMEM_REQUIRES(life_mu_);
   // Every level change of the watcher, to the C subscribers (the watcher's one subscriber).
@@ -139,6 +153,7 @@ class global_state {
   std::vector<std::string> pending_ PNMEM_GUARDED_BY(life_mu_);  // the environment's errors, for flush()
   std::atomic<bool> has_pending_{false};
   std::string root_ PNMEM_GUARDED_BY(life_mu_) = "/";  // the watcher's sampler root, once created
+  std::atomic<std::uint64_t> fork_noted_{0};  // the fork generation note_fail_open last logged
 
   // The sink: each set_sink adds one (never freed before the process ends: a reader may
   // still be calling the one it loaded) and publishes it.

@@ -5,7 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_support.hpp"
@@ -69,6 +71,47 @@ TEST_CASE("3. at TIGHT rung 3 halves the window, logs the seed's line, and admis
   CHECK(longer.status == admit_status::capped);
   CHECK(longer.reason == admit_reason::window);
   CHECK(longer.fit_tokens == 8192);
+}
+
+TEST_CASE("rung 3's line is logged when the clamp engages, changes and lifts, not per admission") {
+  const std::uint64_t r = host_reserve_bytes(8 * GiB);
+  const fake_watcher tight = at(host_state(8 * GiB, r + r / 8));
+  const fake_watcher critical = at(host_state(8 * GiB, r / 2));
+  const fake_watcher ok = at(host_state(8 * GiB, 6 * GiB));
+  REQUIRE(tight.state.level == mem_level::tight);
+  REQUIRE(critical.state.level == mem_level::critical);
+  REQUIRE(ok.state.level == mem_level::ok);
+  const model_desc m{.kv = kv_format::q4, .gpu_resident = true, .max_window = 16384, .max_slots = 8};
+  std::mutex mu;
+  std::vector<std::string> log;
+  engine_counters c;
+  const admit_options o{.log = [&](std::string_view l) {
+                          std::lock_guard<std::mutex> lk(mu);
+                          log.emplace_back(l);
+                        },
+                        .counters = &c};
+  for (int i = 0; i < 1000; ++i) admit(tight, m, 12000, o);
+  CHECK(log == std::vector<std::string>{"[ladder] TIGHT -> prefill window clamped 16384 -> 8192 (rung 3)"});
+  CHECK(c.ladder_degradations[static_cast<std::size_t>(mem_level::tight)].load() == 1000);  // counted, all
+  // Eight threads at once: still one line per change.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) admit(critical, m, 12000, o);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  REQUIRE(log.size() == 2);
+  CHECK(log[1] == "[ladder] CRITICAL -> prefill window clamped 16384 -> 4096 (rung 3)");
+  for (int i = 0; i < 100; ++i) admit(ok, m, 12000, o);
+  REQUIRE(log.size() == 3);
+  CHECK(log[2] == "[ladder] OK -> prefill window back to 16384 (rung 3 off)");
+  admit(tight, m, 100, o);
+  CHECK(log.size() == 4);  // engaged again
+  // Without counters there is nothing to remember the line in: every clamped admission logs it.
+  std::vector<std::string> plain;
+  for (int i = 0; i < 3; ++i) admit(tight, m, 12000, {.log = [&](std::string_view l) { plain.emplace_back(l); }});
+  CHECK(plain.size() == 3);
 }
 
 TEST_CASE("the two window reasons tell a configured cap from a pressure cap without comparing fields") {

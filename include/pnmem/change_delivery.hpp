@@ -122,6 +122,15 @@ class change_delivery {
     }
   }
 
+  // fork() (detail/fork_guard.hpp, through the watcher): held across the fork, so the queue and the
+  // subscriber list are never copied mid-change; in the child, a delivery that was running on another
+  // thread is over (that thread is gone), so the next publisher delivers what is queued.
+  void lock_for_fork() PNMEM_NO_THREAD_SAFETY_ANALYSIS { mu_.lock(); }
+  void unlock_after_fork(bool in_child) PNMEM_NO_THREAD_SAFETY_ANALYSIS {
+    if (in_child) delivering_ = false;
+    mu_.unlock();
+  }
+
  private:
   struct subscription {
     subscription_id id;

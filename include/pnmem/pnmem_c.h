@@ -106,6 +106,10 @@ typedef struct pnmem_state {
  * through the sink and its default kept), and never destroyed while the process runs:
  * stopping it stops its thread, and the last snapshot stays readable.
  *
+ * After fork() the child's watcher is not running (its poll thread stayed in the parent): admissions
+ * fail open there, and the first one logs why, until pnmem_watcher_start starts it in the child. Do
+ * not fork from inside a pnmem callback (docs/engine-integration.md, "Forked workers").
+ *
  * The options are those it was created with. Defaults (pnmem_watcher_options_init,
  * and what pnmem_watcher_start uses), as the C++ watcher's (pnmem::watcher_options):
  * the PN_* variable's value where it is set, else the seed's:

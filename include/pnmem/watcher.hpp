@@ -39,6 +39,9 @@
 // sample of start() (so a subscriber must not call start() or stop()). A die source
 // runs under sample_mu_ (so it must not call poll_now()).
 //
+// fork(): all of them are taken across it, in this order (detail/fork_guard.hpp); in the
+// child the poll thread is gone, running() is false and start() starts a new one.
+//
 // PSI: the sampler's total= counter is kept over policy::psi_full_window_ms
 // (psi_window.hpp) to give the snapshot's host_psi_full_sustained, what confirms
 // a stall as CRITICAL (level.hpp).
@@ -55,6 +58,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <new>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -64,6 +68,7 @@
 #include "pnmem/change_delivery.hpp"
 #include "pnmem/clock_ns.hpp"
 #include "pnmem/config.hpp"
+#include "pnmem/detail/fork_guard.hpp"
 #include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/host_sample.hpp"
@@ -128,12 +133,20 @@ class watcher {
       : sampler_(std::move(sampler)),
         options_(options),
         clock_(std::move(clock)),
-        hysteresis_(options.step_down_dwell) {}
+        hysteresis_(options.step_down_dwell) {
+    detail::fork_registry::get().add(this, detail::fork_registry::rank_watcher,
+                                     {[](void* w) noexcept { static_cast<watcher*>(w)->prepare_fork(); },
+                                      [](void* w) noexcept { static_cast<watcher*>(w)->unlock_after_fork(false); },
+                                      [](void* w) noexcept { static_cast<watcher*>(w)->after_fork_child(); }});
+  }
 
   watcher(const watcher&) = delete;
   watcher& operator=(const watcher&) = delete;
 
-  ~watcher() { stop(); }
+  ~watcher() {
+    stop();
+    detail::fork_registry::get().remove(this);
+  }
 
   // Idempotent. Takes one sample synchronously before the thread starts, so the
   // first read() after start() returns real numbers. False if the thread could
@@ -266,6 +279,37 @@ class watcher {
   std::int64_t now_ns() const { return to_ns(clock_.now()); }
 
  private:
+  // fork() (detail/fork_guard.hpp): every lock taken across it, in the watcher's own order, so the
+  // child's copy never holds a half-made sample or a half-published snapshot. In the child the poll
+  // thread is gone: its std::thread is abandoned (not joined: there is nothing to join, and not
+  // destroyed: a joinable one would terminate), running() turns false, and start() starts a new one.
+  // The last snapshot stays readable there, as after stop().
+  void prepare_fork() noexcept PNMEM_NO_THREAD_SAFETY_ANALYSIS {
+    lifecycle_mu_.lock();  // the order above
+    sample_mu_.lock();
+    sources_mu_.lock();
+    write_mu_.lock();
+    changes_.lock_for_fork();
+    wait_mu_.lock();
+  }
+  void after_fork_child() noexcept PNMEM_NO_THREAD_SAFETY_ANALYSIS {
+    if (thread_.joinable()) {
+      // Leaked on purpose, once per fork: a std::thread whose thread exists only in the parent.
+      static_cast<void>(new (std::nothrow) std::thread(std::move(thread_)));
+      if (thread_.joinable()) thread_.detach();  // no memory for the leak: detaching is the lesser harm
+    }
+    running_.store(false, std::memory_order_release);
+    stop_requested_.store(false, std::memory_order_relaxed);
+    unlock_after_fork(true);
+  }
+  void unlock_after_fork(bool in_child) noexcept PNMEM_NO_THREAD_SAFETY_ANALYSIS {
+    wait_mu_.unlock();
+    changes_.unlock_after_fork(in_child);
+    write_mu_.unlock();
+    sources_mu_.unlock();
+    sample_mu_.unlock();
+    lifecycle_mu_.unlock();
+  }
 
   struct die_update {
     int die;

@@ -9,6 +9,7 @@ import math
 import os
 import threading
 import traceback
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -347,6 +348,33 @@ def subscribe(callback: Callable[[LevelChange], Any]) -> Subscription:
 
 _lifecycle = threading.Lock()
 _starts = 0  # Python Watchers started and not stopped: the C watcher stops with the last
+_started: "weakref.WeakSet[Watcher]" = weakref.WeakSet()  # those Watchers
+
+
+# os.fork() (vLLM, SGLang workers): the C watcher's poll thread stays in the parent, so in the child
+# it is not running (admissions fail open) until a Watcher is started there; the Python side follows:
+# no Watcher counts as started in the child. The lifecycle lock is held across the fork so the child
+# never inherits it held by a thread that did not come along.
+def _before_fork() -> None:
+    _lifecycle.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    _lifecycle.release()
+
+
+def _after_fork_in_child() -> None:
+    global _starts
+    for w in list(_started):
+        w._started = False
+    _started.clear()
+    _starts = 0
+    _lifecycle.release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 class Watcher:
@@ -399,6 +427,7 @@ class Watcher:
                 raise _fail("pnmem_watcher_start", "the watcher did not start")
             self._started = True
             _starts += 1
+            _started.add(self)
         return self
 
     def stop(self) -> None:
@@ -412,6 +441,7 @@ class Watcher:
             if not self._started:
                 return
             self._started = False
+            _started.discard(self)
             _starts -= 1
             if _starts == 0:
                 _lib.pnmem_watcher_stop()  # joins the poll thread (the GIL is released meanwhile)

@@ -90,8 +90,11 @@ free_port() {
 }
 
 # --- 1. watch --textfile -------------------------------------------------------
+# As a service runs it: umask 077 (systemd's UMask=0077). The file must still be 0644, readable by
+# node_exporter, which runs as another user below when this test runs as root.
+chmod 755 "$work" "$textdir"
 start=$(date +%s.%N)
-"$pnmem" watch --interval 100 --textfile "$textdir/pnmem.prom" >"$work/watch.out" 2>"$work/watch.err" &
+(umask 077 && exec "$pnmem" watch --interval 100 --textfile "$textdir/pnmem.prom" >"$work/watch.out" 2>"$work/watch.err") &
 watch_pid=$!
 for _ in $(seq 100); do
   [ -f "$textdir/pnmem.prom" ] && break
@@ -99,12 +102,23 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 [ -f "$textdir/pnmem.prom" ] || fail "no $textdir/pnmem.prom after 10 s: $(cat "$work/watch.err")"
+mode=$(stat -c %a "$textdir/pnmem.prom")
+[ "$mode" = 644 ] || fail "$textdir/pnmem.prom is mode $mode under umask 077, not 644: node_exporter as another user cannot read it"
+
+# node_exporter as its own user (nobody), as Debian's package runs it, when this test may switch users.
+as_exporter=()
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 && id nobody >/dev/null 2>&1; then
+  as_exporter=(setpriv --reuid="$(id -u nobody)" --regid="$(id -g nobody)" --clear-groups)
+  echo "node_exporter runs as nobody; pnmem watch under umask 077 as $(id -un)"
+else
+  echo "NOTE: node_exporter runs as this user (not root, or no setpriv): the other-user read is not checked"
+fi
 
 # --- 2. node_exporter on a free port -------------------------------------------
 port=
 for attempt in 1 2 3 4 5; do
   try_port=$(free_port)
-  "$exporter" --web.listen-address="127.0.0.1:$try_port" \
+  "${as_exporter[@]}" "$exporter" --web.listen-address="127.0.0.1:$try_port" \
     --collector.disable-defaults --collector.textfile --collector.textfile.directory="$textdir" \
     >"$work/exporter.$attempt.log" 2>&1 &
   exporter_pid=$!

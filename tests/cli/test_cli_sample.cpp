@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "../exposition_check.hpp"
@@ -119,6 +120,29 @@ TEST_CASE("pnmem watch text mode prints a line per sample") {
   REQUIRE(lines.size() == 2);  // v2_unlimited stays OK: no level-change line
   CHECK(lines[0].find("avail") != std::string::npos);
   CHECK(lines[0].find("level") == std::string::npos);
+}
+
+TEST_CASE("output that cannot be written (/dev/full) is an error with its reason, and watch stops") {
+  if (::access("/dev/full", W_OK) != 0) {
+    MESSAGE("not checked: no writable /dev/full here");
+    return;
+  }
+  // A shell sends pnmem's stdout to /dev/full: every write fails with ENOSPC.
+  const std::string pnmem = pnmem::test::env_or_fail("PNMEM_EXE");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"sample", "--root", fixture("v2_unlimited")},
+        std::vector<std::string>{"metrics", "--root", fixture("v2_unlimited")},
+        std::vector<std::string>{"--version"},
+        // Until stopped: without the check it writes into the void for ever (the test would time out).
+        std::vector<std::string>{"watch", "--root", fixture("v2_unlimited"), "--interval", "5"},
+        std::vector<std::string>{"watch", "--json", "--root", fixture("v2_unlimited"), "--interval", "5"}}) {
+    CAPTURE(args[0]);
+    std::vector<std::string> sh{"-c", "exec \"$0\" \"$@\" >/dev/full", pnmem};
+    sh.insert(sh.end(), args.begin(), args.end());
+    const auto r = pnmem::test::run_process("/bin/sh", sh);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err == "pnmem: error: writing to standard output failed: No space left on device\n");
+  }
 }
 
 TEST_CASE("bad sample/watch arguments exit 2 with one line") {

@@ -210,6 +210,45 @@ with pnmem.Watcher(poll_interval_ms=3600000, pressure_poll_interval_ms=3600000, 
             pnmem.Watcher(root=bad)
 
 
+def test_a_forked_child_fails_open_until_it_starts_its_own_watcher():
+    code = """
+import os, time, pnmem
+w = pnmem.Watcher(poll_interval_ms=50, pressure_poll_interval_ms=50).start()
+lines = []
+pnmem.set_log_sink(lines.append)
+pid = os.fork()
+if pid == 0:
+    code = 0
+    try:
+        assert not pnmem.running() and not w.started, "the poll thread stayed in the parent"
+        frozen = pnmem.read().seq
+        assert pnmem.admit(100).status == pnmem.Status.FAIL_OPEN
+        assert any("fork's child" in line for line in lines), lines
+        with pnmem.Watcher() as mine:
+            assert pnmem.running() and mine.state().seq > frozen
+            seq = pnmem.read().seq
+            time.sleep(0.3)
+            assert pnmem.read().seq > seq, "the child's own poll thread samples"
+            assert pnmem.admit(100).status != pnmem.Status.FAIL_OPEN
+        assert not pnmem.running()
+    except BaseException as e:
+        print("child:", repr(e), flush=True)
+        code = 1
+    os._exit(code)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+assert pnmem.running() and w.started
+seq = pnmem.read().seq
+time.sleep(0.3)
+assert pnmem.read().seq > seq, "the parent's watcher carries on"
+w.stop()
+print("fork ok")
+"""
+    r = run_child(code)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().endswith("fork ok"), r.stdout
+
+
 def test_exit_with_a_subscription_and_a_running_watcher_is_clean():
     code = """
 import pnmem, threading

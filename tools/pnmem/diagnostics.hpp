@@ -19,6 +19,13 @@ std::string one_line(std::string_view s);
 // "pnmem: error: <message>"
 void print_error(std::string_view message);
 
+// Flushes standard output. False, with "pnmem: error: writing to standard output failed: <why>"
+// printed, when any write to it failed (a full disk, /dev/full, a closed pipe): the answer did not
+// reach the reader, so the command must not exit 0.
+bool stdout_ok();
+// Called first thing: std::cout keeps the errno of its first failed write, for stdout_ok's line.
+void keep_stdout_errors();
+
 // "pnmem: warning: <error>" for each bad PN_* variable.
 void print_warnings(const std::vector<pnmem::config_error>& errors);
 

@@ -106,6 +106,7 @@ std::string help_footer() {
 }
 
 int run(int argc, char** argv) {
+  pnmem_cli::keep_stdout_errors();
   // The PN_* variables, as every library default reads them (once, config.hpp), their errors
   // taken before anything could report them: the tool prints them itself, as warnings, once it
   // has an answer (none with --help, none beside a bad argument).
@@ -130,13 +131,13 @@ int run(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
-    return 0;
+    return pnmem_cli::stdout_ok() ? 0 : pnmem_cli::exit_failure;
   } catch (const CLI::CallForAllHelp&) {
     std::cout << app.help("", CLI::AppFormatMode::All);
-    return 0;
+    return pnmem_cli::stdout_ok() ? 0 : pnmem_cli::exit_failure;
   } catch (const CLI::CallForVersion& e) {
     std::cout << e.what() << '\n';
-    return 0;
+    return pnmem_cli::stdout_ok() ? 0 : pnmem_cli::exit_failure;
   } catch (const CLI::ParseError& e) {
     pnmem_cli::print_error(e.what());
     return pnmem_cli::exit_usage;
@@ -152,7 +153,9 @@ int run(int argc, char** argv) {
   }
 
   try {
-    return chosen->run(env, json);
+    const int status = chosen->run(env, json);
+    // An answer that did not reach standard output is a failure, whatever it said.
+    return pnmem_cli::stdout_ok() ? status : pnmem_cli::exit_failure;
   } catch (const pnmem_cli::usage_error& e) {
     pnmem_cli::print_error(e.what());
     return pnmem_cli::exit_usage;

@@ -68,13 +68,19 @@ std::string textfile_writer::check() const {
 }
 
 std::string textfile_writer::write(std::string_view text) const {
-  // 0644: node_exporter usually runs as another user, and reads it.
+  // 0644: node_exporter usually runs as another user, and reads it. Set with fchmod too: open's mode
+  // is cut by the umask (a service's 077 would make it 0600, and the scrape would fail).
   const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return failure(temp_, "create", errno);
   const auto give_up = [&](std::string_view step, int err) {
     ::unlink(temp_.c_str());
     return failure(temp_, step, err);
   };
+  if (::fchmod(fd, 0644) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return give_up("chmod 0644", err);
+  }
   if (const int err = write_all(fd, text); err != 0) {
     ::close(fd);
     return give_up("write", err);

@@ -221,6 +221,7 @@ int watch_command::stream(const pnmem::env_settings& env, bool json) const {
         std::cout << clock_time() << ' ' << state_line(s) << '\n';
       }
       std::cout << std::flush;
+      if (!std::cout) break;  // the reader is gone or the disk is full: main reports it, exit 1
       if (count != until_stopped && ++printed >= count) break;
     }
     const auto secs = std::chrono::duration_cast<std::chrono::seconds>(interval);

@@ -8,6 +8,9 @@
 //   3. clamp the window with the ladder's rung 3 at the snapshot's level, and say
 //      so through the log sink:
 //        [ladder] TIGHT -> prefill window clamped 16384 -> 8192 (rung 3)
+//      With admit_options::counters set, once when the clamp engages or changes, and once when it
+//      lifts ("[ladder] OK -> prefill window back to 16384 (rung 3 off)"); every clamped admission is
+//      counted (ladder_degradations). Without counters, every clamped admission logs the line.
 //   4. admit_request, mapped to admitted / capped / denied.
 // A request that carries images for a model with cross-attention layers (Mllama) says how many:
 // admit(w, m, n_tokens, encoder_items, o); each costs the model's kv_bytes_per_encoder_item.
@@ -90,12 +93,37 @@ constexpr std::string_view log_name(mem_level l) noexcept {
 }
 
 namespace detail {
-// Rung 3's log line, out of the decision's way (a log sink is rare on the hot path).
+// Rung 3's clamp as engine_counters::ladder_logged keeps it: the level, the configured and the
+// clamped window in one word (never 0: the level is TIGHT or worse while clamped).
+constexpr std::uint64_t ladder_log_key(mem_level level, int configured, int clamped) noexcept {
+  return static_cast<std::uint64_t>(level) << 62 | (static_cast<std::uint64_t>(configured) & 0x7fffffffu) << 31 |
+         (static_cast<std::uint64_t>(clamped) & 0x7fffffffu);
+}
+
+// Rung 3's log line, out of the decision's way (a log sink is rare on the hot path). With counters,
+// only when the clamp differs from the one last logged (it engaged, or moved with the level): the
+// first admission that sees it logs it, the rest are counted (ladder_degradations).
 [[gnu::noinline, gnu::cold]] inline void log_window_clamp(const std::function<void(std::string_view)>& log,
-                                                           mem_level level, int configured, int clamped) {
+                                                           engine_counters* counters, mem_level level,
+                                                           int configured, int clamped) {
+  if (counters != nullptr) {
+    const std::uint64_t key = ladder_log_key(level, configured, clamped);
+    if (counters->ladder_logged.exchange(key, std::memory_order_relaxed) == key) return;
+  }
   char line[160];
   std::snprintf(line, sizeof line, "[ladder] %s -> prefill window clamped %d -> %d (rung 3)",
                 std::string(log_name(level)).c_str(), configured, clamped);
+  log(line);
+}
+
+// The clamp lifted (the level is below TIGHT again) after one was logged: one line saying so.
+[[gnu::noinline, gnu::cold]] inline void log_window_restored(const std::function<void(std::string_view)>& log,
+                                                              engine_counters& counters, mem_level level) {
+  const std::uint64_t was = counters.ladder_logged.exchange(0, std::memory_order_relaxed);
+  if (was == 0) return;
+  char line[160];
+  std::snprintf(line, sizeof line, "[ladder] %s -> prefill window back to %d (rung 3 off)",
+                std::string(log_name(level)).c_str(), static_cast<int>((was >> 31) & 0x7fffffffu));
   log(line);
 }
 
@@ -115,7 +143,10 @@ namespace detail {
   const bool clamped = plan.prefill_window > 0 && plan.prefill_window < m.max_window;
   if (clamped) {
     if (o.counters != nullptr) engine_counters::bump(o.counters->ladder_degradations[static_cast<std::size_t>(level)]);
-    if (o.log) detail::log_window_clamp(o.log, level, m.max_window, plan.prefill_window);
+    if (o.log) detail::log_window_clamp(o.log, o.counters, level, m.max_window, plan.prefill_window);
+  } else if (level < mem_level::tight && o.counters != nullptr && o.log &&
+             o.counters->ladder_logged.load(std::memory_order_relaxed) != 0) {
+    detail::log_window_restored(o.log, *o.counters, level);
   }
   const int window = clamped ? plan.prefill_window : m.max_window;
 

@@ -31,6 +31,9 @@ struct engine_counters {
 
   // Times the ladder reduced something (a degraded plan was applied), by level.
   std::array<std::atomic<std::uint64_t>, mem_level_count> ladder_degradations{};
+  // Not a metric: rung 3's clamp as last logged through admissions counted here (engine/admit.hpp),
+  // so the line is logged when the clamp engages, changes or lifts, not on every admission; 0 = none.
+  std::atomic<std::uint64_t> ladder_logged{0};
 
   // The back-pressure gate.
   std::atomic<std::uint64_t> gate_acquired{0};     // slots handed out

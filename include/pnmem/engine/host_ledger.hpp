@@ -60,6 +60,7 @@
 #include "pnmem/config.hpp"
 #include "pnmem/cost_model.hpp"
 #include "pnmem/detail/cxx.hpp"
+#include "pnmem/detail/fork_guard.hpp"
 #include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/saturating.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
@@ -138,9 +139,15 @@ class host_ledger {
 
   using clock_fn = std::int64_t (*)();
 
-  explicit host_ledger(clock_fn now = &steady_now_ns) noexcept : now_(now) {}
+  explicit host_ledger(clock_fn now = &steady_now_ns) : now_(now) {
+    detail::fork_registry::get().add(this, detail::fork_registry::rank_ledger,
+                                     {[](void* l) noexcept { static_cast<host_ledger*>(l)->lock_for_fork(); },
+                                      [](void* l) noexcept { static_cast<host_ledger*>(l)->unlock_after_fork(); },
+                                      [](void* l) noexcept { static_cast<host_ledger*>(l)->unlock_after_fork(); }});
+  }
   host_ledger(const host_ledger&) = delete;
   host_ledger& operator=(const host_ledger&) = delete;
+  ~host_ledger() { detail::fork_registry::get().remove(this); }
 
   // pnmem::admit against the watcher's newest snapshot with the pending bytes taken
   // off MemAvailable, and the need reserved when the request may start.
@@ -259,6 +266,11 @@ class host_ledger {
   }
 
  private:
+  // fork() (detail/fork_guard.hpp): the book is never copied mid-change; the reservations stay as they
+  // were in the child (its handles are copies of the parent's, and settle or cancel there as here).
+  void lock_for_fork() noexcept PNMEM_NO_THREAD_SAFETY_ANALYSIS { mu_.lock(); }
+  void unlock_after_fork() noexcept PNMEM_NO_THREAD_SAFETY_ANALYSIS { mu_.unlock(); }
+
   static constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
   static constexpr std::uint32_t no_slot = std::numeric_limits<std::uint32_t>::max();
 
