@@ -137,12 +137,24 @@ template <class Check>
 pnmem_admit_answer load_check(int die, Check&& check) {
   const pnmem::c_abi::platform_watcher* w = state().watcher();  // no lock: published once, never destroyed
   if (w == nullptr || !w->running()) {
-    pnmem::admit_answer a;  // fail_open, "fits", 0 bytes
+    pnmem::admit_answer a;  // fail_open, 0 bytes
+    a.reason = pnmem::admit_reason::not_watching;
     a.die = die;
     return pnmem::c_abi::to_c(a, 0);
   }
   const pnmem::mem_state s = w->read();
-  return pnmem::c_abi::to_c(check(s, w->options().policy), s.level);
+  const pnmem::admit_result r = check(s, w->options().policy);
+  if (die == pnmem::no_die && s.host_total_bytes == 0 && r.verdict == pnmem::verdict::admit) {
+    // A host check on a host that was not read: nothing was checked (fail open, and say so).
+    pnmem::admit_answer a;
+    a.status = pnmem::admit_status::fail_open;
+    a.reason = pnmem::admit_reason::not_sampled;
+    a.level = s.level;
+    a.die = die;
+    a.detail = r;
+    return pnmem::c_abi::to_c(a, 0);
+  }
+  return pnmem::c_abi::to_c(r, s.level);
 }
 
 // pnmem_admit_model_load and pnmem_admit_model_load_die: the load checked, then `check(spec, die, s, p)`.

@@ -45,8 +45,9 @@ static_assert(to_string(static_cast<admit_status>(PNMEM_FAIL_OPEN + 1)) == "inva
 
 // pnmem_admit_answer.reason: the strings pnmem_c.h lists, in admit_reason's order.
 namespace {
-constexpr std::array<std::string_view, 8> documented_reasons = {
-    "fits", "window", "psi_stall", "host_reserve", "host_budget", "die_vram", "bad_request", "prefill_window"};
+constexpr std::array<std::string_view, 10> documented_reasons = {
+    "fits",        "window",         "psi_stall",    "host_reserve", "host_budget",
+    "die_vram",    "bad_request",    "prefill_window", "not_watching", "not_sampled"};
 constexpr bool reasons_as_documented() noexcept {
   for (std::size_t i = 0; i < documented_reasons.size(); ++i) {
     if (to_string(static_cast<admit_reason>(i)) != documented_reasons[i]) return false;

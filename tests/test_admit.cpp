@@ -1,6 +1,8 @@
 // The engine wrapper (pnmem/engine/admit.hpp): the seed's pn_admit order.
 #include "pnmem/engine/admit.hpp"
 #include "pnmem/engine/admit_after_eviction.hpp"
+#include "pnmem/engine/host_ledger.hpp"
+#include "pnmem/level.hpp"
 #include "pnmem/model_shape.hpp"
 
 #include <doctest/doctest.h>
@@ -40,9 +42,47 @@ TEST_CASE("1. no watcher running: fail open, the whole prompt, counted") {
   engine_counters c;
   const admit_answer a = admit(w, {.max_window = 4096}, 9000, {.counters = &c});
   CHECK(a.status == admit_status::fail_open);
+  CHECK(a.reason == admit_reason::not_watching);  // and why
   CHECK(a.fit_tokens == 9000);
   CHECK(c.fail_open.load() == 1);
   CHECK(to_string(admit_status::fail_open) == "fail_open");
+}
+
+TEST_CASE("a watcher that could not read the host: admissions fail open as not_sampled, not \"admitted\"") {
+  mem_state s;  // host_total_bytes 0: meminfo missing or garbled
+  s.seq = 3;
+  const fake_watcher w = at(s);
+  engine_counters c;
+  const admit_answer a = admit(w, {.max_window = 4096}, 3000, {.counters = &c});
+  CHECK(a.status == admit_status::fail_open);
+  CHECK(a.reason == admit_reason::not_sampled);
+  CHECK(a.fit_tokens == 3000);
+  CHECK(c.fail_open.load() == 1);
+  CHECK(c.admitted[static_cast<std::size_t>(admit_reason::fits)].load() == 0);
+  // GPU-resident too: the host reserve is all it would have checked.
+  CHECK(admit(w, {.gpu_resident = true}, 10).reason == admit_reason::not_sampled);
+  // A die that bounds it still decides: that answer is real.
+  const mem_state d = add_die(s, 1 * GiB, 16 * GiB);
+  const admit_answer bound = admit(at(d), {.die = 0}, 100000);
+  CHECK(bound.status != admit_status::fail_open);
+  CHECK(bound.reason == admit_reason::die_vram);
+  // The ledger's byte answers say the same.
+  host_ledger ledger;
+  const auto r = ledger.check_bytes(w, 1 * GiB, default_policy);
+  CHECK(r.answer.status == admit_status::fail_open);
+  CHECK(r.answer.reason == admit_reason::not_sampled);
+  fake_watcher off = w;
+  off.is_running = false;
+  CHECK(ledger.check_bytes(off, 1, default_policy).answer.reason == admit_reason::not_watching);
+  // Where the words come from: the snapshot's provenance.
+  CHECK(host_unsampled_reason(s) == "meminfo not found");
+  s.provenance.mark_failed(host_source::meminfo);
+  CHECK(host_unsampled_reason(s) == "meminfo unreadable");
+  s.seq = 0;
+  CHECK(host_unsampled_reason(s) == "never sampled");
+  CHECK(host_unsampled_reason(host_state(8 * GiB, 4 * GiB)).empty());
+  CHECK(to_string(admit_reason::not_watching) == "not_watching");
+  CHECK(to_string(admit_reason::not_sampled) == "not_sampled");
 }
 
 TEST_CASE("3. at TIGHT rung 3 halves the window, logs the seed's line, and admission uses it") {

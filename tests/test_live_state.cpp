@@ -233,10 +233,14 @@ TEST_CASE("every decision on the live part is the decision on the whole snapshot
     CHECK(a.request.prefill_window == (clamped ? plan.prefill_window : 0));
     CHECK(a.detail == admit_request(m.cost, a.request, s));
     CHECK(a.fit_tokens == a.detail.fit_tokens);
-    CHECK(a.reason == a.detail.reason);
-    CHECK(a.status == (a.detail.verdict == verdict::admit ? admit_status::admitted
-                       : a.detail.verdict == verdict::cap ? admit_status::capped
-                                                          : admit_status::denied));
+    // Admitted with the host not read (host_total_bytes 0, nothing bounding it): fail open, not_sampled.
+    const bool unsampled = s.host_total_bytes == 0 && a.detail.verdict == verdict::admit &&
+                           a.detail.reason == admit_reason::fits;
+    CHECK(a.reason == (unsampled ? admit_reason::not_sampled : a.detail.reason));
+    CHECK(a.status == (unsampled                          ? admit_status::fail_open
+                       : a.detail.verdict == verdict::admit ? admit_status::admitted
+                       : a.detail.verdict == verdict::cap   ? admit_status::capped
+                                                            : admit_status::denied));
     CHECK(derive_level(live) == derive_level(s));
     CHECK(tightest_die(live) == tightest_die(s));
     CHECK(roomiest_die(live) == roomiest_die(s));

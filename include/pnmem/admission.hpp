@@ -63,6 +63,12 @@ enum class admit_reason : std::uint8_t {
   // Capped to the ladder's prefill window (rung 3, TIGHT or worse: request_spec::prefill_window), not
   // by memory: the prompt is within the configured window and fits whole once the box recovers.
   prefill_window,
+  // Failed open (engine/admit.hpp, the ledger, the C ABI; never admit_request itself): nothing was
+  // checked, and these say why. No watcher is running (never started, stopped, or a fork's child).
+  not_watching,
+  // The watcher runs, but the host's numbers could not be read (host_total_bytes 0: meminfo missing
+  // or garbled; level.hpp host_unsampled_reason says which).
+  not_sampled,
 };
 
 constexpr std::string_view to_string(verdict v) noexcept {
@@ -84,6 +90,8 @@ constexpr std::string_view to_string(admit_reason r) noexcept {
     case admit_reason::die_vram: return "die_vram";
     case admit_reason::bad_request: return "bad_request";
     case admit_reason::prefill_window: return "prefill_window";
+    case admit_reason::not_watching: return "not_watching";
+    case admit_reason::not_sampled: return "not_sampled";
   }
   return "invalid";
 }

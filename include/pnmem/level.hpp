@@ -26,6 +26,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string_view>
 
 #include "pnmem/mem_level.hpp"
 #include "pnmem/mem_state.hpp"
@@ -178,6 +179,20 @@ constexpr mem_state with_derived_level(mem_state s, const policy& p = default_po
   s.level = derive_level(s, p);
   s.raw_level = s.level;
   return s;
+}
+
+// Why a snapshot has no host numbers (host_total_bytes 0: every host decision fails open on it), in
+// words an operator can act on; empty when the host was read. "never sampled" (no sample yet),
+// "meminfo unreadable" (it exists, but could not be read or parsed), "meminfo not found" (no
+// <root>/proc/meminfo), and the same for macOS's VM statistics.
+constexpr std::string_view host_unsampled_reason(const mem_state& s) noexcept {
+  if (s.host_total_bytes != 0) return {};
+  if (s.seq == 0) return "never sampled";
+  const sample_provenance& p = s.provenance;
+  if (p.failed(host_source::meminfo)) return "meminfo unreadable";
+  if (p.failed(host_source::macos_vm)) return "macOS VM statistics unreadable";
+  if (p.read(host_source::meminfo) || p.read(host_source::macos_vm)) return "no memory total";
+  return "meminfo not found";
 }
 
 }  // namespace pnmem

@@ -454,9 +454,12 @@ typedef struct pnmem_admit_answer {
   pnmem_admit_status status;
   int fit_tokens;     /* tokens that may start (0 for pnmem_reserve_bytes) */
   const char* reason; /* "fits", "window", "psi_stall", "host_reserve", "host_budget", "die_vram", "bad_request",
-                       * "prefill_window": "window" caps a prompt longer than the model's configured
-                       * max_window (at any level), "prefill_window" one within it but longer than the
-                       * ladder's clamped prefill window at TIGHT or worse (it fits once the box recovers) */
+                       * "prefill_window", "not_watching", "not_sampled": "window" caps a prompt longer than
+                       * the model's configured max_window (at any level), "prefill_window" one within it but
+                       * longer than the ladder's clamped prefill window at TIGHT or worse (it fits once the
+                       * box recovers); a PNMEM_FAIL_OPEN answer says why nothing was checked:
+                       * "not_watching" (no watcher running: never started, stopped, or a fork's child),
+                       * "not_sampled" (the host's memory could not be read: pnmem probe says which file) */
   pnmem_level level;  /* the snapshot's level */
   int die;            /* the die checked, -1 for none */
   int window;         /* the window used, after the ladder's clamp */

@@ -153,6 +153,8 @@ inline retry_hint retry_after(const admit_result& r, const mem_state& s, const p
     case admit_reason::fits:
     case admit_reason::window:
     case admit_reason::bad_request:
+    case admit_reason::not_watching:
+    case admit_reason::not_sampled:
       return {};
     case admit_reason::psi_stall: {
       const double thr = static_cast<double>(p.psi_full_reject_bp) / 100.0;

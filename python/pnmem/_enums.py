@@ -106,6 +106,8 @@ class Reason(str, enum.Enum):
     DIE_VRAM = "die_vram"
     BAD_REQUEST = "bad_request"
     PREFILL_WINDOW = "prefill_window"
+    NOT_WATCHING = "not_watching"  # FAIL_OPEN: no watcher running (never started, stopped, a fork's child)
+    NOT_SAMPLED = "not_sampled"    # FAIL_OPEN: the host's memory could not be read
 
     def __str__(self) -> str:
         return self.value

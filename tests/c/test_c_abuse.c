@@ -158,7 +158,7 @@ static void bad_load_arguments(int running) {
       l.die = dies[d];
       CHECK(pnmem_admit_model_load(&l, &a) == 0);
       CHECK(a.status == (running ? PNMEM_DENIED : PNMEM_FAIL_OPEN));
-      CHECK(a.reason != NULL && strcmp(a.reason, running ? "bad_request" : "fits") == 0);
+      CHECK(a.reason != NULL && strcmp(a.reason, running ? "bad_request" : "not_watching") == 0);
       CHECK(a.die == dies[d]);
       CHECK(pnmem_admit_model_load_die(&l, &a) == 0);
       CHECK(a.status == (running ? PNMEM_DENIED : PNMEM_FAIL_OPEN));

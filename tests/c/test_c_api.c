@@ -67,6 +67,11 @@ int main(void) {
   CHECK(pnmem_admit(&model, 20000, &a) == 0);
   CHECK(a.status == PNMEM_FAIL_OPEN);
   CHECK(a.fit_tokens == 20000);
+  CHECK(a.reason != NULL && strcmp(a.reason, "not_watching") == 0); /* says why nothing was checked */
+  {
+    char why[256];
+    CHECK(pnmem_explain(&a, why, sizeof why) > 0 && strncmp(why, "fail_open (not_watching): ", 26) == 0);
+  }
   /* Model loads fail open too: nothing is known before the watcher runs. */
   pnmem_model_load load;
   memset(&load, 0x5A, sizeof load);
@@ -75,9 +80,9 @@ int main(void) {
   load.weights_bytes = 1ULL << 30;
   load.kv_bytes = 1ULL << 30;
   CHECK(pnmem_admit_model_load(&load, &a) == 0);
-  CHECK(a.status == PNMEM_FAIL_OPEN && a.die == -1);
+  CHECK(a.status == PNMEM_FAIL_OPEN && a.die == -1 && strcmp(a.reason, "not_watching") == 0);
   CHECK(pnmem_admit_load_spike(&a) == 0);
-  CHECK(a.status == PNMEM_FAIL_OPEN);
+  CHECK(a.status == PNMEM_FAIL_OPEN && strcmp(a.reason, "not_watching") == 0);
 
   /* The environment above is valid: starting logs no "pnmem: PN_...: keeping ..." line. */
   pnmem_set_log_sink(sink, &lines);

@@ -5,14 +5,16 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
-#include <unistd.h>
 #include <vector>
+
+#include <unistd.h>
 
 #include "../exposition_check.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/watcher.hpp"
 #include "cli_support.hpp"
+#include "temp_dir.hpp"
 
 using nlohmann::json;
 
@@ -238,6 +240,31 @@ TEST_CASE("pnmem probe: exit status follows the level against --max-level") {
   CHECK(j.at("ready") == false);
   CHECK(j.at("level") == "critical");
   CHECK(j.at("max_level") == "tight");
+}
+
+TEST_CASE("pnmem probe: nothing readable is no all-clear: it says what failed, and that admissions fail open") {
+  // An empty tree: no meminfo at all. Ready (pnmem fails open, it does not take the box out of service),
+  // but the line and the JSON say why nothing was judged.
+  const pnmem::test::temp_dir empty;
+  auto r = run({"probe", "--root", empty.path(".")});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "ready: level ok <= tight (not sampled: meminfo not found, admissions fail open; all ok)\n");
+  // A garbled meminfo, and a psi file that is garbage too.
+  r = run({"probe", "--root", fixture("garbage")});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("not sampled: meminfo unreadable, admissions fail open") != std::string::npos);
+  CHECK(r.out.find("psi unreadable") != std::string::npos);
+  r = run({"--json", "probe", "--root", empty.path(".")});
+  const json j = json::parse(r.out, nullptr, false);
+  REQUIRE(j.is_object());
+  CHECK(j.at("sampled") == false);
+  CHECK(j.at("unread") == json::array({"not sampled: meminfo not found, admissions fail open"}));
+  // A tree that reads: nothing unread.
+  r = run({"--json", "probe", "--root", fixture("v2_unlimited")});
+  const json ok = json::parse(r.out, nullptr, false);
+  REQUIRE(ok.is_object());
+  CHECK(ok.at("sampled") == true);
+  CHECK(ok.at("unread") == json::array());
 }
 
 TEST_CASE("pnmem probe: a bad --max-level or --root exits 2 with one line on stderr") {

@@ -102,7 +102,8 @@ mv "$tmp/stage" "$tmp/moved"
 prefix=$tmp/moved
 rm -rf "$tmp/build"  # nothing may refer back to the build directory either
 
-(cd "$prefix" && find . -type f | sed 's|^\./||' | LC_ALL=C sort) >"$tmp/installed.txt"
+# Files and links (libpnmem_c.so -> .so.0 -> .so.0.1.0: the SONAME's chain).
+(cd "$prefix" && find . \( -type f -o -type l \) | sed 's|^\./||' | LC_ALL=C sort) >"$tmp/installed.txt"
 cat "$tmp/installed.txt"
 
 # The headers: exactly the source tree's include/pnmem, plus this platform's
@@ -216,7 +217,13 @@ C_EOF
     || fail "C consumer did not compile or link against the installed C ABI"
   c_out=$("$tmp/c-consumer") || fail "C consumer exited with $?"
   [ "$c_out" = "tight 4 2048" ] || fail "C consumer printed '$c_out', expected 'tight 4 2048'"
-  echo "ok: C ABI ($c_out)"
+  # The consumer records the SONAME, libpnmem_c.so.<major>, not the development link's name.
+  if command -v readelf >/dev/null 2>&1; then
+    needed=$(readelf -d "$tmp/c-consumer" | sed -n 's/.*(NEEDED).*\[\(libpnmem_c[^]]*\)\].*/\1/p')
+    [ "$needed" = "libpnmem_c.so.${version%%.*}" ] || fail "the C consumer needs '$needed', not libpnmem_c.so.${version%%.*}"
+    [ -e "$prefix/${c_lib%/*}/$needed" ] || fail "$needed is not installed beside ${c_lib##*/}"
+  fi
+  echo "ok: C ABI ($c_out; needs ${needed:-libpnmem_c})"
 fi
 
 # --- 6. The libraries through pkg-config ------------------------------------------------

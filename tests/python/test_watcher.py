@@ -249,6 +249,27 @@ print("fork ok")
     assert r.stdout.strip().endswith("fork ok"), r.stdout
 
 
+def test_fail_open_says_why(tmp_path):
+    # Before any watcher: not_watching. Over a tree with no meminfo: the watcher runs but the host is
+    # not read, and every host answer fails open with not_sampled (not "admitted (fits)").
+    code = f"""
+import pnmem
+a = pnmem.admit(100)
+assert a.status == pnmem.Status.FAIL_OPEN and a.reason == pnmem.Reason.NOT_WATCHING, a
+assert a.explain().startswith("fail_open (not_watching): "), a.explain()
+with pnmem.Watcher(poll_interval_ms=3600000, pressure_poll_interval_ms=3600000, root={str(tmp_path)!r}):
+    a = pnmem.admit(100)
+    assert a.status == pnmem.Status.FAIL_OPEN and a.reason == pnmem.Reason.NOT_SAMPLED, a
+    b = pnmem.check_bytes(1 << 20)
+    assert b.status == pnmem.Status.FAIL_OPEN and b.reason == pnmem.Reason.NOT_SAMPLED, b
+    assert pnmem.admit_load_spike().reason == pnmem.Reason.NOT_SAMPLED
+print("ok")
+"""
+    r = run_child(code)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip() == "ok"
+
+
 def test_exit_with_a_subscription_and_a_running_watcher_is_clean():
     code = """
 import pnmem, threading

@@ -3,6 +3,8 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -18,19 +20,36 @@ namespace {
 // The highest level still ready when --max-level is not given.
 constexpr pnmem::mem_level default_max_level = pnmem::mem_level::tight;
 
-// "host critical, psi tight, die 1 tight": the parts above OK, or "all ok".
-std::string why(const pnmem::level_report& r) {
-  std::string out;
-  const auto add = [&out](const std::string& part, pnmem::mem_level l) {
+// What the sampler could not read: "not sampled: meminfo unreadable" (the host: every admission fails
+// open), "psi unreadable" (a source that exists but failed); empty when everything read.
+std::vector<std::string> unread(const pnmem::mem_state& s) {
+  std::vector<std::string> out;
+  if (const std::string_view host = pnmem::host_unsampled_reason(s); !host.empty()) {
+    out.push_back("not sampled: " + std::string(host) + ", admissions fail open");
+  }
+  for (const pnmem::host_source src : pnmem::all_host_sources) {
+    if (src == pnmem::host_source::meminfo && s.host_total_bytes == 0) continue;  // said above
+    if (s.provenance.failed(src)) out.push_back(std::string(pnmem::to_string(src)) + " unreadable");
+  }
+  return out;
+}
+
+// "host critical, psi tight, die 1 tight": the parts above OK, or "all ok", after what could not be
+// read ("not sampled: meminfo unreadable, admissions fail open; all ok" is no all-clear).
+std::string why(const pnmem::level_report& r, const std::vector<std::string>& problems) {
+  std::string levels;
+  const auto add = [&levels](const std::string& part, pnmem::mem_level l) {
     if (l == pnmem::mem_level::ok) return;
-    if (!out.empty()) out += ", ";
-    out += part + ' ' + std::string(pnmem::to_string(l));
+    if (!levels.empty()) levels += ", ";
+    levels += part + ' ' + std::string(pnmem::to_string(l));
   };
   add("host", r.host_level);
   add("psi", r.psi_level);
   add("os", r.os_level);
   if (r.worst_die != pnmem::no_die) add("die " + std::to_string(r.worst_die), r.worst_die_level);
-  return out.empty() ? "all ok" : out;
+  std::string out;
+  for (const std::string& p : problems) out += p + "; ";
+  return out + (levels.empty() ? "all ok" : levels);
 }
 
 class probe_command final : public box_command {
@@ -51,7 +70,8 @@ class probe_command final : public box_command {
       throw usage_error(describe_bad_value("--max-level", max_level_, "expected ok, watch, tight or critical"));
     }
     const bool ready = s.level <= *max;
-    const std::string reason = why(pnmem::explain_level(s, p));
+    const std::vector<std::string> problems = unread(s);
+    const std::string reason = why(pnmem::explain_level(s, p), problems);
 
     command_output out;
     out.exit_status = ready ? 0 : 1;
@@ -60,6 +80,8 @@ class probe_command final : public box_command {
     out.json["level"] = std::string(pnmem::to_string(s.level));
     out.json["max_level"] = std::string(pnmem::to_string(*max));
     out.json["why"] = reason;
+    out.json["sampled"] = s.host_total_bytes != 0;
+    out.json["unread"] = problems;
     out.text = std::string(ready ? "ready: level " : "not ready: level ") + std::string(pnmem::to_string(s.level)) +
                (ready ? " <= " : " > ") + std::string(pnmem::to_string(*max)) + " (" + reason + ")\n";
     return out;

@@ -163,17 +163,27 @@ constexpr std::uint64_t ladder_log_key(mem_level level, int configured, int clam
   // admit_request; a GPU engine's decision inlined whole (no host-path code around it: the hot path).
   const admit_result r =
       m.gpu_resident ? detail::admit_gpu_resident(rq, s, o.policy) : admit_request(m.cost, rq, s, o.policy);
-  if (o.counters != nullptr) o.counters->count(r);
-  const admit_status status = r.verdict == verdict::admit ? admit_status::admitted
-                              : r.verdict == verdict::cap ? admit_status::capped
-                                                          : admit_status::denied;
+  // Admitted with nothing to check it against (the host not read, no die bounding it): fail open, and
+  // say so (not_sampled), rather than "admitted (fits)".
+  const bool unsampled = r.verdict == verdict::admit && r.reason == admit_reason::fits && s.host_total_bytes == 0;
+  if (o.counters != nullptr) {
+    if (unsampled) {
+      engine_counters::bump(o.counters->fail_open);
+    } else {
+      o.counters->count(r);
+    }
+  }
+  const admit_status status = unsampled                   ? admit_status::fail_open
+                              : r.verdict == verdict::admit ? admit_status::admitted
+                              : r.verdict == verdict::cap   ? admit_status::capped
+                                                            : admit_status::denied;
   // Field by field from values in registers: copying `r` and `rq` whole made g++ load 16 bytes
   // over the narrow stores that had just built them, a store-forwarding stall each (~10 ns of a
   // 40 ns admission, BENCHMARKS.md).
   admit_answer a;
   a.status = status;
   a.fit_tokens = r.fit_tokens;
-  a.reason = r.reason;
+  a.reason = unsampled ? admit_reason::not_sampled : r.reason;
   a.level = level;
   a.die = die;
   a.window = window;
@@ -215,6 +225,7 @@ admit_answer admit(const Watcher& w, const model_desc& m, int n_tokens, int enco
   if (!w.running()) {
     admit_answer a;
     a.status = admit_status::fail_open;
+    a.reason = admit_reason::not_watching;
     a.fit_tokens = n_tokens;
     a.window = m.max_window;
     if (o.counters != nullptr) engine_counters::bump(o.counters->fail_open);

@@ -14,7 +14,7 @@
 
 namespace pnmem {
 
-inline constexpr int admit_reason_count = static_cast<int>(admit_reason::prefill_window) + 1;
+inline constexpr int admit_reason_count = static_cast<int>(admit_reason::not_sampled) + 1;
 static_assert(to_string(static_cast<admit_reason>(admit_reason_count)) == "invalid",
               "admit_reason gained a value: admit_reason_count must count it");
 

@@ -331,12 +331,15 @@ class host_ledger {
       PNMEM_REQUIRES(mu_) {
     if (!w.running()) {
       out.answer.status = admit_status::fail_open;
+      out.answer.reason = admit_reason::not_watching;
       out.answer.detail = admit_host_bytes(bytes, mem_state{}, p);
       return;
     }
     mem_level level = mem_level::ok;
+    bool host_read = true;
     const admit_result r = with_budget_locked(w, out.pending_bytes, [&](const mem_state& s) {
       level = s.level;
+      host_read = s.host_total_bytes != 0;
       return admit_host_bytes(bytes, s, p);
     });
     out.answer.level = level;
@@ -345,6 +348,10 @@ class host_ledger {
     out.answer.status = r.verdict == verdict::admit ? admit_status::admitted
                         : r.verdict == verdict::cap ? admit_status::capped
                                                     : admit_status::denied;
+    if (!host_read) {  // admitted with nothing to check it against: fail open, and say so
+      out.answer.status = admit_status::fail_open;
+      out.answer.reason = admit_reason::not_sampled;
+    }
   }
 
   // f(s) on the watcher's newest snapshot with the pending bytes taken off MemAvailable. A source

@@ -93,7 +93,8 @@ inline void write_counters(writer& w, const engine_counters& c) {
     }
   }
 
-  w.family("pnmem_fail_open_total", "counter", "Requests admitted without a check because no watcher was running.");
+  w.family("pnmem_fail_open_total", "counter",
+           "Requests admitted without a check: no watcher running, or the host's memory not read.");
   w.sample("pnmem_fail_open_total", {}, load(c.fail_open));
 
   constexpr std::string_view tr = "pnmem_level_transitions_total";
