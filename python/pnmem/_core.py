@@ -6,6 +6,7 @@ import ctypes
 import dataclasses
 import logging
 import math
+import operator
 import os
 import threading
 import traceback
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from . import _ffi
-from ._enums import CgroupMode, Engine, GateStatus, KvFormat, Level, PsiMode, Reason, Source, Status
+from ._enums import CgroupMode, Engine, GateStatus, KvFormat, LayerKind, Level, PsiMode, Reason, Source, Status
 
 _lib = _ffi.lib
 _log = logging.getLogger("pnmem")
@@ -54,11 +55,17 @@ class GateRefused(Error):
 
 
 def _int(function: str, name: str, value: Any, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    # Any integer: int, or what says it is one (__index__: numpy.int64, a token count from torch.tensor's
+    # .item() is an int already); never a bool (numpy.bool_ too) nor a float.
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
         raise ArgumentTypeError(f"{function}: {name} must be an int, not {type(value).__name__}", function)
-    if value < lo or value > hi:
-        raise ArgumentError(f"{function}: {name} is {value}: outside [{lo}, {hi}]", function)
-    return int(value)
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise ArgumentTypeError(f"{function}: {name} must be an int, not {type(value).__name__}", function) from None
+    if v < lo or v > hi:
+        raise ArgumentError(f"{function}: {name} is {v}: outside [{lo}, {hi}]", function)
+    return int(v)
 
 
 def _u64(function: str, name: str, value: Any) -> int:
@@ -407,6 +414,10 @@ class Watcher:
         self._subscriptions: list[Subscription] = []
 
     def start(self) -> "Watcher":
+        """pnmem_watcher_start(_with): creates the process's watcher with this Watcher's options (the first
+        start only) and starts its poll thread, after one sample; returns self. Idempotent per Watcher.
+        Raises Error if it did not start (other options than the watcher was created with, or the thread
+        could not be made). Not from a level callback."""
         global _starts
         if _in_callback():
             raise Error("pnmem_watcher_start: not from a level callback (it would deadlock)", "pnmem_watcher_start")
@@ -431,6 +442,8 @@ class Watcher:
         return self
 
     def stop(self) -> None:
+        """Ends this Watcher's subscriptions, and stops the C watcher's poll thread when this was the last
+        started Watcher (pnmem_watcher_stop: the last snapshot stays readable). Idempotent."""
         global _starts
         if _in_callback():
             raise Error("pnmem_watcher_stop: not from a level callback (it would deadlock)", "pnmem_watcher_stop")
@@ -465,6 +478,7 @@ class Watcher:
         return s
 
     def poll_now(self) -> None:
+        """pnmem_watcher_poll_now: a sample now, on this thread (level changes delivered here too)."""
         poll_now()
 
     def __enter__(self) -> "Watcher":
@@ -557,6 +571,24 @@ def _engine_rule(function: str, engine: Any) -> EngineRule:
 _REQUEST_FIELDS = {"kv", "gpu_resident", "max_window", "die", "max_slots"}
 
 
+@dataclass(frozen=True)
+class LayerGroup:
+    """pnmem_layer_group: `layers` layers that hold memory alike, for Model.from_shape. FULL, SLIDING
+    (span: the window), CHUNKED (span: the chunk) and CROSS (span: encoder tokens per item) layers hold
+    K rows of kv_heads x key_dim values and V rows of value_dim (0: key_dim), or one row (k_only: MLA's
+    latent, key_dim = kv_lora_rank + qk_rope_head_dim, kv_heads 1); RECURRENT layers hold no KV but
+    conv_state_values + ssm_state_values per layer and sequence."""
+    kind: LayerKind
+    layers: int
+    kv_heads: int = 0
+    key_dim: int = 0
+    value_dim: int = 0
+    k_only: bool = False
+    span: int = 0
+    conv_state_values: int = 0
+    ssm_state_values: int = 0
+
+
 @dataclass
 class Model:
     """A request's model (pnmem_model): the request fields, then its cost. The defaults are
@@ -610,6 +642,47 @@ class Model:
         if _lib.pnmem_model_init_preallocated_sized(ctypes.byref(c), ctypes.sizeof(c)) != 0:
             raise Error(f"{f}: refused this package's struct (a libpnmem_c of another version?)", f)
         return dataclasses.replace(cls(**request), **_cost_from_c(c))
+
+    @classmethod
+    def from_shape(cls, groups: Any, *, query_heads: Any = 0, hidden_size: Any = 0,
+                   fixed_activation_bytes: Any = None, normal_kv: Any = None, compact_kv: Any = None,
+                   state_format: Any = None, ssm_state_format: Any = None, engine: Any = None,
+                   **request: Any) -> "Model":
+        """The cost from the model's layer groups (pnmem_model_cost_from_shape), for an engine that knows
+        its model's shape (vLLM's model config) and has no config.json at hand: each a LayerGroup (full,
+        sliding, chunked, cross-attention or recurrent layers), under `engine`'s rule (as from_hf_config).
+        query_heads and hidden_size feed the activation estimate; the formats default as
+        pnmem_model_shape_init's (f16 KV and state, q4_0 compact). Request fields as keywords."""
+        f = "pnmem_model_cost_from_shape"
+        if not isinstance(groups, (list, tuple)):
+            raise ArgumentTypeError(f"{f}: groups must be a list of pnmem.LayerGroup, not {type(groups).__name__}", f)
+        if len(groups) > _ffi.MAX_LAYER_GROUPS:
+            raise ArgumentError(f"{f}: {len(groups)} groups: at most {_ffi.MAX_LAYER_GROUPS}", f)
+        shape = _ffi.pnmem_model_shape()
+        if _lib.pnmem_model_shape_init_sized(ctypes.byref(shape), ctypes.sizeof(shape)) != 0:
+            raise Error(f"{f}: pnmem_model_shape_init_sized refused this package's struct", f)
+        shape.n_groups = len(groups)
+        for i, g in enumerate(groups):
+            if not isinstance(g, LayerGroup):
+                raise ArgumentTypeError(f"{f}: groups[{i}] must be a pnmem.LayerGroup, not {type(g).__name__}", f)
+            c = shape.groups[i]
+            c.kind = int(_enum(f, f"groups[{i}].kind", g.kind, LayerKind))
+            for name in ("layers", "kv_heads", "key_dim", "value_dim", "span"):
+                setattr(c, name, _int(f, f"groups[{i}].{name}", getattr(g, name), 0, UINT32_MAX))
+            c.k_only = 1 if g.k_only else 0
+            c.conv_state_values = _u64(f, f"groups[{i}].conv_state_values", g.conv_state_values)
+            c.ssm_state_values = _u64(f, f"groups[{i}].ssm_state_values", g.ssm_state_values)
+        shape.query_heads = _int(f, "query_heads", query_heads, 0, UINT32_MAX)
+        shape.hidden_size = _int(f, "hidden_size", hidden_size, 0, UINT32_MAX)
+        if fixed_activation_bytes is not None:
+            shape.fixed_activation_bytes = _u64(f, "fixed_activation_bytes", fixed_activation_bytes)
+        for name, v in (("normal_kv", normal_kv), ("compact_kv", compact_kv), ("state_format", state_format),
+                        ("ssm_state_format", ssm_state_format)):
+            if v is not None:
+                setattr(shape, name, int(_enum(f, name, v, KvFormat)))
+        rule = _engine_rule(f, engine)._to_c(f)
+        return cls._from_c_reader(f, request, lambda c, err: _lib.pnmem_model_cost_from_shape(
+            ctypes.byref(shape), ctypes.byref(rule), ctypes.byref(c), err, len(err)))
 
     @classmethod
     def from_json(cls, text: Any, **request: Any) -> "Model":
@@ -755,6 +828,7 @@ class Answer:
         return self.status != Status.DENIED
 
     def explain(self) -> str:
+        """pnmem_explain: this answer in one line, e.g. "capped (host_budget): need 7.06 GiB (...), limit ..."."""
         return explain(self)
 
     def retry_after(self) -> "RetryHint":
@@ -1059,17 +1133,17 @@ class KvAllocation:
     bytes: int
 
 
-def kv_allocation(plan_: Plan, tokens: int, model: Optional[Model] = None) -> KvAllocation:
+def kv_allocation(plan: Plan, tokens: int, model: Optional[Model] = None) -> KvAllocation:
     """pnmem_kv_allocation_for: the format a cache allocated now must be in (rung 4a) and its KV bytes
     for `tokens` tokens of one sequence."""
     f = "pnmem_kv_allocation_for"
-    if not isinstance(plan_, Plan) or plan_._c is None:
-        raise ArgumentTypeError(f"{f}: plan must be a pnmem.Plan, not {type(plan_).__name__}", f)
+    if not isinstance(plan, Plan) or plan._c is None:
+        raise ArgumentTypeError(f"{f}: plan must be a pnmem.Plan, not {type(plan).__name__}", f)
     t = _u64(f, "tokens", tokens)
     m = _model_c(f, model)
     out = _ffi.pnmem_kv_allocation()
     _begin()
-    if _lib.pnmem_kv_allocation_for(ctypes.byref(plan_._c), ctypes.byref(m), t, ctypes.byref(out)) != 0:
+    if _lib.pnmem_kv_allocation_for(ctypes.byref(plan._c), ctypes.byref(m), t, ctypes.byref(out)) != 0:
         raise _fail(f, "model refused")
     return KvAllocation(KvFormat(out.format), out.bytes)
 

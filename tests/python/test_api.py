@@ -435,3 +435,45 @@ def test_retry_after_hints(watcher):
         assert h.seconds == (h.after_ms + 999) // 1000 and h.seconds >= 1
     with pytest.raises(pnmem.ArgumentTypeError):
         pnmem.retry_after("denied")
+
+
+def test_integers_that_say_they_are_ints_are_taken():
+    class Index:  # what numpy.int64 is to pnmem: an integer by __index__, not an int
+        def __index__(self) -> int:
+            return 1000
+
+    a = pnmem.admit(Index())
+    b = pnmem.admit(1000)
+    assert a.status == b.status and a.fit_tokens == b.fit_tokens
+
+    class NumpyLikeBool:  # numpy.bool_ has __index__ too: still refused, as bool is
+        def __index__(self) -> int:
+            return 1
+    NumpyLikeBool.__name__ = "bool_"
+    for bad in (True, 1.0, "10", NumpyLikeBool()):
+        with pytest.raises(pnmem.ArgumentTypeError):
+            pnmem.admit(bad)
+
+
+def test_kv_allocation_takes_its_keyword_names(watcher):
+    p = pnmem.plan(pnmem.Level.CRITICAL, 8, 4096, False)
+    by_keyword = pnmem.kv_allocation(plan=p, tokens=1024)
+    assert by_keyword == pnmem.kv_allocation(p, 1024) and by_keyword.bytes > 0
+
+
+def test_model_from_shape_prices_layer_groups():
+    # Llama-3-8B's shape: 32 full-attention layers, 8 KV heads of 128; bf16 KV: 2 x 32 x 8 x 128 x 2 B = 128 KiB a token.
+    llama = pnmem.Model.from_shape([pnmem.LayerGroup(pnmem.LayerKind.FULL, 32, kv_heads=8, key_dim=128)],
+                                   query_heads=32, hidden_size=4096, normal_kv=pnmem.KvFormat.BF16,
+                                   kv=pnmem.KvFormat.BF16, max_window=8192)
+    assert llama.kv_bytes_per_token == 131072 and llama.max_window == 8192
+    # DeepSeek-V3's MLA: one K-only latent row of 512 + 64 values per layer, 61 layers: 61 x 576 x 2 B.
+    mla = pnmem.Model.from_shape([pnmem.LayerGroup(pnmem.LayerKind.FULL, 61, kv_heads=1, key_dim=576, k_only=True)],
+                                 normal_kv=pnmem.KvFormat.BF16, kv=pnmem.KvFormat.BF16)
+    assert mla.kv_bytes_per_token == 70272
+    with pytest.raises(pnmem.ArgumentTypeError, match="groups"):
+        pnmem.Model.from_shape([("full", 32)])
+    with pytest.raises(pnmem.ArgumentError, match="at most"):
+        pnmem.Model.from_shape([pnmem.LayerGroup(pnmem.LayerKind.FULL, 1, 1, 64)] * 100)
+    with pytest.raises(pnmem.Error, match="span of 0"):  # C's own check, its message carried
+        pnmem.Model.from_shape([pnmem.LayerGroup(pnmem.LayerKind.SLIDING, 32, 8, 128)])
