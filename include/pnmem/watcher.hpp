@@ -156,11 +156,15 @@ class watcher {
     if (thread_.joinable()) return true;
     poll_now();
     stop_requested_.store(false, std::memory_order_relaxed);
+#if PNMEM_HAS_EXCEPTIONS
     try {
       thread_ = std::thread([this] { run(); });
     } catch (const std::system_error&) {
       return false;
     }
+#else
+    thread_ = std::thread([this] { run(); });  // -fno-exceptions: a thread that cannot start aborts
+#endif
     running_.store(true, std::memory_order_release);
     return true;
   }

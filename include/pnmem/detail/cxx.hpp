@@ -104,3 +104,12 @@
 #else
 #define PNMEM_HAS_CLASS_NTTP 0
 #endif
+
+// Exceptions: many engines build with -fno-exceptions. The headers that would throw or catch say what
+// they do without them (watcher.hpp: a thread that cannot start aborts, as std::thread does there;
+// engine/host_ledger.hpp: a ledger with 2^32 outstanding reservations aborts).
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
+#define PNMEM_HAS_EXCEPTIONS 1
+#else
+#define PNMEM_HAS_EXCEPTIONS 0
+#endif

@@ -49,6 +49,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <limits>
 #include <optional>
@@ -413,7 +414,13 @@ class host_ledger {
     if (index != no_slot) {
       free_head_ = slots_[index].next_free;
     } else {
-      if (slots_.size() >= no_slot) throw std::length_error("pnmem::host_ledger: too many outstanding reservations");
+      if (slots_.size() >= no_slot) {
+#if PNMEM_HAS_EXCEPTIONS
+        throw std::length_error("pnmem::host_ledger: too many outstanding reservations");
+#else
+        std::abort();  // -fno-exceptions: 2^32 reservations outstanding is a leak, not a load
+#endif
+      }
       index = static_cast<std::uint32_t>(slots_.size());
       slots_.emplace_back();
     }
