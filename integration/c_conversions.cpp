@@ -763,7 +763,9 @@ const char* reason_name(const char* reason) noexcept {
   return "?";
 }
 
-std::string bytes_text(std::uint64_t b) {
+// "1.50 GiB (1610612736 B)"; 2^64-1 in its meaning: a need that saturated, or no limit.
+std::string bytes_text(std::uint64_t b, std::string (*saturated)(std::uint64_t) = format_need_bytes) {
+  if (b == std::numeric_limits<std::uint64_t>::max()) return saturated(b);
   char exact[32];
   std::snprintf(exact, sizeof exact, "%" PRIu64, b);
   return format_bytes(b) + " (" + exact + " B)";
@@ -803,7 +805,7 @@ int explain(const pnmem_admit_answer& a, char* buf, std::size_t len) {
   if (buf == nullptr && len > 0) return -1;
   const std::optional<mem_level> level = level_from_c(a.level);
   std::string line = std::string(status_name(a.status)) + " (" + reason_name(a.reason) + "): need " +
-                     bytes_text(a.need_bytes) + ", limit " + bytes_text(a.limit_bytes) + ", fit " +
+                     bytes_text(a.need_bytes) + ", limit " + bytes_text(a.limit_bytes, format_limit_bytes) + ", fit " +
                      std::to_string(a.fit_tokens) + " tokens, level " +
                      std::string(level ? to_string(*level) : std::string_view("invalid")) + ", die " +
                      std::to_string(a.die);

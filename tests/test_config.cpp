@@ -107,7 +107,8 @@ TEST_CASE("a bad value names the variable and the value, keeps the default, spar
 TEST_CASE("error lines say what stays in force") {
   CHECK(load({{"PN_PSI_FULL_REJECT", "abc"}}).errors[0].to_string() ==
         "PN_PSI_FULL_REJECT=\"abc\": not a number; keeping 15.00 %");
-  CHECK(load({{"PN_HOST_RESERVE_BYTES", "x"}}).errors[0].kept == "max(1.00 GiB, 15.00 % of MemTotal)");
+  CHECK(load({{"PN_HOST_RESERVE_BYTES", "x"}}).errors[0].kept ==
+        "max(1.00 GiB, 15.00 % of MemTotal); in a container max(min(1.00 GiB, limit/4), 15.00 % of the limit)");
   CHECK(load({{"PN_DIE_RESERVE_BYTES", "x"}}).errors[0].kept == "1.00 GiB");
   CHECK(load({{"PN_LOAD_SPIKE_BYTES", "x"}}).errors[0].kept == "2.40 GiB");
   CHECK(load({{"PN_LADDER_DISABLE", "x"}}).errors[0].kept == "off");
@@ -164,7 +165,8 @@ TEST_CASE("the table of variables is what policy_from_env reads, in its order") 
     REQUIRE(c.errors.size() == 1);
     CHECK(c.errors[0].kept == env_variables[i].setting(default_env_settings));
   }
-  CHECK(env_variables[0].setting(default_env_settings) == "max(1.00 GiB, 15.00 % of MemTotal)");
+  CHECK(env_variables[0].setting(default_env_settings) ==
+        "max(1.00 GiB, 15.00 % of MemTotal); in a container max(min(1.00 GiB, limit/4), 15.00 % of the limit)");
 }
 
 // --- The PSI knobs, the watcher's cadence and the PSI source ---------------------------------
@@ -230,17 +232,23 @@ TEST_CASE("the new variables are parsed strictly: each error names the variable 
       {"PN_PSI_SOURCE", "cgroups", "PN_PSI_SOURCE=\"cgroups\": not a PSI source (use host, cgroup or off); keeping host"},
       {"PN_PSI_SOURCE", "", "PN_PSI_SOURCE=\"\": not a PSI source (use host, cgroup or off); keeping host"},
       {"PN_PSI_SOME_TIGHT", "0", "PN_PSI_SOME_TIGHT=\"0\": must be above 0 (0 % would hold every box at TIGHT); keeping 10.00 %"},
-      {"PN_PSI_SOME_TIGHT", "101", "PN_PSI_SOME_TIGHT=\"101\": out of range; keeping 10.00 %"},
+      {"PN_PSI_SOME_TIGHT", "101", "PN_PSI_SOME_TIGHT=\"101\": out of range (0 to 100); keeping 10.00 %"},
       {"PN_PSI_FULL_WINDOW_MS", "1000",
        "PN_PSI_FULL_WINDOW_MS=\"1000\": below 2000 (the kernel's shortest unprivileged PSI window); keeping 3000 ms"},
-      {"PN_PSI_FULL_WINDOW_MS", "60001", "PN_PSI_FULL_WINDOW_MS=\"60001\": above 60000 (out of range); keeping 3000 ms"},
+      {"PN_PSI_FULL_WINDOW_MS", "60001", "PN_PSI_FULL_WINDOW_MS=\"60001\": out of range (2000 to 60000); keeping 3000 ms"},
       {"PN_PSI_FULL_WINDOW_MS", "3s", "PN_PSI_FULL_WINDOW_MS=\"3s\": not a number; keeping 3000 ms"},
       {"PN_STEP_DOWN_DWELL_MS", "-5", "PN_STEP_DOWN_DWELL_MS=\"-5\": negative value; keeping 0 ms"},
       {"PN_STEP_DOWN_DWELL_MS", "1.5", "PN_STEP_DOWN_DWELL_MS=\"1.5\": not a whole number; keeping 0 ms"},
       {"PN_MEMWATCH_POLL_MS", "0", "PN_MEMWATCH_POLL_MS=\"0\": below 1 (0 would poll without pause); keeping 250 ms"},
-      {"PN_MEMWATCH_POLL_MS", "99999999999", "PN_MEMWATCH_POLL_MS=\"99999999999\": out of range; keeping 250 ms"},
+      {"PN_MEMWATCH_POLL_MS", "99999999999", "PN_MEMWATCH_POLL_MS=\"99999999999\": out of range (1 to 60000); keeping 250 ms"},
       {"PN_PRESSURE_POLL_MS", "fast", "PN_PRESSURE_POLL_MS=\"fast\": not a number; keeping 100 ms"},
       {"PN_PRESSURE_POLL_MS", " ", "PN_PRESSURE_POLL_MS=\" \": empty value; keeping 100 ms"},
+      // The value as found, its control bytes and bytes that are not UTF-8 escaped: one line, nothing a
+      // terminal acts on.
+      {"PN_PSI_SOURCE", "\x1b[2Jhost\n", "PN_PSI_SOURCE=\"\\x1b[2Jhost\\n\": not a PSI source (use host, cgroup or off); keeping host"},
+      {"PN_DIE_RESERVE_BYTES", "2\tGiB", "PN_DIE_RESERVE_BYTES=\"2\\tGiB\": unknown unit (use B, KiB, MiB, GiB or TiB); keeping 1.00 GiB"},
+      {"PN_DIE_RESERVE_BYTES", "1\xffGiB", "PN_DIE_RESERVE_BYTES=\"1\\xffGiB\": unknown unit (use B, KiB, MiB, GiB or TiB); keeping 1.00 GiB"},
+      {"PN_DIE_RESERVE_BYTES", "99999999999999999999", "PN_DIE_RESERVE_BYTES=\"99999999999999999999\": out of range (at most 18446744073709551615 B, 2^64-1); keeping 1.00 GiB"},
   };
   for (const auto& bc : cases) {
     CAPTURE(bc.var);

@@ -1,4 +1,5 @@
 // Byte sizes, percentages and switches: every accepted form and every refusal.
+#include "pnmem/detail/printable.hpp"
 #include "pnmem/parse.hpp"
 
 #include <doctest/doctest.h>
@@ -54,6 +55,11 @@ TEST_CASE("bytes: every refusal names what is wrong") {
   CHECK(parse_bytes("1,5GiB").error == parse_errc::bad_unit);
   CHECK(parse_bytes("1GiBs").error == parse_errc::bad_unit);
   CHECK(parse_bytes("1 2").error == parse_errc::not_a_number);
+  // One space may stand between the number and its unit; a tab, a newline or a second space may not.
+  CHECK(parse_bytes("8\nGiB").error == parse_errc::bad_unit);
+  CHECK(parse_bytes("8\tGiB").error == parse_errc::bad_unit);
+  CHECK(parse_bytes("8  GiB").error == parse_errc::bad_unit);
+  CHECK(parse_bytes("8\r\nGiB").error == parse_errc::bad_unit);
   CHECK(parse_bytes("8GB").error == parse_errc::ambiguous_unit);
   CHECK(parse_bytes("8kb").error == parse_errc::ambiguous_unit);
   CHECK(parse_bytes("18446744073709551616").error == parse_errc::out_of_range);
@@ -104,4 +110,22 @@ TEST_CASE("switches") {
   CHECK(parse_switch("").error == parse_errc::empty);
   CHECK(parse_switch("2").error == parse_errc::not_a_switch);
   CHECK(parse_switch("enable").error == parse_errc::not_a_switch);
+}
+
+TEST_CASE("printable: control bytes and bytes that are not UTF-8 are escaped, the rest passes") {
+  using pnmem::detail::printable;
+  CHECK(printable("8GiB") == "8GiB");
+  CHECK(printable("8\nGiB\t\r") == "8\\nGiB\\t\\r");
+  CHECK(printable("\x1b[31mred") == "\\x1b[31mred");
+  CHECK(printable(std::string("a\0b", 3)) == "a\\x00b");
+  CHECK(printable("\x7f") == "\\x7f");
+  CHECK(printable("Caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == "Caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");  // é € 😀
+  CHECK(printable("\xc2\x9b" "2J") == "\\xc2\\x9b2J");  // U+009B, a terminal's CSI
+  CHECK(printable("\xff\xfe") == "\\xff\\xfe");
+  CHECK(printable("\xc3") == "\\xc3");                  // cut short
+  CHECK(printable("\xc0\xaf") == "\\xc0\\xaf");          // overlong '/'
+  CHECK(printable("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a UTF-16 surrogate
+  CHECK(printable("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
+  CHECK(printable("a\\nb") == "a\\nb");                // a backslash passes: escaping twice changes nothing
+  CHECK(printable(printable("\x1b\n")) == printable("\x1b\n"));
 }

@@ -2,6 +2,7 @@
 #include "pnmem/model_files/model_json.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -39,11 +40,19 @@ std::string shown(const json& v) {
 std::uint64_t bytes_at(const json& v, const std::string& key) {
   if (v.is_number_unsigned()) return v.get<std::uint64_t>();
   if (v.is_number_integer()) fail(key, "negative (" + v.dump() + ")");
-  if (v.is_number_float()) fail(key, "not a whole number of bytes (" + v.dump() + ")");
+  if (v.is_number_float()) {
+    // JSON has one number type: a reader parses 18446744073709551616 or 1e30 as a double. Say what
+    // is wrong with it: a fraction, a sign, or a size past what 64 bits hold.
+    const double d = v.get<double>();
+    if (d < 0) fail(key, "negative (" + v.dump() + ")");
+    if (d != std::floor(d)) fail(key, "not a whole number of bytes (" + v.dump() + ")");
+    if (d >= 18446744073709551616.0) fail(key, std::string(bytes_problem(parse_errc::out_of_range)) + ": " + v.dump());
+    fail(key, "written as a fraction or exponent (" + v.dump() + "): write the whole number of bytes");
+  }
   if (v.is_string()) {
     const auto s = v.get<std::string>();
     const auto r = parse_bytes(s);
-    if (!r) fail(key, "\"" + s + "\": " + std::string(to_string(r.error)));
+    if (!r) fail(key, "\"" + s + "\": " + std::string(bytes_problem(r.error)));
     return r.value;
   }
   fail(key, "expected a byte count (an integer or a string such as \"256MiB\"), got " + std::string(v.type_name()));

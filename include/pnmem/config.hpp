@@ -41,6 +41,7 @@
 #include "pnmem/detail/ascii.hpp"
 #include "pnmem/detail/equality.hpp"
 #include "pnmem/detail/mutex.hpp"
+#include "pnmem/detail/printable.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/format.hpp"
 #include "pnmem/parse.hpp"
@@ -54,9 +55,9 @@ struct config_error {
   std::string message;   // what is wrong with it
   std::string kept;      // the setting left in force
 
-  // PN_PSI_FULL_REJECT="abc": not a number; keeping 15.00 %
+  // PN_PSI_FULL_REJECT="abc": not a number; keeping 15.00 %   (the value's control bytes escaped)
   std::string to_string() const {
-    return variable + "=\"" + value + "\": " + message + "; keeping " + kept;
+    return variable + "=\"" + detail::printable(value) + "\": " + message + "; keeping " + kept;
   }
 };
 
@@ -129,8 +130,12 @@ namespace detail {
 
 inline std::string host_reserve_description(const policy& p) {
   if (p.host_reserve_bp == 0) return format_bytes(p.host_reserve_min_bytes);
-  return "max(" + format_bytes(p.host_reserve_min_bytes) + ", " + format_percent_bp(p.host_reserve_bp) +
-         " of MemTotal)";
+  // Both rules (policy.hpp host_reserve_bytes, container_host_reserve_bytes): a warning or a help text
+  // read inside a container must not name a whole box's 1 GiB as the reserve in force there.
+  const std::string share = format_percent_bp(p.host_reserve_bp);
+  return "max(" + format_bytes(p.host_reserve_min_bytes) + ", " + share + " of MemTotal); in a container max(min(" +
+         format_bytes(p.host_reserve_min_bytes) + ", limit/" + std::to_string(container_reserve_min_divisor) + "), " +
+         share + " of the limit)";
 }
 inline std::string show_host_reserve(const env_settings& s) { return host_reserve_description(s.policy); }
 
@@ -141,7 +146,7 @@ inline std::string show_host_reserve(const env_settings& s) { return host_reserv
 
 inline std::string set_host_reserve(env_settings& s, const char* text) {
   const auto r = parse_bytes(text);
-  if (!r) return std::string(to_string(r.error));
+  if (!r) return std::string(bytes_problem(r.error));
   s.policy.host_reserve_min_bytes = r.value;  // exactly this many bytes: no share of MemTotal
   s.policy.host_reserve_bp = 0;
   return {};
@@ -149,7 +154,7 @@ inline std::string set_host_reserve(env_settings& s, const char* text) {
 
 inline std::string set_psi_full_reject(env_settings& s, const char* text) {
   const auto r = parse_percent_bp(text);
-  if (!r) return std::string(to_string(r.error));
+  if (!r) return std::string(percent_problem(r.error));
   if (r.value == 0) return "must be above 0 (0 % would reject every request)";
   s.policy.psi_full_reject_bp = r.value;
   return {};
@@ -160,7 +165,7 @@ inline std::string show_psi_full_reject(const env_settings& s) {
 
 inline std::string set_psi_some_tight(env_settings& s, const char* text) {
   const auto r = parse_percent_bp(text);
-  if (!r) return std::string(to_string(r.error));
+  if (!r) return std::string(percent_problem(r.error));
   if (r.value == 0) return "must be above 0 (0 % would hold every box at TIGHT)";
   s.policy.psi_some_tight_bp = r.value;
   return {};
@@ -170,7 +175,7 @@ inline std::string show_psi_some_tight(const env_settings& s) { return format_pe
 template <std::uint64_t policy::*Field>
 std::string set_bytes(env_settings& s, const char* text) {
   const auto r = parse_bytes(text);
-  if (!r) return std::string(to_string(r.error));
+  if (!r) return std::string(bytes_problem(r.error));
   s.policy.*Field = r.value;
   return {};
 }
@@ -199,9 +204,10 @@ inline std::string ms_text(std::uint64_t ms) { return std::to_string(ms) + " ms"
 inline std::string parse_ms_in(const char* text, std::uint32_t lo, std::uint32_t hi, const char* why_lo,
                                std::uint32_t& out) {
   const auto r = parse_milliseconds(text);
-  if (!r) return std::string(to_string(r.error));
+  const std::string range = "out of range (" + std::to_string(lo) + " to " + std::to_string(hi) + ")";
+  if (!r) return r.error == parse_errc::out_of_range ? range : std::string(to_string(r.error));
   if (r.value < lo) return "below " + std::to_string(lo) + " (" + why_lo + ")";
-  if (r.value > hi) return "above " + std::to_string(hi) + " (out of range)";
+  if (r.value > hi) return range;
   out = r.value;
   return {};
 }
@@ -233,7 +239,8 @@ struct env_variable {
   // Sets the field from `text`; returns what is wrong (empty when it applied, and
   // leaves the settings untouched when not).
   std::string (*apply)(env_settings& s, const char* text);
-  // The field as it stands in `s`: "15.00 %", "max(1.00 GiB, 15.00 % of MemTotal)", "250 ms".
+  // The field as it stands in `s`: "15.00 %", "max(1.00 GiB, 15.00 % of MemTotal); in a container ...",
+  // "250 ms".
   std::string (*setting)(const env_settings& s);
 };
 

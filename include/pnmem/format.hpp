@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include "pnmem/policy.hpp"
@@ -25,6 +26,15 @@ inline std::string format_bytes(std::uint64_t bytes) {
   }
   std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
   return buf;
+}
+
+// A need and a limit in an answer's words. 2^64-1 is no number there: as a need it is a sum that
+// saturated (a request larger than any memory: "more than 2^64-1 B"), as a limit the absence of one.
+inline std::string format_need_bytes(std::uint64_t bytes) {
+  return bytes == std::numeric_limits<std::uint64_t>::max() ? std::string("more than 2^64-1 B") : format_bytes(bytes);
+}
+inline std::string format_limit_bytes(std::uint64_t bytes) {
+  return bytes == std::numeric_limits<std::uint64_t>::max() ? std::string("no limit") : format_bytes(bytes);
 }
 
 // 1500 -> "15.00 %".

@@ -55,6 +55,15 @@ constexpr std::string_view to_string(parse_errc e) noexcept {
   return "invalid";
 }
 
+// What is wrong with a byte size or a percentage: to_string(e), and when the value is out of range
+// the range it must be in ("out of range" alone leaves the reader guessing).
+constexpr std::string_view bytes_problem(parse_errc e) noexcept {
+  return e == parse_errc::out_of_range ? "out of range (at most 18446744073709551615 B, 2^64-1)" : to_string(e);
+}
+constexpr std::string_view percent_problem(parse_errc e) noexcept {
+  return e == parse_errc::out_of_range ? "out of range (0 to 100)" : to_string(e);
+}
+
 // A parse's answer: the value, or why there is none. One type for every parser
 // in pnmem; `Errc` is the parser family's error enum, whose `ok` means success
 // (procfs::result<T> is parsed<T, procfs::errc>).
@@ -137,7 +146,8 @@ constexpr parsed<std::uint64_t> parse_bytes(std::string_view text) noexcept {
   const detail::decimal d = detail::scan_decimal(s, 9);
   if (d.error != parse_errc::ok) return R{0, d.error};
 
-  std::string_view unit = detail::trim(s.substr(d.length));
+  std::string_view unit = s.substr(d.length);
+  if (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);  // "1.5 GiB"; a tab or newline is no unit
   std::uint64_t scale = 1;
   if (!unit.empty()) {
     struct named { std::string_view name; std::uint64_t scale; };

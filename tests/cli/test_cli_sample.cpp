@@ -163,6 +163,35 @@ TEST_CASE("bad sample/watch arguments exit 2 with one line") {
   }
 }
 
+TEST_CASE("watch's --interval, --pressure-interval and --dwell take exactly their PN_* variable's range") {
+  // Before (issue 27 item 6): --dwell 3600001 and --interval 60001 ran, PN_* refused them, and
+  // --interval 4294967295 said "out of range" without the range.
+  struct row { std::vector<std::string> args; std::string line; };
+  const std::vector<row> rows = {
+      {{"watch", "--interval", "4294967295"}, R"(pnmem: error: --interval: "4294967295": out of range (1 to 60000))"},
+      {{"watch", "--interval", "60001"}, R"(pnmem: error: --interval: "60001": out of range (1 to 60000))"},
+      {{"watch", "--pressure-interval", "0"},
+       R"(pnmem: error: --pressure-interval: "0": below 1 (0 would poll without pause))"},
+      {{"watch", "--dwell", "3600001"}, R"(pnmem: error: --dwell: "3600001": out of range (0 to 3600000))"},
+  };
+  for (const auto& r : rows) {
+    CAPTURE(r.line);
+    const auto p = run(r.args);
+    CHECK(p.exit_code == 2);
+    CHECK(p.out.empty());
+    CHECK(p.err == r.line + "\n");
+  }
+  // The largest each allows still runs (one line and out).
+  const auto edge = run({"--json", "watch", "--root", fixture("v1_limit"), "--count", "1", "--interval",
+                         "60000", "--pressure-interval", "60000", "--dwell", "3600000"});
+  CHECK(edge.exit_code == 0);
+  CHECK(edge.err.empty());
+  CHECK(edge.out.find("\"seq\"") != std::string::npos);
+  const auto help = run({"watch", "--help"});
+  CHECK(help.out.find("1 to 60000 (overrides PN_MEMWATCH_POLL_MS") != std::string::npos);
+  CHECK(help.out.find("0 to 3600000 (overrides PN_STEP_DOWN_DWELL_MS") != std::string::npos);
+}
+
 // --- pnmem metrics / pnmem probe ---------------------------------------------------
 
 TEST_CASE("pnmem metrics --root: every fixture gives valid exposition text with the sampler's numbers") {
@@ -333,10 +362,10 @@ TEST_CASE("pnmem watch --help: the defaults are the watcher's own") {
   const pnmem::watcher_options o;
   const auto r = run({"watch", "--help"});
   REQUIRE(r.exit_code == 0);
-  CHECK(r.out.find("Poll interval at OK, ms (default " + std::to_string(o.poll_interval.count()) + ")") !=
+  CHECK(r.out.find("(overrides PN_MEMWATCH_POLL_MS; default " + std::to_string(o.poll_interval.count()) + " ms)") !=
         std::string::npos);
-  CHECK(r.out.find("Poll interval at WATCH or worse, ms (default " + std::to_string(o.pressure_poll_interval.count()) +
-                   ")") != std::string::npos);
+  CHECK(r.out.find("(overrides PN_PRESSURE_POLL_MS; default " + std::to_string(o.pressure_poll_interval.count()) +
+                   " ms)") != std::string::npos);
   CHECK(r.out.find("instead of " + pnmem::linux_sampler_options{}.root + " ") != std::string::npos);
 }
 
@@ -385,7 +414,7 @@ TEST_CASE("the tool honours PN_PSI_SOURCE, the poll intervals and the dwell") {
   const auto help = run({"watch", "--help"},
                               {{"PN_MEMWATCH_POLL_MS", "700"}, {"PN_PRESSURE_POLL_MS", "70"}, {"PN_STEP_DOWN_DWELL_MS", "7000"}});
   REQUIRE(help.exit_code == 0);
-  CHECK(help.out.find("Poll interval at OK, ms (default 700)") != std::string::npos);
-  CHECK(help.out.find("Poll interval at WATCH or worse, ms (default 70)") != std::string::npos);
-  CHECK(help.out.find("this long, ms (default 7000)") != std::string::npos);
+  CHECK(help.out.find("(overrides PN_MEMWATCH_POLL_MS; default 700 ms)") != std::string::npos);
+  CHECK(help.out.find("(overrides PN_PRESSURE_POLL_MS; default 70 ms)") != std::string::npos);
+  CHECK(help.out.find("(overrides PN_STEP_DOWN_DWELL_MS; default 7000 ms)") != std::string::npos);
 }

@@ -101,6 +101,24 @@ TEST_CASE("errors name the key") {
   CHECK(read_error(j) == "kv_bytes_per_token: negative (-1)");
   j["kv_bytes_per_token"] = 1.5;
   CHECK(read_error(j) == "kv_bytes_per_token: not a whole number of bytes (1.5)");
+  // JSON has one number type: a size past 2^64-1 arrives as a double. It is out of range, not "not
+  // a whole number" (issue 27 item 6); a whole number written with an exponent says so.
+  for (const char* text : {"18446744073709551616", "99999999999999999999999", "1e30"}) {
+    CAPTURE(text);
+    std::string doc = j.dump();
+    const std::string at = "\"kv_bytes_per_token\":1.5";
+    REQUIRE(doc.find(at) != std::string::npos);
+    doc.replace(doc.find(at), at.size(), std::string("\"kv_bytes_per_token\":") + text);
+    const auto r = read_model_json(doc);
+    REQUIRE_FALSE(r.value.has_value());
+    CHECK(r.error.rfind("kv_bytes_per_token: out of range (at most 18446744073709551615 B, 2^64-1): ", 0) == 0);
+  }
+  j["kv_bytes_per_token"] = 1e9;
+  CHECK(read_error(j) == "kv_bytes_per_token: written as a fraction or exponent (1000000000.0): write the whole number of bytes");
+  j["kv_bytes_per_token"] = -1.5;
+  CHECK(read_error(j) == "kv_bytes_per_token: negative (-1.5)");
+  j["kv_bytes_per_token"] = "99999999999999999999";
+  CHECK(read_error(j) == "kv_bytes_per_token: \"99999999999999999999\": out of range (at most 18446744073709551615 B, 2^64-1)");
   j["kv_bytes_per_token"] = "12 parsecs";
   CHECK(read_error(j).rfind("kv_bytes_per_token: \"12 parsecs\": ", 0) == 0);
   j.erase("kv_bytes_per_token");

@@ -35,13 +35,13 @@ std::string describe_bad_value(std::string_view flag, std::string_view text, std
 
 std::uint64_t parse_bytes_arg(std::string_view flag, std::string_view text) {
   const auto r = pnmem::parse_bytes(text);
-  if (!r) fail(flag, text, pnmem::to_string(r.error));
+  if (!r) fail(flag, text, pnmem::bytes_problem(r.error));
   return r.value;
 }
 
 pnmem::basis_points parse_percent_arg(std::string_view flag, std::string_view text) {
   const auto r = pnmem::parse_percent_bp(text);
-  if (!r) fail(flag, text, pnmem::to_string(r.error));
+  if (!r) fail(flag, text, pnmem::percent_problem(r.error));
   return r.value;
 }
 
@@ -61,9 +61,11 @@ std::string int_problem(std::string_view text, int min_value, int* out) {
   const char* const first = s.data();
   const char* const last = s.data() + s.size();
   const auto [ptr, ec] = std::from_chars(first, last, v);
-  if (ec == std::errc::result_out_of_range) return std::string(pnmem::to_string(pnmem::parse_errc::out_of_range));
+  const std::string range = "out of range (" + std::to_string(min_value) + " to " +
+                            std::to_string(std::numeric_limits<int>::max()) + ")";
+  if (ec == std::errc::result_out_of_range) return range;
   if (ec != std::errc() || ptr != last) return std::string(pnmem::to_string(pnmem::parse_errc::not_a_number));
-  if (v > std::numeric_limits<int>::max()) return std::string(pnmem::to_string(pnmem::parse_errc::out_of_range));
+  if (v > std::numeric_limits<int>::max()) return range;
   if (v < min_value) return "must be at least " + std::to_string(min_value);
   *out = static_cast<int>(v);
   return {};
@@ -109,7 +111,9 @@ std::uint64_t parse_count_arg(std::string_view flag, std::string_view text, std:
   const char* const first = s.data();
   const char* const last = s.data() + s.size();
   const auto [ptr, ec] = std::from_chars(first, last, v);
-  if (ec == std::errc::result_out_of_range) fail(flag, text, pnmem::to_string(pnmem::parse_errc::out_of_range));
+  if (ec == std::errc::result_out_of_range) {
+    fail(flag, text, "out of range (" + std::to_string(min_value) + " to 18446744073709551615)");
+  }
   if (ec != std::errc() || ptr != last) fail(flag, text, pnmem::to_string(pnmem::parse_errc::not_a_number));
   if (v < min_value) fail(flag, text, "must be at least " + std::to_string(min_value));
   return v;

@@ -28,7 +28,8 @@ class calibrate_command final : public one_shot_command {
  public:
   calibrate_command()
       : one_shot_command("calibrate",
-                         "Fit an activation table to measured (tokens, peak bytes) lines: never below any") {}
+                         "Fit an activation table to measured (tokens, peak bytes) lines: never below any measurement, "
+                         "and as little above them as the objective allows") {}
 
  private:
   void add_options(CLI::App& app) override;

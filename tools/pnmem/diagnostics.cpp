@@ -8,17 +8,11 @@
 #include <streambuf>
 #include <string>
 
+#include "pnmem/detail/printable.hpp"
+
 namespace pnmem_cli {
 
-std::string one_line(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    out += (u < 0x20 || u == 0x7f) ? '?' : c;
-  }
-  return out;
-}
+std::string one_line(std::string_view s) { return pnmem::detail::printable(s); }
 
 void print_error(std::string_view message) { std::cerr << "pnmem: error: " << one_line(message) << std::endl; }
 

@@ -12,8 +12,8 @@ namespace pnmem_cli {
 // Exit status for a failure that is not a bad argument (usage_error.hpp has exit_usage).
 inline constexpr int exit_failure = 1;
 
-// `s` with control characters (a newline inside an argument) as '?', so a
-// diagnostic stays one line.
+// `s` with control bytes and bytes that are not UTF-8 escaped ("\n", "\x1b", "\xff":
+// pnmem/detail/printable.hpp), so a diagnostic stays one line and a terminal acts on nothing in it.
 std::string one_line(std::string_view s);
 
 // "pnmem: error: <message>"

@@ -35,7 +35,7 @@ die_spec parse_die_spec(std::string_view flag, std::string_view text) {
       problem += " \"";
       problem += fields[i];
       problem += "\": ";
-      problem += pnmem::to_string(r.error);
+      problem += pnmem::bytes_problem(r.error);
       throw usage_error(describe_bad_value(flag, text, problem));
     }
     values[i] = r.value;

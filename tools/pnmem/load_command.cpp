@@ -160,7 +160,7 @@ command_output load_command::answer(const pnmem::policy& env_policy) const {
     j["sequences"] = sequences;
     j["kv"] = std::string(pnmem::to_string(kv));
     j["model"] = model_brief_json(*from_model, kv);
-    t << "kv_max_ctx: " << bytes_text(model.kv_max_ctx_bytes) << " (" << model.kv_max_ctx_bytes << " B) = "
+    t << "kv_max_ctx: " << pnmem::format_need_bytes(model.kv_max_ctx_bytes) << " (" << model.kv_max_ctx_bytes << " B) = "
       << sequences << (sequences == 1 ? " sequence" : " sequences") << " x " << ctx_tokens << " tokens in "
       << pnmem::to_string(kv) << '\n';
     t << model_brief_text(*from_model, kv) << '\n';

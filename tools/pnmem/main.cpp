@@ -30,6 +30,7 @@
 #include "level_command.hpp"
 #include "load_command.hpp"
 #include "model_command.hpp"
+#include "parse_error_words.hpp"
 #include "plan_command.hpp"
 #include "pnmem/config.hpp"
 #include "pnmem/platform_sampler.hpp"
@@ -127,6 +128,10 @@ int run(int argc, char** argv) {
   const std::vector<std::unique_ptr<subcommand>> cs = commands();
   for (const auto& c : cs) c->add_to(app);
 
+  if (const std::string problem = pnmem_cli::lone_flag_problem(argc, argv); !problem.empty()) {
+    pnmem_cli::print_error(problem);
+    return pnmem_cli::exit_usage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -139,7 +144,7 @@ int run(int argc, char** argv) {
     std::cout << e.what() << '\n';
     return pnmem_cli::stdout_ok() ? 0 : pnmem_cli::exit_failure;
   } catch (const CLI::ParseError& e) {
-    pnmem_cli::print_error(e.what());
+    pnmem_cli::print_error(pnmem_cli::parse_error_words(e, app));
     return pnmem_cli::exit_usage;
   }
 

@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "arg_parsers.hpp"
+#include "pnmem/detail/printable.hpp"
 #include "pnmem/format.hpp"
 #include "pnmem/model_files/model_json.hpp"
 #include "pnmem/parse.hpp"
@@ -56,7 +57,7 @@ bool tokens_of(std::string_view text, std::uint64_t& out, std::string& problem) 
   }
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   if (ec == std::errc::result_out_of_range) {
-    problem = std::string(pnmem::to_string(pnmem::parse_errc::out_of_range));
+    problem = "out of range (at most 18446744073709551615)";
     return false;
   }
   if (ec != std::errc() || ptr != s.data() + s.size()) {
@@ -83,7 +84,7 @@ pnmem::activation_model parse_anchors(const char* flag, const std::string& text)
     std::string problem;
     if (!tokens_of(f[0], a.tokens, problem)) bad(where + ": tokens: " + problem);
     const auto b = pnmem::parse_bytes(f[1]);
-    if (!b) bad(where + ": bytes: " + std::string(pnmem::to_string(b.error)));
+    if (!b) bad(where + ": bytes: " + std::string(pnmem::bytes_problem(b.error)));
     a.peak_bytes = b.value;
     if (i > 0 && a.tokens <= m.anchors[i - 1].tokens) {
       bad(where + ": tokens must increase (" + std::to_string(a.tokens) + " after " +
@@ -109,7 +110,7 @@ pnmem::activation_model parse_coefficients(const char* flag, const std::string& 
     const auto r = pnmem::parse_bytes(f[i]);
     if (!r) {
       throw usage_error(describe_bad_value(
-          flag, text, std::string(names[i]) + " \"" + std::string(f[i]) + "\": " + std::string(pnmem::to_string(r.error))));
+          flag, text, std::string(names[i]) + " \"" + std::string(f[i]) + "\": " + std::string(pnmem::bytes_problem(r.error))));
     }
     v[i] = r.value;
   }
@@ -348,8 +349,10 @@ nlohmann::ordered_json model_brief_json(const mf::model_description& m, pnmem::k
 }
 
 std::string model_label(const mf::model_description& m) {
-  const std::string source = m.source.empty() ? "file" : m.source;
-  return m.name.empty() ? "(" + source + ")" : m.name + " (" + source + ")";
+  // Both come from the user's files: a name or path with a newline or an escape sequence in it
+  // must not break the line or act on the terminal.
+  const std::string source = m.source.empty() ? "file" : pnmem::detail::printable(m.source);
+  return m.name.empty() ? "(" + source + ")" : pnmem::detail::printable(m.name) + " (" + source + ")";
 }
 
 std::string model_brief_text(const mf::model_description& m, pnmem::kv_format kv) {

@@ -38,6 +38,9 @@ constexpr flag_spec flag_specs[] = {
     {flag_die_reserve, "--die-reserve", "BYTES", variable("PN_DIE_RESERVE_BYTES")},
     {flag_load_spike, "--load-spike", "BYTES", variable("PN_LOAD_SPIKE_BYTES")},
     {flag_ladder_disable, "--ladder-disable", nullptr, variable("PN_LADDER_DISABLE")},
+    {flag_interval, "--interval", "MS", variable("PN_MEMWATCH_POLL_MS")},
+    {flag_pressure_interval, "--pressure-interval", "MS", variable("PN_PRESSURE_POLL_MS")},
+    {flag_dwell, "--dwell", "MS", variable("PN_STEP_DOWN_DWELL_MS")},
 };
 static_assert(std::size(flag_specs) == policy_flag_count);
 
@@ -61,23 +64,28 @@ void policy_options::add_to(CLI::App& app, unsigned which) {
       app.add_flag_callback(f.flag, [&value] { value = "1"; },
                             std::string(v.meaning) + " (as " + v.name + "=1)");
     } else {
+      // The default is what applies without the flag: the variable's value where it is set.
       add_text_option(app, f.flag, value,
                       std::string(v.meaning) + " (overrides " + v.name + "; default " +
-                          v.setting(pnmem::default_env_settings) + ")")
+                          v.setting(pnmem::process_env_config().value) + ")")
           ->type_name(f.type_name);
     }
   }
 }
 
-pnmem::policy policy_options::apply(pnmem::policy base) const {
-  pnmem::env_settings s = pnmem::default_env_settings;  // the variables set env_settings; these, its policy
-  s.policy = base;
+pnmem::env_settings policy_options::apply(pnmem::env_settings s) const {
   for (std::size_t i = 0; i < policy_flag_count; ++i) {
     if (!values_[i]) continue;
     const std::string problem = flag_specs[i].variable->apply(s, values_[i]->c_str());
     if (!problem.empty()) throw usage_error(describe_bad_value(flag_specs[i].flag, *values_[i], problem));
   }
-  return s.policy;
+  return s;
+}
+
+pnmem::policy policy_options::apply(const pnmem::policy& base) const {
+  pnmem::env_settings s = pnmem::default_env_settings;  // the variables set env_settings; these, its policy
+  s.policy = base;
+  return apply(s).policy;
 }
 
 }  // namespace pnmem_cli

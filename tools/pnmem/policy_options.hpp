@@ -9,7 +9,11 @@
 //   --die-reserve B        PN_DIE_RESERVE_BYTES
 //   --load-spike B         PN_LOAD_SPIKE_BYTES
 //   --ladder-disable       PN_LADDER_DISABLE
+//   --interval MS          PN_MEMWATCH_POLL_MS      (the watcher's cadence: `watch`)
+//   --pressure-interval MS PN_PRESSURE_POLL_MS
+//   --dwell MS             PN_STEP_DOWN_DWELL_MS
 //
+// so a flag accepts exactly the range its variable does, and says it in its help.
 // Each subcommand registers only the flags its answer depends on.
 #pragma once
 
@@ -17,6 +21,7 @@
 #include <optional>
 #include <string>
 
+#include "pnmem/config.hpp"
 #include "pnmem/policy.hpp"
 
 namespace CLI {
@@ -31,13 +36,18 @@ enum policy_flag : unsigned {
   flag_die_reserve = 1U << 2U,
   flag_load_spike = 1U << 3U,
   flag_ladder_disable = 1U << 4U,
+  flag_interval = 1U << 5U,
+  flag_pressure_interval = 1U << 6U,
+  flag_dwell = 1U << 7U,
 };
-inline constexpr std::size_t policy_flag_count = 5;
+inline constexpr std::size_t policy_flag_count = 8;
 
 // The flags that change a level (the host reserve and the PSI reject line): every
 // command that derives or reports a level takes them, so `level` and `sample`
 // answer alike.
 inline constexpr unsigned level_flags = flag_host_reserve | flag_psi_full_reject;
+// The watcher's cadence and dwell.
+inline constexpr unsigned watcher_flags = flag_interval | flag_pressure_interval | flag_dwell;
 
 class policy_options {
  public:
@@ -45,7 +55,8 @@ class policy_options {
   void add_to(CLI::App& app, unsigned which);
 
   // `base` with every given flag applied; throws usage_error on a bad value.
-  pnmem::policy apply(pnmem::policy base) const;
+  pnmem::env_settings apply(pnmem::env_settings base) const;
+  pnmem::policy apply(const pnmem::policy& base) const;
 
  private:
   std::array<std::optional<std::string>, policy_flag_count> values_;  // by flag, as given

@@ -1,7 +1,6 @@
 // tools/pnmem/verdict_output.cpp - rendering admission verdicts.
 #include "verdict_output.hpp"
 
-#include <limits>
 
 #include "pnmem/format.hpp"
 
@@ -22,11 +21,6 @@ nlohmann::ordered_json verdict_json(const pnmem::admit_result& r) {
   return j;
 }
 
-std::string bytes_text(std::uint64_t bytes) {
-  if (bytes == std::numeric_limits<std::uint64_t>::max()) return "no limit";
-  return pnmem::format_bytes(bytes);
-}
-
 std::string verdict_line(std::string_view label, const pnmem::admit_result& r) {
   std::string out(label);
   out += ": ";
@@ -35,7 +29,7 @@ std::string verdict_line(std::string_view label, const pnmem::admit_result& r) {
   out += pnmem::to_string(r.reason);
   out += ")";
   if (r.die != pnmem::no_die) out += " on die " + std::to_string(r.die);
-  out += ": need " + bytes_text(r.need_bytes) + ", limit " + bytes_text(r.limit_bytes);
+  out += ": need " + pnmem::format_need_bytes(r.need_bytes) + ", limit " + pnmem::format_limit_bytes(r.limit_bytes);
   return out;
 }
 

@@ -17,9 +17,6 @@ nlohmann::ordered_json die_json(int die);
 // {"verdict", "reason", "die", "need_bytes", "limit_bytes"}.
 nlohmann::ordered_json verdict_json(const pnmem::admit_result& r);
 
-// "1.50 GiB", or "no limit" for the saturated 2^64-1 an unsampled host reports.
-std::string bytes_text(std::uint64_t bytes);
-
 // "<label>: admit (fits) on die 0: need 20.00 GiB, limit 30.00 GiB"
 std::string verdict_line(std::string_view label, const pnmem::admit_result& r);
 

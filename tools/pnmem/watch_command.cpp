@@ -40,7 +40,6 @@ std::string clock_time() {
   return buf;
 }
 
-std::string ms_text(std::chrono::milliseconds ms) { return std::to_string(ms.count()); }
 
 // The stop signal caught, 0 until one is.
 volatile std::sig_atomic_t stop_signal = 0;
@@ -96,12 +95,7 @@ class watch_command final : public streaming_command {
   void add_options(CLI::App& app) override;
   int stream(const pnmem::env_settings& env, bool json) const override;
 
-  // The option text, defaulting to the watcher's own defaults (PN_MEMWATCH_POLL_MS,
-  // PN_PRESSURE_POLL_MS, PN_STEP_DOWN_DWELL_MS where set).
   box_options box_;
-  std::string interval_ = ms_text(pnmem::watcher_options{}.poll_interval);
-  std::string pressure_interval_ = ms_text(pnmem::watcher_options{}.pressure_poll_interval);
-  std::string dwell_ = ms_text(pnmem::watcher_options{}.step_down_dwell);
   std::string count_ = std::to_string(until_stopped);
   std::string textfile_;
   CLI::Option* textfile_opt_ = nullptr;
@@ -112,13 +106,6 @@ class watch_command final : public streaming_command {
 
 void watch_command::add_options(CLI::App& app) {
   box_.add_to(app);
-  app.add_option("--interval", interval_, "Poll interval at OK, ms (default " + interval_ + ")")->type_name("MS");
-  app.add_option("--pressure-interval", pressure_interval_,
-                 "Poll interval at WATCH or worse, ms (default " + pressure_interval_ + ")")
-      ->type_name("MS");
-  app.add_option("--dwell", dwell_,
-                 "Step a level down only after it stayed lower this long, ms (default " + dwell_ + ")")
-      ->type_name("MS");
   app.add_option("--count", count_, "Stop after N sample lines (default " + count_ + ": until SIGINT/SIGTERM)")
       ->type_name("N");
   textfile_opt_ =
@@ -132,16 +119,12 @@ void watch_command::add_options(CLI::App& app) {
                      "With --textfile: write it at most every MS ms (default " + textfile_interval_ +
                          ": after every sample)")
           ->type_name("MS");
-  policy_.add_to(app, level_flags);
+  policy_.add_to(app, level_flags | watcher_flags);  // --interval, --pressure-interval, --dwell: as PN_*
 }
 
 int watch_command::stream(const pnmem::env_settings& env, bool json) const {
-  pnmem::watcher_options o = pnmem::to_watcher_options(env);
-  o.poll_interval = std::chrono::milliseconds(parse_int_arg("--interval", interval_, 1));
-  o.pressure_poll_interval = std::chrono::milliseconds(parse_int_arg("--pressure-interval", pressure_interval_, 1));
-  o.step_down_dwell = std::chrono::milliseconds(parse_int_arg("--dwell", dwell_, 0));
+  const pnmem::watcher_options o = pnmem::to_watcher_options(policy_.apply(env));
   const int count = parse_int_arg("--count", count_, 0);
-  o.policy = policy_.apply(env.policy);
   const int textfile_interval = parse_int_arg("--textfile-interval", textfile_interval_, every_sample);
   std::optional<textfile_output> textfile;
   if (textfile_opt_ != nullptr && textfile_opt_->count() > 0) {
