@@ -17,7 +17,7 @@
 //   - every error has a name;
 //   - the CLI parsers throw pnmem_cli::usage_error and nothing else (any other
 //     exception aborts: a bug); a message starts with the flag, and for bytes and
-//     percents is exactly describe_bad_value(flag, text, to_string(error)); their
+//     percents is exactly describe_bad_value(flag, text, bytes_problem/percent_problem(error)); their
 //     values are the library's; ints, levels and KV formats agree with references;
 //     a die spec is 2 or 3 ':'-separated byte sizes; a die list holds at most
 //     max_dies and put_dies copies it into a mem_state.
@@ -132,7 +132,9 @@ bytes_ref reference_bytes(std::string_view text) {
   if (s.empty() || !(is_digit(s.front()) || s.front() == '.')) return {};
   const number_ref n = read_number(s, 9);
   if (!n.ok) return {};
-  const std::string unit = lower(trim(s.substr(n.length)));
+  std::string_view after = s.substr(n.length);  // (s is trimmed: nothing blank at its end)
+  if (!after.empty() && after.front() == ' ') after.remove_prefix(1);  // one space before the unit, no other blank
+  const std::string unit = lower(after);
   std::uint64_t scale = 0;
   if (unit.empty() || unit == "b") scale = 1;
   if (unit == "k" || unit == "kib") scale = pnmem::KiB;
@@ -331,19 +333,22 @@ bool same_die(const pnmem_cli::die_spec& a, const pnmem_cli::die_spec& b) {
 // The CLI's answer for `t` is the library's: the same value, or the library's
 // error in the CLI's message.
 template <class Parsed, class CliResult>
-void check_cli_agrees(std::string_view t, const Parsed& library, const CliResult& cli) {
+void check_cli_agrees(std::string_view t, const Parsed& library, const CliResult& cli,
+                      std::string_view (*problem)(pnmem::parse_errc) noexcept) {
   FUZZ_CHECK(cli.ok == library.ok());
   if (cli.ok) {
     FUZZ_CHECK(cli.value == library.value);
   } else {
-    FUZZ_CHECK(cli.message == as_what(pnmem_cli::describe_bad_value(flag, t, pnmem::to_string(library.error))));
+    FUZZ_CHECK(cli.message == as_what(pnmem_cli::describe_bad_value(flag, t, problem(library.error))));
   }
 }
 
 void check_cli(std::string_view t) {
-  check_cli_agrees(t, pnmem::parse_bytes(t), call_cli([&] { return pnmem_cli::parse_bytes_arg(flag, t); }));
+  check_cli_agrees(t, pnmem::parse_bytes(t), call_cli([&] { return pnmem_cli::parse_bytes_arg(flag, t); }),
+                   &pnmem::bytes_problem);
   const auto percent = pnmem::parse_percent_bp(t);
-  check_cli_agrees(t, percent, call_cli([&] { return pnmem_cli::parse_percent_arg(flag, t); }));
+  check_cli_agrees(t, percent, call_cli([&] { return pnmem_cli::parse_percent_arg(flag, t); }),
+                   &pnmem::percent_problem);
 
   const auto psi = call_cli([&] { return pnmem_cli::parse_psi_arg(flag, t); });
   FUZZ_CHECK(psi.ok == percent.ok());

@@ -31,6 +31,7 @@
 
 #include "fuzz_support.hpp"
 #include "pnmem/config.hpp"
+#include "pnmem/detail/printable.hpp"
 
 using namespace pnmem_fuzz;
 
@@ -91,7 +92,8 @@ void check_error(const pnmem::config_error& e, const std::string& value, const s
   FUZZ_CHECK(e.kept == kept);
   const std::string line = e.to_string();
   FUZZ_CHECK(line.find(e.variable) == 0);
-  FUZZ_CHECK(line.find(value) != std::string::npos);
+  FUZZ_CHECK(line.find(pnmem::detail::printable(value)) != std::string::npos);  // control bytes escaped
+  for (const char c : line) FUZZ_CHECK(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f);  // one line, no escape codes
 }
 
 void check(const std::map<std::string, std::string>& env, const pnmem::env_settings& base_settings) {

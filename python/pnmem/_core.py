@@ -4,15 +4,17 @@ from __future__ import annotations
 import atexit
 import ctypes
 import dataclasses
+import enum
 import logging
 import math
 import operator
 import os
 import threading
+import time
 import traceback
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar, Union, overload
 
 from . import _ffi
 from ._enums import CgroupMode, Engine, GateStatus, KvFormat, LayerKind, Level, PsiMode, Reason, Source, Status
@@ -72,7 +74,10 @@ def _u64(function: str, name: str, value: Any) -> int:
     return _int(function, name, value, 0, UINT64_MAX)
 
 
-def _enum(function: str, name: str, value: Any, kind: type) -> Any:
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+def _enum(function: str, name: str, value: Any, kind: type[_E]) -> _E:
     if isinstance(value, kind):
         return value
     if isinstance(value, bool) or not isinstance(value, int):
@@ -125,12 +130,23 @@ def _sink(_user: Any, line: Optional[bytes]) -> None:
 _c_sink = _ffi.LOG_FN(_sink)  # kept alive for the process: the C side holds its address
 
 
-def set_log_sink(fn: Optional[Callable[[str], Any]] = ..., /) -> None:
+class _Unset(enum.Enum):
+    """set_log_sink's "no argument" (None means: drop the lines)."""
+    UNSET = 0
+
+
+@overload
+def set_log_sink() -> None: ...
+@overload
+def set_log_sink(fn: Optional[Callable[[str], Any]], /) -> None: ...
+
+
+def set_log_sink(fn: Union[Callable[[str], Any], None, _Unset] = _Unset.UNSET, /) -> None:
     """Where pnmem's log lines go: fn(line) on the thread that logged (any thread, several at once);
     None drops them; called with no argument, back to the default (logging.getLogger("pnmem").warning).
     An exception from fn is printed and dropped. Lines that explain a failed call also travel in its Error."""
     global _user_sink, _sink_default
-    if fn is ...:
+    if fn is _Unset.UNSET:
         _user_sink, _sink_default = None, True
     elif fn is None or callable(fn):
         _user_sink, _sink_default = fn, False
@@ -176,8 +192,9 @@ class Provenance:
 
 @dataclass(frozen=True)
 class State:
-    """One snapshot (pnmem_state) and, from Watcher.state() / read(), its provenance
-    (None in a LevelChange: the C change carries the numbers only)."""
+    """One snapshot's numbers (pnmem_state). `provenance` is None here only in a LevelChange's state
+    (the C change carries the numbers only); Watcher.state() and read() return a Snapshot, the State
+    whose provenance is always there."""
     level: Level
     raw_level: Level
     seq: int
@@ -195,24 +212,31 @@ class State:
     provenance: Optional[Provenance]
 
 
+@dataclass(frozen=True)
+class Snapshot(State):
+    """A State with its provenance (pnmem_snapshot): what Watcher.state() and read() return. Its
+    `provenance` is never None (a typed caller reads s.provenance.sources_read without a check)."""
+    provenance: Provenance
+
+
 def _level_of(v: int) -> Level:
     return Level(v)
 
 
-def _state_from_c(s: _ffi.pnmem_state, provenance: Optional[Provenance]) -> State:
+def _state_numbers(s: _ffi.pnmem_state) -> dict[str, Any]:
+    """State's fields but the provenance, from a pnmem_state."""
     n = min(max(s.n_dies, 0), _ffi.MAX_DIES)
     dies = tuple(Die(i, s.per_die_free[i], s.per_die_budget[i], s.per_die_used[i], s.per_die_retiring[i])
                  for i in range(n))
-    return State(level=_level_of(s.level), raw_level=_level_of(s.raw_level), seq=s.seq,
-                 sample_time_ns=s.sample_time_ns, host_total_bytes=s.host_total_bytes,
-                 host_avail_bytes=s.host_avail_bytes, host_psi_some_avg10=s.host_psi_some_avg10,
-                 host_psi_full_avg10=s.host_psi_full_avg10, host_psi_some_rate=s.host_psi_some_rate,
-                 host_psi_full_rate=s.host_psi_full_rate, cgroup_current_bytes=s.cgroup_current_bytes,
-                 cgroup_high_bytes=s.cgroup_high_bytes, cgroup_max_bytes=s.cgroup_max_bytes, dies=dies,
-                 provenance=provenance)
+    return dict(level=_level_of(s.level), raw_level=_level_of(s.raw_level), seq=s.seq,
+                sample_time_ns=s.sample_time_ns, host_total_bytes=s.host_total_bytes,
+                host_avail_bytes=s.host_avail_bytes, host_psi_some_avg10=s.host_psi_some_avg10,
+                host_psi_full_avg10=s.host_psi_full_avg10, host_psi_some_rate=s.host_psi_some_rate,
+                host_psi_full_rate=s.host_psi_full_rate, cgroup_current_bytes=s.cgroup_current_bytes,
+                cgroup_high_bytes=s.cgroup_high_bytes, cgroup_max_bytes=s.cgroup_max_bytes, dies=dies)
 
 
-def read() -> State:
+def read() -> Snapshot:
     """The latest snapshot with its provenance (pnmem_read_snapshot); all zero before a watcher exists."""
     snap = _ffi.pnmem_snapshot()
     if _lib.pnmem_snapshot_init_sized(ctypes.byref(snap), ctypes.sizeof(snap)) != 0:
@@ -226,13 +250,14 @@ def read() -> State:
                    cgroup_limit_bytes=snap.cgroup_limit_bytes,
                    cgroup_working_set_bytes=snap.cgroup_working_set_bytes,
                    limit_cgroup=snap.limit_cgroup.decode("utf-8", "replace"))
-    return _state_from_c(snap.state, p)
+    return Snapshot(provenance=p, **_state_numbers(snap.state))
 
 
 def level_name(level: Any) -> str:
     """pnmem_level_name: "ok", "watch", "tight", "critical"; "invalid" for any other int."""
     v = _int("pnmem_level_name", "level", level, INT32_MIN, INT32_MAX)
-    return _lib.pnmem_level_name(v).decode()
+    name: bytes = _lib.pnmem_level_name(v)  # a static string, never NULL
+    return name.decode()
 
 
 def set_die(die: int, free_bytes: int, budget_bytes: int, used_bytes: int = 0, retiring_bytes: int = 0) -> None:
@@ -291,7 +316,7 @@ class Subscription:
         _tls.callback_depth = getattr(_tls, "callback_depth", 0) + 1
         try:
             c = change.contents
-            state = _state_from_c(c.state.contents, None) if c.state else None
+            state = State(provenance=None, **_state_numbers(c.state.contents))  # pnmem_c.h: never NULL
             ev = LevelChange(from_level=_level_of(getattr(c, "from")), to_level=_level_of(c.to), seq=c.seq,
                              sample_time_ns=c.sample_time_ns, state=state)
             self.callback(ev)
@@ -396,7 +421,7 @@ class Watcher:
     def __init__(self, *, poll_interval_ms: Optional[int] = None, pressure_poll_interval_ms: Optional[int] = None,
                  step_down_dwell_ms: Optional[int] = None, root: Optional[str] = None) -> None:
         f = "pnmem_watcher_start_with"
-        self._options: dict = {}
+        self._options: dict[str, int | bytes] = {}
         for name, v in (("poll_interval_ms", poll_interval_ms),
                         ("pressure_poll_interval_ms", pressure_poll_interval_ms),
                         ("step_down_dwell_ms", step_down_dwell_ms)):
@@ -467,8 +492,8 @@ class Watcher:
     def running(self) -> bool:
         return running()
 
-    def state(self) -> State:
-        """The latest snapshot and its provenance."""
+    def state(self) -> Snapshot:
+        """The latest snapshot and its provenance (read())."""
         return read()
 
     def subscribe(self, callback: Callable[[LevelChange], Any]) -> Subscription:
@@ -522,7 +547,8 @@ def _cost_from_c(m: _ffi.pnmem_model) -> dict[str, Any]:
 
 
 def _seed(name: str) -> Any:
-    return field(default_factory=lambda: _cost_from_c(_SEED)[name])
+    value: object = _cost_from_c(_SEED)[name]  # immutable (ints, enums, tuples): shared by every Model
+    return field(default_factory=lambda: value)
 
 
 @dataclass(frozen=True)
@@ -616,7 +642,7 @@ class Model:
     activation_per_token_sq_bytes: int = _seed("activation_per_token_sq_bytes")
 
     @classmethod
-    def _from_c_reader(cls, f: str, request: dict, read: Any) -> "Model":
+    def _from_c_reader(cls, f: str, request: dict[str, Any], read: Any) -> "Model":
         bad = set(request) - _REQUEST_FIELDS
         if bad:
             raise ArgumentTypeError(f"{f}: not a request field: {', '.join(sorted(bad))}", f)
@@ -1370,7 +1396,7 @@ class _GateSlot:
 # --- Rung 4b: KV eviction ------------------------------------------------------------------------
 
 
-def _floats(function: str, name: str, values: Any) -> list:
+def _floats(function: str, name: str, values: Any) -> list[float]:
     try:
         out = [float(v) for v in values]
     except (TypeError, ValueError):
@@ -1380,7 +1406,7 @@ def _floats(function: str, name: str, values: Any) -> list:
     return out
 
 
-def _rows(function: str, name: str, rows: Any) -> tuple:
+def _rows(function: str, name: str, rows: Any) -> tuple[list[float], int, int]:
     """A matrix given as a sequence of equal-length rows: (flat values, row count, row length)."""
     try:
         rows = [list(r) for r in rows]
@@ -1393,7 +1419,7 @@ def _rows(function: str, name: str, rows: Any) -> tuple:
 
 
 def select_keep(scores: Any, budget: int, *, n_tokens: Optional[int] = None, sinks: int = 4,
-                recent: int = 32) -> list:
+                recent: int = 32) -> list[int]:
     """pnmem_select_keep: the positions (increasing) of the tokens of one row to keep within `budget`:
     the first `sinks`, the last `recent`, and the highest-scoring of the rest (ties: the earlier
     token; NaN lowest). scores None: the most recent (StreamingLLM); then n_tokens says the row's length."""
@@ -1422,7 +1448,7 @@ def select_keep(scores: Any, budget: int, *, n_tokens: Optional[int] = None, sin
     return list(keep[:k])
 
 
-def observation_scores(attn: Any, kernel: int = 7) -> list:
+def observation_scores(attn: Any, kernel: int = 7) -> list[float]:
     """pnmem_observation_scores: SnapKV's scores for one row from the observation window's attention
     weights (rows x n_tokens: one row per query, of every head sharing the KV head): the column sums,
     max-pooled over `kernel` neighbours."""
@@ -1438,7 +1464,7 @@ def observation_scores(attn: Any, kernel: int = 7) -> list:
     return list(out[:n])
 
 
-def key_norm_scores(keys: Any) -> list:
+def key_norm_scores(keys: Any) -> list[float]:
     """pnmem_key_norm_scores: minus each key's squared L2 norm (keys: n_tokens rows of one KV head)."""
     f = "pnmem_key_norm_scores"
     flat, n, dim = _rows(f, "keys", keys)
@@ -1469,10 +1495,11 @@ class Eviction:
     slots_cut: int
     evict_bytes: int
     freed_bytes: int
-    slots: tuple
+    slots: tuple[SlotEviction, ...]
 
 
-def _eviction_args(f: str, running_tokens: Any, min_keep_tokens: Any, min_keep_permille: Any) -> tuple:
+def _eviction_args(f: str, running_tokens: Any, min_keep_tokens: Any,
+                   min_keep_permille: Any) -> tuple[list[int], _ffi.pnmem_eviction_limits, Any, Any]:
     try:
         slots = [_int(f, "running_tokens", t, 0, INT32_MAX) for t in running_tokens]
     except TypeError:
@@ -1510,7 +1537,7 @@ def plan_eviction(running_tokens: Any, bytes_to_free: int, model: Optional[Model
 
 
 def admit_after_eviction(n_tokens: int, running_tokens: Any, model: Optional[Model] = None, encoder_items: int = 0,
-                         *, min_keep_tokens: int = 36, min_keep_permille: int = 100) -> tuple:
+                         *, min_keep_tokens: int = 36, min_keep_permille: int = 100) -> tuple[Answer, Eviction]:
     """pnmem_admit_after_eviction: pnmem.admit's answer for the request, and (at TIGHT and worse, for a
     host-path request host memory refuses or caps) whether evicting from the running slots admits it
     in full: returns (Answer, Eviction)."""
@@ -1543,4 +1570,4 @@ def _at_exit() -> None:
             s.unsubscribe()
         except BaseException:
             pass
-    _lib.pnmem_set_log_sink(_ffi.LOG_FN(), None)  # a NULL sink
+    _lib.pnmem_set_log_sink(_ffi.LOG_FN(0), None)  # a NULL sink (the function pointer at address 0)

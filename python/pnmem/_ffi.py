@@ -358,7 +358,7 @@ PROTOTYPES = {
 
 def _pkg_config_libdirs() -> list[tuple[str, str | None, str]]:
     """(place, libdir or None, why not) for pnmem-c, then pnmem."""
-    out = []
+    out: list[tuple[str, str | None, str]] = []
     exe = shutil.which("pkg-config")
     for package in ("pnmem-c", "pnmem"):
         place = f"pkg-config --variable=libdir {package}"
@@ -414,7 +414,7 @@ def load_library() -> tuple[ctypes.CDLL, str]:
     """The library and the path it was loaded from; LibraryNotFound naming every place tried."""
     tried: list[str] = []
 
-    def attempt(place: str, path: str):
+    def attempt(place: str, path: str) -> ctypes.CDLL | None:
         if os.sep in path and not os.path.exists(path):
             tried.append(f"  {place}: {path}: no such file")
             return None

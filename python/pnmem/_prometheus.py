@@ -21,9 +21,15 @@ from typing import TYPE_CHECKING, Callable, Iterator, List, Optional
 
 from ._core import _METRICS_WHAT, ArgumentError, Error, metrics_text
 
-if TYPE_CHECKING:  # prometheus_client's types, for annotations only: never imported at run time here
+if TYPE_CHECKING:  # prometheus_client's types, for the type checker only: never imported at run time here
     from prometheus_client.metrics_core import Metric
+    from prometheus_client.registry import Collector as _CollectorBase
     from prometheus_client.registry import CollectorRegistry
+else:
+    # At run time the base is object (prometheus_client is optional); the first collector made
+    # registers the class as a virtual subclass of prometheus_client's Collector ABC (_parser), so
+    # what the type checker is told holds for every PrometheusCollector that exists.
+    _CollectorBase = object
 
 
 class PrometheusClientMissing(Error, ImportError):
@@ -38,19 +44,27 @@ class PrometheusClientMissing(Error, ImportError):
 def _parser(who: str) -> Callable[[str], Iterator["Metric"]]:
     try:
         import prometheus_client  # noqa: F401  (raises when absent, or None in sys.modules)
+        from prometheus_client import registry
         from prometheus_client.parser import text_string_to_metric_families
     except ImportError as e:
         raise PrometheusClientMissing(
             f"{who} needs prometheus_client, which {sys.executable} cannot import ({e}): "
             "apt-get install python3-prometheus-client, or pip install prometheus-client") from e
+    collector_abc = getattr(registry, "Collector", None)  # an ABC since prometheus_client 0.14
+    if collector_abc is not None and not issubclass(PrometheusCollector, collector_abc):
+        collector_abc.register(PrometheusCollector)
     return text_string_to_metric_families
 
 
-class PrometheusCollector:
+class PrometheusCollector(_CollectorBase):
     """A prometheus_client collector of pnmem_metrics_text: each collect() reads pnmem's text exposition
     now ("box": the snapshot's families; "counters": what this library's calls counted; "all": both)
     and yields it as prometheus_client metric families. Register it on a CollectorRegistry (or use
-    register_prometheus). Without prometheus_client, making one raises PrometheusClientMissing."""
+    register_prometheus). Without prometheus_client, making one raises PrometheusClientMissing.
+
+    A prometheus_client.registry.Collector to a type checker and to isinstance (a virtual subclass of
+    that ABC, registered when the first one is made), so CollectorRegistry.register(collector)
+    type-checks; at run time it does not inherit from it, since prometheus_client is optional."""
 
     def __init__(self, what: str = "all") -> None:
         f = "pnmem_metrics_text"
@@ -86,6 +100,6 @@ def register_prometheus(registry: Optional["CollectorRegistry"] = None, what: st
     if registry is None:
         import prometheus_client
         registry = prometheus_client.REGISTRY
-    registry.register(collector)  # type: ignore[arg-type]  (duck-typed: collect and describe)
+    registry.register(collector)
     return collector
 

@@ -98,8 +98,12 @@ static int explains(const pnmem_admit_answer* a) {
   ok = ok && len > 0 && (size_t)len == strlen(line);
   snprintf(want, sizeof want, "%s (%s): need ", status_name(a->status), a->reason != NULL ? a->reason : "none");
   ok = ok && strncmp(line, want, strlen(want)) == 0;
-  snprintf(want, sizeof want, " (%" PRIu64 " B), limit ", a->need_bytes);
-  ok = ok && strstr(line, want) != NULL;
+  if (a->need_bytes == UINT64_MAX) { /* a need that saturated: no exact count to give */
+    ok = ok && strstr(line, "): need more than 2^64-1 B, limit ") != NULL;
+  } else {
+    snprintf(want, sizeof want, " (%" PRIu64 " B), limit ", a->need_bytes);
+    ok = ok && strstr(line, want) != NULL;
+  }
   snprintf(want, sizeof want, " (%" PRIu64 " B), fit %d tokens, level %s, die %d", a->limit_bytes, a->fit_tokens,
            pnmem_level_name(a->level), a->die);
   ok = ok && strstr(line, want) != NULL;
@@ -514,7 +518,7 @@ int main(int argc, char** argv) {
   CHECK(explains(&a));
   char line[256];
   CHECK(pnmem_explain(&a, line, sizeof line) > 0);
-  static const char cap_head[] = "capped (host_budget): need 16777216.00 TiB (18446744073709551615 B), limit ";
+  static const char cap_head[] = "capped (host_budget): need more than 2^64-1 B, limit ";
   CHECK(strncmp(line, cap_head, strlen(cap_head)) == 0);
 
   if (!box_critical) {
