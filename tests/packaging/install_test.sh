@@ -106,6 +106,14 @@ rm -rf "$tmp/build"  # nothing may refer back to the build directory either
 (cd "$prefix" && find . \( -type f -o -type l \) | sed 's|^\./||' | LC_ALL=C sort) >"$tmp/installed.txt"
 cat "$tmp/installed.txt"
 
+# Installed stripped (the project's default strip=true): no debug sections in the shared library.
+if command -v readelf >/dev/null 2>&1; then
+  for so in $(grep -E '/libpnmem_c\.so\.[0-9]+\.[0-9]+\.[0-9]+$' "$tmp/installed.txt"); do
+    if readelf -S "$prefix/$so" | grep -q '\.debug_info'; then fail "$so was installed with debug info (strip=true is the default)"; fi
+  done
+  echo "ok: installed libraries carry no debug info"
+fi
+
 # The headers: exactly the source tree's include/pnmem, plus this platform's
 # adapter headers (adapters/<os>/include/pnmem/<os>/), the platform selector
 # (adapters/platform/include/pnmem/platform_sampler.hpp) and the model-files readers
