@@ -603,3 +603,64 @@ TEST_CASE("time-to-live entries of reservations settled or cancelled long before
   CHECK(ledger.pending_bytes(w) == 0);
   CHECK(ledger.size() == 0);
 }
+
+namespace {
+std::int64_t credit_clock_ns = 0;
+std::int64_t credit_clock() { return credit_clock_ns; }
+}  // namespace
+
+TEST_CASE("credit_freed: freed bytes count at once, until a sample that began after the credit") {
+  // The seed's 8 GiB box at TIGHT: 1.25 GiB available, reserve 1288490188.
+  fake_watcher w;
+  const std::uint64_t total = 8 * GiB;
+  const std::uint64_t tight_avail = GiB + GiB / 4;
+  w.set(host_state(total, tight_avail), 1000);
+  credit_clock_ns = 1500;
+  host_ledger ledger(&credit_clock);
+
+  const host_room before = ledger.room(w, default_policy);
+  REQUIRE(before.sampled);
+  CHECK(before.level == mem_level::tight);
+  const std::uint64_t to_watch = before.free_bytes(mem_level::watch);
+  CHECK(to_watch == host_floor_bytes(mem_level::watch, host_reserve_bytes(total)) - tight_avail);
+  CHECK(before.free_bytes(mem_level::ok) > to_watch);
+
+  // The engine frees exactly what it was told and credits it: WATCH now, with no sample.
+  ledger.credit_freed(to_watch);
+  CHECK(ledger.credited_bytes(w) == to_watch);
+  const host_room after = ledger.room(w, default_policy);
+  CHECK(after.level == mem_level::watch);
+  CHECK(after.free_bytes(mem_level::watch) == 0);
+  CHECK(after.take_bytes(mem_level::watch) == 0);  // exactly on the floor
+  CHECK(after.avail_bytes == tight_avail + to_watch);
+  // Admissions count it too: a byte check for what was freed fits above the reserve now.
+  CHECK(ledger.check_bytes(w, to_watch, default_policy).answer.detail.limit_bytes ==
+        tight_avail + to_watch - host_reserve_bytes(total));
+
+  // A sample that began before the credit may not hold the freed memory: the credit stays.
+  w.set(host_state(total, tight_avail), 1500);
+  CHECK(ledger.credited_bytes(w) == to_watch);
+  CHECK(ledger.room(w, default_policy).level == mem_level::watch);
+  // The first sample read after it is the authority: the memory came back (WATCH) ...
+  w.set(host_state(total, tight_avail + to_watch), 1501);
+  CHECK(ledger.credited_bytes(w) == 0);
+  CHECK(ledger.room(w, default_policy).level == mem_level::watch);
+  CHECK(ledger.room(w, default_policy).avail_bytes == tight_avail + to_watch);
+
+  // ... or it did not (freed to a malloc arena, not the kernel): back to what the sample says.
+  credit_clock_ns = 2000;
+  ledger.credit_freed(to_watch);
+  w.set(host_state(total, tight_avail), 2001);
+  CHECK(ledger.room(w, default_policy).level == mem_level::tight);
+
+  // Credits and promises net out; a credit never lifts MemAvailable above the total.
+  credit_clock_ns = 3000;
+  auto held = ledger.reserve_bytes(w, 64 * MiB);
+  (void)held;
+  ledger.credit_freed(16 * GiB);
+  CHECK(ledger.room(w, default_policy).avail_bytes == total);
+  CHECK(ledger.room(w, default_policy).level == mem_level::ok);
+  // No watcher running: no room known.
+  w.is_running = false;
+  CHECK_FALSE(ledger.room(w, default_policy).sampled);
+}

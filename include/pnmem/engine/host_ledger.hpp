@@ -36,6 +36,15 @@
 // its bytes cannot leak. The clock is std::chrono::steady_clock, the watcher's default; give the
 // ledger the watcher's clock (a function returning its nanoseconds) if it has another one.
 //
+// Memory the engine frees is likewise invisible until a sample sees it. credit_freed(bytes) counts it as
+// available at once, until a sample that began after the credit has it in its numbers (or shows it did
+// not come back: memory freed to a malloc arena, not to the kernel, never reaches MemAvailable).
+// room() says how much to free, or may be taken, for the host bands to sit at a level (host_room.hpp):
+//
+//   const auto room = ledger.room(watcher);
+//   const std::uint64_t freed = cache.evict_at_least(room.free_bytes(pnmem::mem_level::watch));
+//   ledger.credit_freed(freed);                         // the next answer is at WATCH, no sample needed
+//
 // Cost: an admission does not depend on how many reservations are outstanding (an engine with a
 // prompt cache holds hundreds). The promised bytes are a running sum; unsettled reservations sit
 // in slots reached by index (settle and cancel in O(1)); settled ones wait in a queue in settle
@@ -67,6 +76,7 @@
 #include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/admission.hpp"
 #include "pnmem/engine/admit.hpp"
+#include "pnmem/host_room.hpp"
 #include "pnmem/live_state.hpp"
 #include "pnmem/mem_state.hpp"
 
@@ -231,6 +241,45 @@ class host_ledger {
     return pending;
   }
 
+  // Bytes the engine has just freed (dropped a cache entry, unmapped a buffer), counted as available
+  // by every answer from now until a sample that began after this call: the engine sheds once, credits
+  // what it freed, and its next admission or room() counts it without forcing a sample. Give the bytes
+  // actually returned to the kernel (munmap, madvise(MADV_DONTNEED), malloc_trim); a credit never
+  // raises MemAvailable above the total.
+  void credit_freed(std::uint64_t bytes) PNMEM_EXCLUDES(mu_) {
+    if (bytes == 0) return;
+    const std::int64_t now = now_();
+    detail::lock_guard lk(mu_);
+    auto at = credits_.end();  // in time order, as the settled queue
+    while (at != credits_.begin() && std::prev(at)->settled_ns > now) --at;
+    credits_.insert(at, settled_entry{bytes, now});
+    credited_ += bytes;
+  }
+
+  // Bytes credited and not yet in the watcher's newest snapshot.
+  template <class Watcher>
+  std::uint64_t credited_bytes(const Watcher& w) PNMEM_EXCLUDES(mu_) {
+    detail::lock_guard lk(mu_);
+    std::uint64_t pending = 0;
+    with_budget_locked(w, pending, [](const mem_state&) { return 0; });
+    return detail::to_u64_sat(credited_);
+  }
+
+  // The host's room on the budget every answer uses (MemAvailable less the pending bytes plus the
+  // credited ones): the bytes to free to bring the host bands back to a level, or that may be taken
+  // with them staying there (host_room.hpp). Not sampled (no watcher, or no host numbers): all zeros.
+  template <class Watcher>
+  host_room room(const Watcher& w, const pnmem::policy& p) PNMEM_EXCLUDES(mu_) {
+    detail::lock_guard lk(mu_);
+    if (!w.running()) return host_room{};
+    std::uint64_t pending = 0;
+    return with_budget_locked(w, pending, [&](const mem_state& s) { return room_for(s, p); });
+  }
+  template <class Watcher>
+  host_room room(const Watcher& w) PNMEM_EXCLUDES(mu_) {
+    return room(w, env_policy());
+  }
+
   // Reservations the ledger still counts (not cancelled, not yet seen by a sample).
   std::size_t size() const PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
@@ -313,6 +362,10 @@ class host_ledger {
       pending_ -= settled_.front().bytes;
       settled_.pop_front();
     }
+    while (!credits_.empty() && credits_.front().settled_ns < host_read_ns) {
+      credited_ -= credits_.front().bytes;
+      credits_.pop_front();
+    }
     if (!expiries_.empty()) {
       const std::int64_t now = now_();
       while (!expiries_.empty() && expiries_.front().expires_ns <= now) {
@@ -364,7 +417,12 @@ class host_ledger {
     std::optional<mem_state> copy;  // a source that does not refresh in place: a copy of its snapshot
     mem_state& s = newest_locked(w, copy);
     pending = pending_locked(s.host_read_ns);
-    if (s.host_total_bytes > 0) s.host_avail_bytes -= std::min(s.host_avail_bytes, pending);
+    if (s.host_total_bytes > 0) {
+      // MemAvailable + credited - pending, within [0, total].
+      const detail::u128 up = static_cast<detail::u128>(s.host_avail_bytes) + credited_;
+      const detail::u128 v = up > pending ? up - pending : 0;
+      s.host_avail_bytes = v > s.host_total_bytes ? s.host_total_bytes : static_cast<std::uint64_t>(v);
+    }
     return std::forward<F>(f)(std::as_const(s));
   }
 
@@ -477,6 +535,8 @@ class host_ledger {
   std::uint32_t free_head_ PNMEM_GUARDED_BY(mu_) = no_slot;
   std::size_t unsettled_ PNMEM_GUARDED_BY(mu_) = 0;
   std::deque<settled_entry> settled_ PNMEM_GUARDED_BY(mu_);  // in settled_ns order
+  std::deque<settled_entry> credits_ PNMEM_GUARDED_BY(mu_);  // credit_freed, in time order
+  detail::u128 credited_ PNMEM_GUARDED_BY(mu_) = 0;          // their bytes
   std::vector<expiry> expiries_ PNMEM_GUARDED_BY(mu_);       // a min-heap on expires_ns
   std::size_t expiring_ PNMEM_GUARDED_BY(mu_) = 0;           // live slots with an entry there
   mem_state budget_ PNMEM_GUARDED_BY(mu_){};                  // a refreshing watcher's live snapshot
