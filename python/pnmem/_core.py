@@ -5,6 +5,7 @@ import atexit
 import ctypes
 import dataclasses
 import enum
+import functools
 import logging
 import math
 import operator
@@ -286,7 +287,8 @@ def running() -> bool:
 
 @dataclass(frozen=True)
 class LevelChange:
-    """A change of the published level (pnmem_level_change); `state` is that snapshot, without provenance."""
+    """A change of the published level (pnmem_level_change); `state` is that snapshot's numbers (a State
+    whose provenance is None: the C change carries none)."""
     from_level: Level
     to_level: Level
     seq: int
@@ -1230,6 +1232,16 @@ def budget() -> Budget:
 
 # --- The gate --------------------------------------------------------------------------------
 
+_GATE_SLICE_MS = 100  # a main-thread wait's C calls last at most this long (Gate.acquire)
+_GATE_ACQUIRED = int(GateStatus.ACQUIRED)
+_GATE_TIMED_OUT = int(GateStatus.TIMED_OUT)
+
+
+def _run_signal_handlers() -> None:
+    """Does nothing: calling it lets the interpreter run the handlers of signals that came during a
+    C call (Python runs them when a function is entered), at a point the caller chose."""
+
+
 class Gate:
     """The back-pressure gate in front of decode slots (pnmem_gate): Gate(max_slots, max_waiters) or
     Gate.for_model(model, max_waiters). Start the watcher first: the gate follows its samples.
@@ -1238,7 +1250,8 @@ class Gate:
             run_request()
         st = gate.acquire(timeout=0.5)      # or by hand: GateStatus; each ACQUIRED needs one release()
 
-    acquire waits with the GIL released (other Python threads run; Ctrl-C waits for it to return).
+    acquire waits with the GIL released (other Python threads run); on the main thread it waits in
+    slices of 0.1 s, so Ctrl-C (KeyboardInterrupt) interrupts it (see acquire).
     close() (or the garbage collector) destroys it: not while a thread waits on it."""
 
     def __init__(self, max_slots: int = 1, max_waiters: int = 0) -> None:
@@ -1288,17 +1301,51 @@ class Gate:
         """Waits up to `timeout` seconds (None: indefinitely; 0: no wait) for a slot. With tokens (a
         request of that many tokens of the gate's model) a hold ends as soon as that request would be
         admitted. Returns ACQUIRED, OVERLOADED (CRITICAL: fail the request now, "retry"), TIMED_OUT or
-        QUEUE_FULL."""
+        QUEUE_FULL.
+
+        Interrupting it: Python runs signal handlers on the main thread only, and never during a C call,
+        so on the main thread a wait longer than 0.1 s is a series of C waits of at most 0.1 s each
+        (pnmem_c.h has no way to cancel a waiter): Ctrl-C's KeyboardInterrupt, or any exception a signal
+        handler raises, comes out of acquire within about 0.1 s. It leaves the gate as it was: the
+        timed-out C wait has left the queue, and a slot granted in the same instant is released before
+        the exception propagates. The price, on the main thread only: each slice leaves the FIFO queue
+        and joins it again at its tail, so acquirers that came meanwhile go first (under a queue that
+        never empties it can wait far longer than its turn), the queue may be full when it comes back
+        (QUEUE_FULL), and each slice counts in pnmem_gate_waits_total and pnmem_gate_timed_out_total.
+        Other threads never see a signal handler run: their wait is one C call, which keeps its place."""
         f = "pnmem_gate_acquire" if tokens is None else "pnmem_gate_acquire_tokens"
         ms = _seconds_to_ms(f, "timeout", timeout)
         n = None if tokens is None else _tokens(f, tokens)
         h = self._enter(f)
+        # The C status lands in `got` through map() and the slice assignment, both C code: no signal
+        # handler can run between the C call's return and the store (it would lose an ACQUIRED).
+        got: list[int] = []
         try:
             _begin()
-            st = _lib.pnmem_gate_acquire(h, ms) if n is None else _lib.pnmem_gate_acquire_tokens(h, n, ms)
+            call: Callable[[int], int] = (functools.partial(_lib.pnmem_gate_acquire, h) if n is None
+                                          else functools.partial(_lib.pnmem_gate_acquire_tokens, h, n))
+            if ms <= _GATE_SLICE_MS or threading.current_thread() is not threading.main_thread():
+                got[:] = map(call, (ms,))
+            else:
+                deadline = time.monotonic() + ms / 1000
+                wait_ms = _GATE_SLICE_MS
+                while True:
+                    got[:] = map(call, (wait_ms,))
+                    if got[0] != _GATE_TIMED_OUT:
+                        break
+                    left_ms = math.ceil((deadline - time.monotonic()) * 1000)  # a signal's handler runs here
+                    if left_ms <= 0:
+                        break
+                    wait_ms = min(_GATE_SLICE_MS, left_ms)
+            status = GateStatus(got[0])
+            _run_signal_handlers()  # one that came during the last C call raises here, inside the try
+        except BaseException:
+            if got and got[0] == _GATE_ACQUIRED:
+                _lib.pnmem_gate_release(h)  # acquired for a caller that will never see it
+            raise
         finally:
-            self._leave()
-        status = GateStatus(st)
+            with self._lock:  # _leave(), inline: no Python call (where a second signal could raise) before it
+                self._busy -= 1
         if status == GateStatus.ERROR:
             raise _fail(f, "failed")
         return status

@@ -14,6 +14,7 @@ from conftest import GIB, child_env
 def test_state_and_provenance(watcher):
     s = watcher.state()
     assert isinstance(s, pnmem.State) and isinstance(s.level, pnmem.Level)
+    assert type(s) is pnmem.Snapshot and type(pnmem.read()) is pnmem.Snapshot  # provenance typed non-Optional
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.level = pnmem.Level.OK
     assert s.seq >= 1 and s.host_total_bytes > 0 and s.host_avail_bytes <= s.host_total_bytes
@@ -52,7 +53,7 @@ def test_subscription_receives_the_first_level_change(roomy_die):
         assert change.from_level == before and change.to_level == pnmem.Level.CRITICAL
         assert isinstance(change, pnmem.LevelChange) and change.seq >= 1
         assert change.state.level == pnmem.Level.CRITICAL and change.state.dies[0].free_bytes == 0
-        assert change.state.provenance is None
+        assert change.state.provenance is None and type(change.state) is pnmem.State  # not a Snapshot
         pnmem.set_die(0, 16 * GIB, 16 * GIB, 0, 0)
         assert got[-1][1].to_level != pnmem.Level.CRITICAL
     assert not sub.active

@@ -30,6 +30,13 @@ blocks are read from the pages at run time (no second copies). Each fenced block
                   (--python-lib; not given in a sanitized build: NOT CHECKED); it must exit 0.
                   A block whose first line starts `# sketch` is only compiled: it is shown as a
                   sketch against another project's API that is not installed here.
+                  Every block, a sketch too, is also type-checked, run or not: `mypy --strict`
+                  (this interpreter's `-m mypy`, no configuration file) on the block as a file, with
+                  MYPYPATH at python/, must report nothing; its lines are printed when it does. A sketch is checked
+                  with --ignore-missing-imports and --allow-subclassing-any: the other project's
+                  modules are not installed, so their names are Any (pnmem's still are not). When
+                  this interpreter cannot import mypy (apt-get install mypy), each block's mypy
+                  part is NOT CHECKED, with one line saying so.
   ``` (no lang)   output: left alone.
 
 A block that needs something this build lacks (the CUDA toolkit, the tool) is reported as
@@ -140,6 +147,8 @@ class Runner:
         os.symlink(args.build_root, os.path.join(self.work, "build"))
         self.ran = {}  # command as shown -> (ok, message)
         self.stage = None
+        self.mypy = None  # whether this interpreter imports mypy (asked at the first python block)
+        self.python_blocks = 0
         self.cuda_root = next((os.environ[v] for v in ("CUDA_PATH", "CUDA_HOME", "CUDA_ROOT")
                                if os.environ.get(v)), "/usr/local/cuda")
 
@@ -205,7 +214,9 @@ class Runner:
         except SyntaxError as e:
             fail(where, f"not valid Python: {e}")
             return
-        if lines and lines[0].startswith("# sketch"):
+        sketch = bool(lines) and lines[0].startswith("# sketch")
+        self.mypy_block(where, src, sketch)
+        if sketch:
             ok(where, "compiles (a sketch: not run)")
             return
         if not self.a.python_lib:
@@ -219,6 +230,35 @@ class Runner:
                            timeout=120, env=env)
         out = (p.stdout + p.stderr).strip()
         (ok if p.returncode == 0 else fail)(where, f"python exit {p.returncode}: {out[-400:]}")
+
+    def mypy_block(self, where, src, sketch):
+        """`mypy --strict` on one python block (the module docstring says how)."""
+        where = f"{where} mypy"
+        if self.mypy is None:
+            p = subprocess.run([sys.executable, "-c", "import mypy"], capture_output=True, text=True)
+            self.mypy = p.returncode == 0
+        if not self.mypy:
+            skip(where, f"mypy is not importable by {sys.executable} (apt-get install mypy): not type-checked")
+            return
+        self.python_blocks += 1
+        path = os.path.join(self.work, f"python_block_{self.python_blocks}.py")
+        with open(path, "w") as f:
+            f.write(src)
+        flags = ["--ignore-missing-imports", "--allow-subclassing-any"] if sketch else []
+        # One cache per set of flags, in the scratch directory: pnmem is analysed once, not per block.
+        cache = os.path.join(self.work, ".mypy_cache" + ("_sketch" if sketch else ""))
+        env = dict(os.environ, MYPYPATH=os.path.join(self.a.source_root, "python"))
+        p = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--config-file", "", "--cache-dir", cache]
+                           + flags + [path],
+                           cwd=self.work, capture_output=True, text=True, timeout=300, env=env)
+        out = (p.stdout + p.stderr).strip()
+        for name in (path, os.path.basename(path)):  # mypy names it relative to cwd, or as given
+            out = out.replace(name + ":", "block:")  # block:LINE: the line within the block
+        how = "mypy --strict" + "".join(f" {f}" for f in flags)
+        if p.returncode == 0:
+            ok(where, f"{how}: no issues")
+        else:
+            fail(where, f"{how}: exit {p.returncode}:\n    " + out.replace("\n", "\n    "))
 
     def sh_block(self, where, lines, src_root, names):
         text = "\n".join(lines) + "\n"
@@ -434,6 +474,8 @@ def main():
     a = ap.parse_args()
     a.source_root = os.path.abspath(a.source_root)
     a.build_root = os.path.abspath(a.build_root)
+    if a.python_lib:  # the blocks run in a scratch directory: a relative path would not lead there
+        a.python_lib = os.path.abspath(a.python_lib)
     pages = a.page or default_pages(a.source_root)
 
     found = []  # (page, line, lang, lines) over every page, in page order
