@@ -566,6 +566,47 @@ int pnmem_host_budget(pnmem_budget* out) {
   });
 }
 
+int pnmem_room_init_sized(pnmem_room* room, size_t struct_size) {
+  return boundary(__func__, -1, {room}, [&] {
+    if (struct_size < pnmem::c_abi::room_size_v1 || struct_size > UINT32_MAX) return -1;
+    std::memset(static_cast<void*>(room), 0, struct_size);
+    room->struct_size = static_cast<std::uint32_t>(struct_size);
+    return 0;
+  });
+}
+
+int pnmem_host_room(pnmem_room* out) {
+  const char* const entry = __func__;
+  return boundary(entry, -1, {out}, [&] {
+    const std::uint32_t size = out->struct_size;
+    const std::string why = pnmem::c_abi::struct_size_problem(size, pnmem::c_abi::room_size_v1, "out", "pnmem_room_init");
+    if (!why.empty()) {
+      refuse(state(), entry, why);
+      return -1;
+    }
+    global_state& s = state();
+    const pnmem::c_abi::platform_watcher* w = s.watcher();
+    pnmem::host_room room{};
+    std::uint64_t seq = 0;
+    if (w != nullptr && w->running()) {
+      const pnmem::mem_state snap = w->read();
+      seq = snap.seq;
+      room = s.ledger.room(pnmem::c_abi::snapshot_view{snap}, policy_of(w));  // the ledger's mutex
+    }
+    const pnmem_room r = pnmem::c_abi::to_c(room, seq);
+    std::memcpy(static_cast<void*>(out), &r, std::min<std::size_t>(size, sizeof r));
+    out->struct_size = size;
+    return 0;
+  });
+}
+
+int pnmem_credit_freed(uint64_t bytes) {
+  return boundary(__func__, -1, {}, [&] {
+    state().ledger.credit_freed(bytes);
+    return 0;
+  });
+}
+
 pnmem_subscription pnmem_subscribe(pnmem_level_fn fn, void* user) {
   return boundary(__func__, pnmem_subscription{0}, {},
                   [&] { return fn != nullptr ? state().subscribe(fn, user) : pnmem_subscription{0}; });

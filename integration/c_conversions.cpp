@@ -301,6 +301,24 @@ pnmem_budget budget_to_c(const mem_state& s, const policy& p, std::uint64_t pend
   return out;
 }
 
+pnmem_room to_c(const host_room& r, std::uint64_t seq) noexcept {
+  pnmem_room out{};
+  out.struct_size = static_cast<std::uint32_t>(sizeof out);
+  if (!r.sampled) return out;
+  out.sampled = 1;
+  out.level = to_c(r.level);
+  out.avail_bytes = r.avail_bytes;
+  out.reserve_bytes = r.reserve_bytes;
+  out.pending_bytes = r.pending_bytes;
+  out.credited_bytes = r.credited_bytes;
+  for (std::size_t i = 0; i < host_room::levels; ++i) {
+    out.take_bytes[i] = r.take[i];
+    out.free_bytes[i] = r.give_back[i];
+  }
+  out.seq = seq;
+  return out;
+}
+
 pnmem_level_change to_c(const level_change& c, pnmem_state& state_out) noexcept {
   state_out = to_c(c.state);
   pnmem_level_change out{};

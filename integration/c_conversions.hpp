@@ -18,6 +18,7 @@
 #include "pnmem/cost_model.hpp"
 #include "pnmem/engine/admit.hpp"
 #include "pnmem/engine/backpressure_gate.hpp"
+#include "pnmem/host_room.hpp"
 #include "pnmem/ladder.hpp"
 #include "pnmem/model_shape.hpp"
 #include "pnmem/mem_level.hpp"
@@ -56,6 +57,8 @@ pnmem_kv_format to_c(kv_format f) noexcept;
 // A model-load check's answer (admission.hpp's admit_result) on a snapshot at `level`.
 pnmem_admit_answer to_c(const admit_result& r, mem_level level) noexcept;
 pnmem_kv_allocation to_c(const kv_allocation& a) noexcept;
+// A ledger's room (host_room.hpp) on the snapshot numbered `seq` (struct_size = sizeof).
+pnmem_room to_c(const host_room& r, std::uint64_t seq) noexcept;
 
 // --- Versioned structs ------------------------------------------------------------------
 // The first version's sizes: a caller's struct_size below these is refused. A later
@@ -67,6 +70,7 @@ inline constexpr std::size_t snapshot_size_v1 = sizeof(pnmem_snapshot);
 inline constexpr std::size_t engine_rule_size_v1 = sizeof(pnmem_engine_rule);
 inline constexpr std::size_t model_shape_size_v1 = sizeof(pnmem_model_shape);
 inline constexpr std::size_t request_size_v1 = sizeof(pnmem_request);
+inline constexpr std::size_t room_size_v1 = sizeof(pnmem_room);
 
 // The defaults, struct_size set to sizeof (pnmem_model_init_sized narrows it).
 pnmem_model default_model() noexcept;

@@ -51,6 +51,8 @@ struct host_room {
   mem_level level = mem_level::ok; // the bands' level on avail_bytes
   std::uint64_t avail_bytes = 0;   // the MemAvailable measured on (a ledger's: sampled - pending + credited)
   std::uint64_t reserve_bytes = 0;
+  std::uint64_t pending_bytes = 0;   // a ledger's room: promised and not yet sampled (taken off avail_bytes)
+  std::uint64_t credited_bytes = 0;  // a ledger's room: freed and not yet sampled (added to avail_bytes)
   // Indexed by level (OK, WATCH, TIGHT, CRITICAL): bytes that may be taken with the bands still at
   // that level or better, and bytes to free to bring them back to it. At most one of the two is
   // non-zero for a level; CRITICAL's take is all of avail_bytes and its free 0.

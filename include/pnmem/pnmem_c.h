@@ -692,6 +692,54 @@ typedef struct pnmem_budget {
  * with no lock; locks the ledger's mutex to total the pending bytes. */
 PNMEM_C_API int pnmem_host_budget(pnmem_budget* out);
 
+/* --- Room: what to free, or what may be taken, for the host to sit at a level ----------
+ *
+ * The host byte bands (OK from 2 x the reserve available, WATCH from 1.25 x, TIGHT above it)
+ * measured on what every answer uses: MemAvailable less the bytes promised to reservations plus
+ * the bytes credited as freed. For each level, free_bytes[level] is what to free to bring the
+ * bands back to it (0 when there already) and take_bytes[level] what may be taken with them
+ * staying at it or better (0 when not there): size a cache by take_bytes[PNMEM_LEVEL_OK], not by
+ * the headroom above the reserve, which leaves the box TIGHT. Host bytes only: a PSI stall or a
+ * die holds the level up on its own (pnmem_read_snapshot's per-source levels say which).
+ *
+ * Shedding a cache, one call per decision, no forced sample:
+ *
+ *   pnmem_room room;
+ *   pnmem_room_init(&room);
+ *   pnmem_host_room(&room);                                  // level TIGHT: free_bytes[WATCH] = X
+ *   uint64_t freed = cache_evict_at_least(room.free_bytes[PNMEM_LEVEL_WATCH]);
+ *   pnmem_credit_freed(freed);                               // the next answer counts it: WATCH
+ */
+typedef struct pnmem_room {
+  uint32_t struct_size;     /* sizeof(pnmem_room) as the caller compiled it: pnmem_room_init sets it */
+  int sampled;              /* 0: no watcher running, or no host numbers: every figure below is 0 */
+  pnmem_level level;        /* the host bands' level on avail_bytes */
+  uint64_t avail_bytes;     /* MemAvailable - pending_bytes + credited_bytes, within [0, total] */
+  uint64_t reserve_bytes;   /* the host reserve for the snapshot's total */
+  uint64_t pending_bytes;   /* promised to reservations, not yet in a sample */
+  uint64_t credited_bytes;  /* credited by pnmem_credit_freed, not yet in a sample */
+  uint64_t take_bytes[4];   /* by pnmem_level: bytes that may be taken with the bands at that level or better */
+  uint64_t free_bytes[4];   /* by pnmem_level: bytes to free to bring the bands back to that level */
+  uint64_t seq;             /* the snapshot measured on */
+} pnmem_room;
+
+/* Zeroes the caller's struct_size bytes of *room and sets struct_size. 0 on success; -1 for a NULL
+ * room or a struct_size smaller than the first version's. Locks nothing. */
+PNMEM_C_API int pnmem_room_init_sized(pnmem_room* room, size_t struct_size);
+static inline int pnmem_room_init(pnmem_room* room) { return pnmem_room_init_sized(room, sizeof *room); }
+
+/* The room now, into *out (struct_size as pnmem_room_init set it). 0 on success; -1 if out is NULL,
+ * its struct_size is not valid (a line names it), or on failure (*out not written). Reads the
+ * snapshot with no lock; locks the ledger's mutex. */
+PNMEM_C_API int pnmem_host_room(pnmem_room* out);
+
+/* Bytes the engine has just freed (a cache entry dropped, a buffer unmapped): every answer counts
+ * them as available from now until a sample that began after this call has them in its numbers, so
+ * a shed is seen at once, without pnmem_watcher_poll_now. Credit what went back to the kernel
+ * (munmap, madvise(MADV_DONTNEED), malloc_trim): memory kept by the allocator never reaches
+ * MemAvailable, and the next sample shows it. 0 on success, -1 on failure. Locks the ledger's mutex. */
+PNMEM_C_API int pnmem_credit_freed(uint64_t bytes);
+
 /* --- Level changes --------------------------------------------------------------------- */
 
 typedef struct pnmem_level_change {

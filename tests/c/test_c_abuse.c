@@ -280,6 +280,40 @@ static void bad_new_arguments(int running) {
   CHECK(snap.struct_size == sizeof snap);
   CHECK(running ? snap.state.seq >= 1 : snap.state.seq == 0);
 
+  /* pnmem_room_init / pnmem_host_room: the same rules. */
+  CHECK(pnmem_room_init(NULL) == -1);
+  pnmem_room room;
+  memset(&room, 0x44, sizeof room);
+  const pnmem_room room_garbage = room;
+  CHECK(pnmem_room_init_sized(&room, 0) == -1);
+  CHECK(pnmem_room_init_sized(&room, sizeof room - 1) == -1);
+  CHECK(pnmem_room_init_sized(&room, SIZE_MAX) == -1);
+  CHECK(memcmp(&room, &room_garbage, sizeof room) == 0);
+  CHECK(pnmem_host_room(NULL) == -1);
+  room.struct_size = 0;
+  CHECK(pnmem_host_room(&room) == -1);
+  CHECK(logged("pnmem: pnmem_host_room: out->struct_size is 0: initialise it with pnmem_room_init"));
+  room.struct_size = 0x44444444u;
+  CHECK(memcmp(&room, &room_garbage, sizeof room) == 0);
+  CHECK(pnmem_room_init(&room) == 0);
+  CHECK(pnmem_host_room(&room) == 0);
+  CHECK(room.struct_size == sizeof room);
+  CHECK(room.sampled == (running ? 1 : 0));
+  /* A credit of nothing, or of more than any box holds: accepted, and MemAvailable never passes the total. */
+  CHECK(pnmem_credit_freed(0) == 0);
+  if (running) {
+    CHECK(pnmem_credit_freed(UINT64_MAX) == 0);
+    CHECK(pnmem_credit_freed(UINT64_MAX) == 0);
+    pnmem_budget budget;
+    CHECK(pnmem_host_budget(&budget) == 0);
+    CHECK(pnmem_host_room(&room) == 0);
+    CHECK(budget.total_bytes == 0 || room.avail_bytes == budget.total_bytes);
+    CHECK(room.credited_bytes == UINT64_MAX);
+    pnmem_watcher_poll_now(); /* a sample after the credits: they are gone */
+    CHECK(pnmem_host_room(&room) == 0);
+    CHECK(room.credited_bytes == 0);
+  }
+
   /* A newer caller's larger struct: initialised whole (its tail zeroed) and accepted. */
   struct {
     pnmem_model m;

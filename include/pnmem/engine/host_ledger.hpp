@@ -273,7 +273,12 @@ class host_ledger {
     detail::lock_guard lk(mu_);
     if (!w.running()) return host_room{};
     std::uint64_t pending = 0;
-    return with_budget_locked(w, pending, [&](const mem_state& s) { return room_for(s, p); });
+    host_room out = with_budget_locked(w, pending, [&](const mem_state& s) { return room_for(s, p); });
+    if (out.sampled) {
+      out.pending_bytes = pending;
+      out.credited_bytes = detail::to_u64_sat(credited_);
+    }
+    return out;
   }
   template <class Watcher>
   host_room room(const Watcher& w) PNMEM_EXCLUDES(mu_) {

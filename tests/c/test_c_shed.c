@@ -1,0 +1,165 @@
+/* tests/c/test_c_shed.c - an engine sheds its prompt cache with one call per decision (issue 28).
+ *
+ * The box is a tree this test writes (pnmem_watcher_options.root): 8 GiB, MemAvailable 1.25 GiB, which
+ * is TIGHT (the reserve is 15 % of 8 GiB, 1288490188 B; WATCH needs 1.25 x that). Hour-long poll
+ * intervals: the watcher samples once, at start, and then only when the test says so. The engine:
+ *   1. pnmem_host_room: TIGHT, free_bytes[WATCH] = X (one call, no loop of drop/sample/ask);
+ *   2. drops cache entries holding exactly X bytes (the last one trimmed to fit);
+ *   3. pnmem_credit_freed(X): the next answer is WATCH, on the same snapshot (no sample forced);
+ *   4. the kernel's numbers catch up (the tree's MemAvailable rises by X) and a sample reads them:
+ *      the credit is gone and the level is still WATCH, now from the sample itself.
+ * Before issue 28 there was no figure to free and no credit: the engine dropped an entry, forced a
+ * sample, asked again, in a loop. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "c_check.h"
+#include "pnmem/pnmem_c.h"
+
+#define MIB ((uint64_t)1 << 20)
+#define GIB ((uint64_t)1 << 30)
+
+static char root[64];
+
+static void write_file(const char* rel, const char* text) {
+  char path[256];
+  snprintf(path, sizeof path, "%s/%s", root, rel);
+  FILE* f = fopen(path, "w");
+  if (f == NULL) {
+    fprintf(stderr, "test_c_shed: cannot write %s: %s\n", path, strerror(errno));
+    exit(1);
+  }
+  fputs(text, f);
+  fclose(f);
+}
+
+/* The kernel counts whole pages, and prints kB: the freed bytes rounded up. */
+static void write_meminfo(uint64_t total, uint64_t avail) {
+  avail = (avail + 1023) / 1024 * 1024;
+  char text[256];
+  snprintf(text, sizeof text, "MemTotal:       %" PRIu64 " kB\nMemFree:        %" PRIu64 " kB\nMemAvailable:   %" PRIu64 " kB\n",
+           total / 1024, avail / 1024, avail / 1024);
+  write_file("proc/meminfo", text);
+}
+
+/* A prompt cache: entries of real memory. */
+#define ENTRIES 64
+static void* entry[ENTRIES];
+static uint64_t entry_bytes[ENTRIES];
+static int n_entries;
+
+/* Drops entries, oldest first, until exactly `want` bytes are freed (the last one is trimmed): what
+ * an engine does with the figure pnmem names. Returns the bytes freed. */
+static uint64_t cache_evict(uint64_t want) {
+  uint64_t freed = 0;
+  for (int i = 0; i < n_entries && freed < want; ++i) {
+    if (entry[i] == NULL) continue;
+    const uint64_t left = want - freed;
+    if (entry_bytes[i] <= left) {
+      free(entry[i]);
+      entry[i] = NULL;
+      freed += entry_bytes[i];
+      entry_bytes[i] = 0;
+    } else { /* keep the entry's head: a partial entry, as a paged KV cache drops blocks */
+      void* smaller = realloc(entry[i], (size_t)(entry_bytes[i] - left));
+      if (smaller != NULL) entry[i] = smaller;
+      entry_bytes[i] -= left;
+      freed += left;
+    }
+  }
+  return freed;
+}
+
+int main(void) {
+  snprintf(root, sizeof root, "/tmp/pnmem-shed-XXXXXX");
+  if (mkdtemp(root) == NULL) {
+    perror("test_c_shed: mkdtemp");
+    return 1;
+  }
+  char dir[128];
+  snprintf(dir, sizeof dir, "%s/proc", root);
+  mkdir(dir, 0755);
+
+  const uint64_t total = 8 * GIB;
+  const uint64_t reserve = 1288490188; /* 15 % of 8 GiB, floored */
+  const uint64_t tight_avail = GIB + GIB / 4;
+  write_meminfo(total, tight_avail);
+
+  for (n_entries = 0; n_entries < 16; ++n_entries) { /* 16 x 16 MiB: more than the shed needs */
+    entry_bytes[n_entries] = 16 * MIB;
+    entry[n_entries] = malloc((size_t)entry_bytes[n_entries]);
+    CHECK(entry[n_entries] != NULL);
+    if (entry[n_entries] != NULL) memset(entry[n_entries], 1, (size_t)entry_bytes[n_entries]);
+  }
+
+  pnmem_watcher_options o;
+  CHECK(pnmem_watcher_options_init(&o) == 0);
+  o.poll_interval_ms = 3600000;
+  o.pressure_poll_interval_ms = 3600000;
+  o.root = root;
+  CHECK(pnmem_watcher_start_with(&o) == 0);
+
+  /* 1. One call: where the host stands, and what to free for WATCH. */
+  pnmem_room room;
+  CHECK(pnmem_room_init(&room) == 0);
+  CHECK(pnmem_host_room(&room) == 0);
+  CHECK(room.sampled == 1);
+  CHECK(room.level == PNMEM_LEVEL_TIGHT);
+  CHECK(room.reserve_bytes == reserve);
+  CHECK(room.avail_bytes == tight_avail);
+  const uint64_t watch_floor = reserve + reserve / 4;
+  const uint64_t to_free = room.free_bytes[PNMEM_LEVEL_WATCH];
+  CHECK(to_free == watch_floor - tight_avail);
+  CHECK(room.free_bytes[PNMEM_LEVEL_OK] == 2 * reserve - tight_avail);
+  CHECK(room.free_bytes[PNMEM_LEVEL_TIGHT] == 0 && room.take_bytes[PNMEM_LEVEL_TIGHT] == tight_avail - reserve - 1);
+  const uint64_t seq = room.seq;
+  CHECK(seq >= 1);
+  printf("shed: level TIGHT, avail %" PRIu64 " B, free %" PRIu64 " B for WATCH\n", room.avail_bytes, to_free);
+
+  /* 2. Free exactly that. 3. Credit it: WATCH now, on the same snapshot. */
+  const uint64_t freed = cache_evict(to_free);
+  CHECK(freed == to_free);
+  CHECK(pnmem_credit_freed(freed) == 0);
+  CHECK(pnmem_host_room(&room) == 0);
+  CHECK(room.seq == seq); /* no sample was taken */
+  CHECK(room.level == PNMEM_LEVEL_WATCH);
+  CHECK(room.free_bytes[PNMEM_LEVEL_WATCH] == 0);
+  CHECK(room.take_bytes[PNMEM_LEVEL_WATCH] == 0); /* exactly on WATCH's floor: not a byte more was freed */
+  CHECK(room.credited_bytes == freed);
+  CHECK(room.avail_bytes == watch_floor);
+  /* Every answer counts the credit: a byte check sees the freed room above the reserve. */
+  pnmem_admit_answer a;
+  CHECK(pnmem_check_bytes(watch_floor - reserve, -1, &a) == 0);
+  CHECK(a.status == PNMEM_ADMITTED);
+  CHECK(pnmem_check_bytes(watch_floor - reserve + 1, -1, &a) == 0);
+  CHECK(a.status == PNMEM_CAPPED);
+  printf("shed: freed %" PRIu64 " B, credited: level WATCH on snapshot %" PRIu64 "\n", freed, room.seq);
+
+  /* 4. The kernel's numbers catch up; a sample reads them and the credit is spent. */
+  write_meminfo(total, tight_avail + freed);
+  pnmem_watcher_poll_now();
+  CHECK(pnmem_host_room(&room) == 0);
+  CHECK(room.seq > seq);
+  CHECK(room.credited_bytes == 0);
+  CHECK(room.level == PNMEM_LEVEL_WATCH);
+  CHECK(room.avail_bytes == (tight_avail + freed + 1023) / 1024 * 1024);
+
+  pnmem_watcher_stop();
+  cache_evict(UINT64_MAX);
+  char path[256];
+  snprintf(path, sizeof path, "%s/proc/meminfo", root);
+  unlink(path);
+  rmdir(dir);
+  rmdir(root);
+  if (failures != 0) return 1;
+  printf("c shed: all checks passed\n");
+  return 0;
+}
