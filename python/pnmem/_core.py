@@ -15,7 +15,7 @@ import time
 import traceback
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, TypeVar, Union, overload
+from typing import Any, Callable, Optional, Tuple, TypeVar, Union, overload
 
 from . import _ffi
 from ._enums import CgroupMode, Engine, GateStatus, KvFormat, LayerKind, Level, PsiMode, Reason, Source, Status
@@ -1228,6 +1228,63 @@ def budget() -> Budget:
     return Budget(total_bytes=out.total_bytes, avail_bytes=out.avail_bytes, reserve_bytes=out.reserve_bytes,
                   headroom_bytes=out.headroom_bytes, pending_bytes=out.pending_bytes,
                   unpromised_bytes=out.unpromised_bytes, level=Level(out.level), seq=out.seq)
+
+
+@dataclass(frozen=True)
+class Room:
+    """pnmem_host_room: what to free, or what may be taken, for the host byte bands to sit at a level.
+
+    Measured on what every answer uses: MemAvailable less the pending bytes plus the credited ones.
+    ``free_bytes(level)`` is what to free to bring the bands back to ``level`` (0 when there already),
+    ``take_bytes(level)`` what may be taken with them staying at ``level`` or better (0 when not there).
+    Host bytes only: a PSI stall or a die holds the level up on its own. ``sampled`` False (no watcher
+    running, or no host numbers): every figure is 0.
+    """
+    sampled: bool
+    level: Level
+    avail_bytes: int
+    reserve_bytes: int
+    pending_bytes: int
+    credited_bytes: int
+    take: Tuple[int, int, int, int]
+    give_back: Tuple[int, int, int, int]
+    seq: int
+
+    def take_bytes(self, level: Level) -> int:
+        """Bytes that may be taken with the host bands still at ``level`` or better."""
+        return self.take[int(level)]
+
+    def free_bytes(self, level: Level) -> int:
+        """Bytes to free to bring the host bands back to ``level`` (0 when there already)."""
+        return self.give_back[int(level)]
+
+
+def room() -> Room:
+    """pnmem_host_room: the room now. Shedding a cache, one call per decision::
+
+        r = pnmem.room()
+        freed = cache.evict_at_least(r.free_bytes(pnmem.Level.WATCH))
+        pnmem.credit_freed(freed)           # the next answer is at WATCH, no sample needed
+    """
+    out = _ffi.pnmem_room()
+    _begin()
+    if _lib.pnmem_room_init_sized(ctypes.byref(out), ctypes.sizeof(out)) != 0 or \
+            _lib.pnmem_host_room(ctypes.byref(out)) != 0:
+        raise _fail("pnmem_host_room", "failed")
+    return Room(sampled=bool(out.sampled), level=Level(out.level), avail_bytes=out.avail_bytes,
+                reserve_bytes=out.reserve_bytes, pending_bytes=out.pending_bytes, credited_bytes=out.credited_bytes,
+                take=(out.take_bytes[0], out.take_bytes[1], out.take_bytes[2], out.take_bytes[3]),
+                give_back=(out.free_bytes[0], out.free_bytes[1], out.free_bytes[2], out.free_bytes[3]),
+                seq=out.seq)
+
+
+def credit_freed(nbytes: int) -> None:
+    """pnmem_credit_freed: bytes just freed (returned to the kernel) count as available in every answer
+    until a sample that began after this call sees them. Accepts any integer type (``__index__``)."""
+    n = _u64("credit_freed", "nbytes", nbytes)
+    _begin()
+    if _lib.pnmem_credit_freed(n) != 0:
+        raise _fail("pnmem_credit_freed", "failed")
 
 
 # --- The gate --------------------------------------------------------------------------------

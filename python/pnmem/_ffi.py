@@ -227,6 +227,21 @@ class pnmem_budget(Structure):
     ]
 
 
+class pnmem_room(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("sampled", c_int),
+        ("level", c_int),
+        ("avail_bytes", c_uint64),
+        ("reserve_bytes", c_uint64),
+        ("pending_bytes", c_uint64),
+        ("credited_bytes", c_uint64),
+        ("take_bytes", c_uint64 * 4),
+        ("free_bytes", c_uint64 * 4),
+        ("seq", c_uint64),
+    ]
+
+
 class pnmem_level_change(Structure):
     _fields_ = [
         ("from", c_int),
@@ -275,7 +290,7 @@ class pnmem_eviction(Structure):
 
 STRUCTS = (pnmem_state, pnmem_snapshot, pnmem_watcher_options, pnmem_activation_anchor, pnmem_kv_window, pnmem_model,
            pnmem_engine_rule, pnmem_layer_group, pnmem_model_shape, pnmem_request, pnmem_admit_answer, pnmem_model_load,
-           pnmem_policy, pnmem_budget, pnmem_level_change, pnmem_ladder_plan, pnmem_kv_allocation,
+           pnmem_policy, pnmem_budget, pnmem_room, pnmem_level_change, pnmem_ladder_plan, pnmem_kv_allocation,
            pnmem_eviction_limits, pnmem_keep_answer, pnmem_eviction)
 
 LEVEL_FN = CFUNCTYPE(None, c_void_p, POINTER(pnmem_level_change))
@@ -335,6 +350,9 @@ PROTOTYPES = {
     "pnmem_pending_bytes": (c_uint64, []),
     "pnmem_policy_get": (c_int, [POINTER(pnmem_policy)]),
     "pnmem_host_budget": (c_int, [POINTER(pnmem_budget)]),
+    "pnmem_room_init_sized": (c_int, [POINTER(pnmem_room), c_size_t]),
+    "pnmem_host_room": (c_int, [POINTER(pnmem_room)]),
+    "pnmem_credit_freed": (c_int, [c_uint64]),
     "pnmem_subscribe": (c_uint64, [LEVEL_FN, c_void_p]),
     "pnmem_unsubscribe": (None, [c_uint64]),
     "pnmem_plan_ladder": (pnmem_ladder_plan, [c_int, c_int, c_int, c_bool]),

@@ -161,6 +161,18 @@ int main(void) {
   F(pnmem_budget, level);
   F(pnmem_budget, seq);
 
+  S(pnmem_room);
+  F(pnmem_room, struct_size);
+  F(pnmem_room, sampled);
+  F(pnmem_room, level);
+  F(pnmem_room, avail_bytes);
+  F(pnmem_room, reserve_bytes);
+  F(pnmem_room, pending_bytes);
+  F(pnmem_room, credited_bytes);
+  F(pnmem_room, take_bytes);
+  F(pnmem_room, free_bytes);
+  F(pnmem_room, seq);
+
   S(pnmem_level_change);
   F(pnmem_level_change, from);
   F(pnmem_level_change, to);

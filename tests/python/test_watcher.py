@@ -282,3 +282,45 @@ print("bye")
     for _ in range(3):
         r = run_child(code)
         assert r.returncode == 0 and r.stdout.strip() == "bye", r.stderr
+
+
+def test_room_and_credit_freed_shed_a_cache_to_watch_without_a_sample(tmp_path):
+    # An 8 GiB box at TIGHT (1.25 GiB available; WATCH needs 1.25 x the 1288490188 B reserve), a tree the
+    # test writes. Hour-long intervals: the watcher samples at start and when told to.
+    (tmp_path / "proc").mkdir()
+    avail = (1 << 30) + (1 << 28)
+    (tmp_path / "proc" / "meminfo").write_text(
+        f"MemTotal: {8 << 20} kB\nMemFree: {avail >> 10} kB\nMemAvailable: {avail >> 10} kB\n")
+    code = f"""
+import pnmem
+assert not pnmem.room().sampled                      # no watcher: nothing known, all zeros
+assert pnmem.room().free_bytes(pnmem.Level.OK) == 0
+with pnmem.Watcher(poll_interval_ms=60000, pressure_poll_interval_ms=60000, root={str(tmp_path)!r}):
+    r = pnmem.room()
+    assert r.sampled and r.level == pnmem.Level.TIGHT, r
+    reserve = 1288490188
+    to_watch = r.free_bytes(pnmem.Level.WATCH)
+    assert to_watch == reserve + reserve // 4 - {avail}, r
+    assert r.free_bytes(pnmem.Level.OK) == 2 * reserve - {avail}
+    assert r.take_bytes(pnmem.Level.TIGHT) == {avail} - reserve - 1
+    class Bytes:                                      # any integer type (numpy's too) is accepted
+        def __index__(self) -> int:
+            return to_watch
+    pnmem.credit_freed(Bytes())
+    after = pnmem.room()
+    assert after.seq == r.seq and after.level == pnmem.Level.WATCH, after
+    assert after.free_bytes(pnmem.Level.WATCH) == 0 and after.take_bytes(pnmem.Level.WATCH) == 0
+    assert after.credited_bytes == to_watch and after.avail_bytes == reserve + reserve // 4
+    for bad in (-1, 2 ** 64, 1.5, "1", True):
+        try:
+            pnmem.credit_freed(bad)
+        except (pnmem.ArgumentError, pnmem.ArgumentTypeError):
+            pass
+        else:
+            raise AssertionError(f"credit_freed({{bad!r}}) accepted")
+print("room ok")
+"""
+    env = {k: v for k, v in child_env().items() if k != "PN_HOST_RESERVE_BYTES"}  # the seed's 15 % reserve
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "room ok"
