@@ -358,7 +358,8 @@ int pnmem_read_snapshot(pnmem_snapshot* out) {
       return -1;
     }
     const pnmem::c_abi::platform_watcher* w = state().watcher();
-    const pnmem_snapshot snap = pnmem::c_abi::snapshot_to_c(w != nullptr ? w->read() : pnmem::mem_state{});
+    const pnmem_snapshot snap =
+        pnmem::c_abi::snapshot_to_c(w != nullptr ? w->read() : pnmem::mem_state{}, policy_of(w));
     // The fields this library knows; a newer caller's tail is left, and its struct_size kept.
     std::memcpy(static_cast<void*>(out), &snap, std::min<std::size_t>(size, sizeof snap));
     out->struct_size = size;
@@ -699,6 +700,18 @@ pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefil
     const pnmem::policy p = s.policy();
     s.flush();
     return pnmem::c_abi::to_c(pnmem::ladder_plan_for(*l, {max_slots, prefill_window, kv_q4}, p));
+  });
+}
+
+pnmem_ladder_plan pnmem_plan_ladder_now(int max_slots, int prefill_window, bool kv_q4) {
+  const pnmem_ladder_plan error_value = pnmem::c_abi::error_plan(max_slots, prefill_window, kv_q4);
+  return boundary(__func__, error_value, {}, [&] {
+    global_state& s = state();
+    const pnmem::policy p = s.policy();
+    s.flush();
+    const pnmem::c_abi::platform_watcher* w = s.watcher();
+    const pnmem::mem_state snap = w != nullptr ? w->read() : pnmem::mem_state{};
+    return pnmem::c_abi::to_c(pnmem::ladder_plan_from_state(snap, {max_slots, prefill_window, kv_q4}, p));
   });
 }
 

@@ -93,8 +93,10 @@ constexpr bool mirrored_field_counts() noexcept {
   [[maybe_unused]] const auto [groups, n_groups, query_heads, hidden, fixed_act, normal_kv, compact_kv, state_f, ssm_f] =
       model_shape{};
   [[maybe_unused]] const auto [anchors, n_anchors, fixed, per_token, per_token_sq] = activation_model{};
+  // evict_on_psi is not in pnmem_policy: that struct has no struct_size, so a field added to it would
+  // overflow an older caller's; C sets it with PN_EVICT_ON_PSI and reads it through the plan it changes.
   [[maybe_unused]] const auto [reserve_min, reserve_bp, psi_full, psi_some, psi_window, die_reserve, tight_div,
-                               watch_div, scratch, spike, ladder_off] = policy{};
+                               watch_div, scratch, spike, ladder_off, evict_on_psi] = policy{};
   [[maybe_unused]] const auto [poll, pressure_poll, dwell, pol] = seed_watcher_options;
   [[maybe_unused]] const auto [tokens, peak] = activation_anchor{};
   [[maybe_unused]] const auto [weights, kv] = model_load_spec{};  // pnmem_model_load (with its die)
@@ -195,7 +197,7 @@ pnmem_cgroup_mode to_c(cgroup_mode m) noexcept { return static_cast<pnmem_cgroup
 
 pnmem_psi_mode to_c(psi_mode m) noexcept { return static_cast<pnmem_psi_mode>(static_cast<int>(m)); }
 
-pnmem_snapshot snapshot_to_c(const mem_state& m) noexcept {
+pnmem_snapshot snapshot_to_c(const mem_state& m, const policy& pol) noexcept {
   pnmem_snapshot out{};
   out.struct_size = static_cast<std::uint32_t>(sizeof(pnmem_snapshot));
   out.state = to_c(m);
@@ -213,6 +215,12 @@ pnmem_snapshot snapshot_to_c(const mem_state& m) noexcept {
   const std::size_t n = std::min(path.size(), sizeof out.limit_cgroup - 1);
   std::memcpy(out.limit_cgroup, path.data(), n);
   out.limit_cgroup[n] = '\0';
+  const level_report r = explain_level(m, pol);
+  out.host_level = to_c(r.host_level);
+  out.psi_level = to_c(r.psi_level);
+  out.die_level = to_c(r.worst_die_level);
+  out.os_level = to_c(r.os_level);
+  out.memory_level = to_c(memory_level(m, pol));
   return out;
 }
 

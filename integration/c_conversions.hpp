@@ -38,7 +38,7 @@ pnmem_gate_status to_c(gate_status s) noexcept;
 pnmem_state to_c(const mem_state& m) noexcept;
 // The snapshot with its provenance (struct_size = sizeof(pnmem_snapshot): pnmem_read_snapshot
 // copies the caller's part of it).
-pnmem_snapshot snapshot_to_c(const mem_state& m) noexcept;
+pnmem_snapshot snapshot_to_c(const mem_state& m, const policy& p) noexcept;  // p: for the per-source levels
 pnmem_cgroup_mode to_c(cgroup_mode m) noexcept;
 pnmem_psi_mode to_c(psi_mode m) noexcept;
 // `pending_bytes`: what host_ledger::admit reported (0 for pnmem_admit).
@@ -66,7 +66,7 @@ pnmem_room to_c(const host_room& r, std::uint64_t seq) noexcept;
 inline constexpr std::size_t model_size_v1 = offsetof(pnmem_model, n_more_windows);
 inline constexpr std::size_t watcher_options_size_v1 = offsetof(pnmem_watcher_options, root);  // before `root`
 inline constexpr std::size_t model_load_size_v1 = sizeof(pnmem_model_load);
-inline constexpr std::size_t snapshot_size_v1 = sizeof(pnmem_snapshot);
+inline constexpr std::size_t snapshot_size_v1 = offsetof(pnmem_snapshot, host_level);  // before the levels
 inline constexpr std::size_t engine_rule_size_v1 = sizeof(pnmem_engine_rule);
 inline constexpr std::size_t model_shape_size_v1 = sizeof(pnmem_model_shape);
 inline constexpr std::size_t request_size_v1 = sizeof(pnmem_request);

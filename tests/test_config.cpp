@@ -281,3 +281,13 @@ TEST_CASE("parse_milliseconds: whole numbers only") {
   CHECK(parse_milliseconds("").error == parse_errc::empty);
   CHECK(parse_milliseconds(".5").error == parse_errc::not_a_number);
 }
+
+TEST_CASE("PN_EVICT_ON_PSI: a switch for the seed's evict rule, off by default") {
+  CHECK_FALSE(default_policy.evict_on_psi);
+  CHECK(load({{"PN_EVICT_ON_PSI", "1"}}).value.evict_on_psi);
+  CHECK_FALSE(load({{"PN_EVICT_ON_PSI", "off"}}).value.evict_on_psi);
+  const env_config bad = load({{"PN_EVICT_ON_PSI", "psi"}});
+  REQUIRE(bad.errors.size() == 1);
+  CHECK(bad.errors[0].to_string() ==
+        "PN_EVICT_ON_PSI=\"psi\": not a switch (use 1/0, true/false, yes/no, on/off); keeping off");
+}

@@ -1,10 +1,12 @@
 // The seed's rung table, plus the planner's guarantees over a sweep of configs.
 #include "pnmem/ladder.hpp"
 #include "pnmem/model_shape.hpp"
+#include "test_support.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -278,4 +280,40 @@ TEST_CASE("kv_allocation_for: the bytes are kv_bytes in the chosen format (slidi
     CHECK(a.bytes == kv_bytes(m, a.format, 5000));
   }
   CHECK(kv_allocation_for(ladder_plan_for(mem_level::ok, cfg), m, 5000).bytes == 4 * 512 * 5000 + 4 * 512 * 1024);
+}
+
+TEST_CASE("ladder_plan_from_state: the evict rung follows memory, not PSI, unless evict_on_psi") {
+  const ladder_config cfg{8, 16384, false};
+  mem_state s = with_derived_level(test::host_state(8 * GiB, 6 * GiB));  // bytes to spare: OK
+  s.host_psi_some_avg10 = 12.0;                                          // a box-wide stall: TIGHT
+  s = with_derived_level(s);
+  REQUIRE(s.level == mem_level::tight);
+  REQUIRE(memory_level(s) == mem_level::ok);
+  ladder_plan plan = ladder_plan_from_state(s, cfg);
+  CHECK_FALSE(plan.kv_evict);
+  CHECK(plan.max_slots == 4);
+  CHECK(plan.degraded);
+  policy seed = default_policy;
+  seed.evict_on_psi = true;
+  CHECK(ladder_plan_from_state(s, cfg, seed) == ladder_plan_for(mem_level::tight, cfg, seed));
+  // Bytes short (TIGHT by the host bands): eviction, PSI or not.
+  mem_state short_bytes = with_derived_level(test::host_state(8 * GiB, host_reserve_bytes(8 * GiB) + 100 * MiB));
+  REQUIRE(memory_level(short_bytes) == mem_level::tight);
+  CHECK(ladder_plan_from_state(short_bytes, cfg).kv_evict);
+  // A die out of VRAM is memory too.
+  mem_state die = with_derived_level(test::host_state(8 * GiB, 6 * GiB));
+  die.n_dies = 1;
+  die.per_die_budget_bytes[0] = 16 * GiB;
+  die.per_die_free_bytes[0] = GiB / 2;  // below budget/16: TIGHT
+  die = with_derived_level(die);
+  CHECK(ladder_plan_from_state(die, cfg).kv_evict);
+  // CRITICAL from a confirmed full stall alone: one slot, window/4, still no eviction.
+  mem_state stall = with_derived_level(test::host_state(8 * GiB, 6 * GiB));
+  stall.host_psi_full_avg10 = 20.0;
+  stall = with_derived_level(stall);
+  REQUIRE(stall.level == mem_level::critical);
+  const ladder_plan c = ladder_plan_from_state(stall, cfg);
+  CHECK(c.max_slots == 1);
+  CHECK_FALSE(c.kv_evict);
+  CHECK(std::string(c.note).find("no KV eviction") != std::string::npos);
 }

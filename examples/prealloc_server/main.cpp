@@ -13,7 +13,9 @@
 //   d. pnmem_admit                           before queueing a request: PNMEM_DENIED is the HTTP 503;
 //   e. pnmem_reserve_bytes                   before a prompt-cache entry is allocated, then
 //      + pnmem_reservation_settle / _cancel  settled (or cancelled if the allocation fails); and
-//      pnmem_read + pnmem_plan_ladder        the oldest entries dropped while the ladder's kv_evict holds;
+//      pnmem_plan_ladder_now + pnmem_host_room  when the ladder's kv_evict holds (memory short, not PSI),
+//      + pnmem_credit_freed                  the oldest entries holding the bytes named for WATCH dropped,
+//                                            and credited at once;
 //   f. pnmem_metrics_text                    pnmem's /metrics lines, with PNMEM_METRICS_CONTENT_TYPE.
 // docs/engine-integration.md ("pnmem in a server that preallocates") walks through it.
 //
@@ -189,18 +191,26 @@ int main() {
     ++queued;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the request runs in a slot
 
-    // e. Its prompt goes into the host cache. First, drop the oldest entries while the ladder says evict.
-    if (pnmem_read(&state) != 0) fail("pnmem_read returned -1");
-    pnmem_ladder_plan plan = pnmem_plan_ladder(state.level, model.max_slots, model.max_window, false);
-    while (plan.kv_evict && !cache.empty()) {
-      cache_total -= cache.front().bytes.size();
-      std::printf("  cache: level %s, the ladder says evict: dropped req %d's entry (%.2f MiB)\n",
-                  pnmem_level_name(state.level), cache.front().request, mib(cache.front().bytes.size()));
-      cache.pop_front();
-      ++dropped;
-      pnmem_watcher_poll_now();  // sample again: has the drop brought the level down?
-      if (pnmem_read(&state) != 0) fail("pnmem_read returned -1");
-      plan = pnmem_plan_ladder(state.level, model.max_slots, model.max_window, false);
+    // e. Its prompt goes into the host cache. First, when the ladder says evict (memory short, not a
+    //    box-wide PSI stall), free what pnmem names for WATCH, oldest entries first, and credit it: one
+    //    decision, no drop-sample-ask loop. (Entries of a few MiB are mmap'd by malloc: freeing one
+    //    returns it to the kernel, so the next sample sees it too.)
+    const pnmem_ladder_plan plan = pnmem_plan_ladder_now(model.max_slots, model.max_window, false);
+    if (plan.kv_evict && !cache.empty()) {
+      pnmem_room room;
+      pnmem_room_init(&room);
+      if (pnmem_host_room(&room) != 0) fail("pnmem_host_room returned -1");
+      const std::uint64_t want = room.free_bytes[PNMEM_LEVEL_WATCH];
+      std::uint64_t freed = 0;
+      while (freed < want && !cache.empty()) {
+        freed += cache.front().bytes.size();
+        cache_total -= cache.front().bytes.size();
+        std::printf("  cache: level %s, the ladder says evict: dropped req %d's entry (%.2f MiB)\n",
+                    pnmem_level_name(room.level), cache.front().request, mib(cache.front().bytes.size()));
+        cache.pop_front();
+        ++dropped;
+      }
+      if (pnmem_credit_freed(freed) != 0) fail("pnmem_credit_freed returned -1");
     }
     // Then reserve the entry's bytes, allocate them, and settle (or cancel if the allocation fails).
     const std::uint64_t entry_bytes = static_cast<std::uint64_t>(kept_tokens) * cache_bytes_per_token;

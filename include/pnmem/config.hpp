@@ -192,6 +192,14 @@ inline std::string set_ladder_disabled(env_settings& s, const char* text) {
 }
 inline std::string show_ladder_disabled(const env_settings& s) { return s.policy.ladder_disabled ? "on" : "off"; }
 
+inline std::string set_evict_on_psi(env_settings& s, const char* text) {
+  const auto r = parse_switch(text);
+  if (!r) return std::string(to_string(r.error));
+  s.policy.evict_on_psi = r.value;
+  return {};
+}
+inline std::string show_evict_on_psi(const env_settings& s) { return s.policy.evict_on_psi ? "on" : "off"; }
+
 inline std::string set_psi_source(env_settings& s, const char* text) {
   if (!parse_psi_source(text, s.psi_source)) return "not a PSI source (use host, cgroup or off)";
   return {};
@@ -271,6 +279,8 @@ inline constexpr env_variable env_variables[] = {
     {"PN_PRESSURE_POLL_MS", "Watcher poll interval in ms at WATCH or worse, 1 to 60000",
      detail::set_ms<&env_settings::pressure_poll_interval, 1, max_poll_interval_ms>,
      detail::show_ms<&env_settings::pressure_poll_interval>},
+    {"PN_EVICT_ON_PSI", "KV eviction (rung 4b) at TIGHT whatever raised the level, PSI included (default: memory only)",
+     detail::set_evict_on_psi, detail::show_evict_on_psi},
 };
 
 // `lookup(name)` returns the variable's value or nullptr when unset; tests pass a

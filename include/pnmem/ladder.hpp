@@ -23,6 +23,7 @@
 
 #include "pnmem/cost_model.hpp"
 #include "pnmem/detail/equality.hpp"
+#include "pnmem/level.hpp"
 #include "pnmem/mem_level.hpp"
 #include "pnmem/mem_state.hpp"
 #include "pnmem/policy.hpp"
@@ -56,6 +57,8 @@ inline constexpr const char* ladder_notes[] = {
     "tight: rungs 4a 2 3 4b: Q4 KV, slots/2, prefill window/2, KV eviction",
     "critical: rungs 4a 2 3 4b: Q4 KV, 1 slot, prefill window/4, KV eviction",
     "ladder disabled (PN_LADDER_DISABLE): operator config",
+    "tight (PSI, memory not short): rungs 4a 2 3: Q4 KV, slots/2, prefill window/2; no KV eviction",
+    "critical (PSI, memory not short): rungs 4a 2 3: Q4 KV, 1 slot, prefill window/4; no KV eviction",
 };
 
 // cfg/div, but a positive configured value never becomes 0 (= no clamp) or below 1.
@@ -108,10 +111,25 @@ constexpr ladder_plan ladder_plan_for(mem_level level, const ladder_config& cfg,
   return plan;
 }
 
-// The seed's pn_ladder_plan_from_state: the plan for a snapshot's level.
+// The seed's pn_ladder_plan_from_state: the plan for a snapshot's level, except that the evict rung
+// (4b) follows the memory levels (level.hpp memory_level: host bytes, dies, the OS), not PSI, unless
+// policy.evict_on_psi (PN_EVICT_ON_PSI): a box-wide stall halves slots and the window, and forces Q4,
+// but does not make the engine drop KV for pressure its memory did not cause. ladder_plan_for, given
+// a level alone, cannot tell what raised it and keeps the seed's rule.
 constexpr ladder_plan ladder_plan_from_state(const mem_state& s, const ladder_config& cfg,
                                              const policy& p = default_policy) noexcept {
-  return ladder_plan_for(s.level, cfg, p);
+  ladder_plan plan = ladder_plan_for(s.level, cfg, p);
+  // PSI alone: the stall is at TIGHT or worse and memory is not. (A level nothing in the snapshot
+  // explains, set by hand or held by the dwell, keeps the seed's rule.)
+  if (plan.kv_evict && !p.evict_on_psi && memory_level(s, p) < mem_level::tight &&
+      explain_level(s, p).psi_level >= mem_level::tight) {
+    plan.kv_evict = false;
+    plan.note = detail::ladder_notes[plan.level == mem_level::critical ? 6 : 5];
+    const int slots = cfg.max_slots < 1 ? 1 : cfg.max_slots;
+    const int window = cfg.prefill_window < 0 ? 0 : cfg.prefill_window;
+    plan.degraded = plan.max_slots != slots || plan.prefill_window != window || plan.force_kv_q4 != cfg.kv_q4;
+  }
+  return plan;
 }
 
 // A KV cache about to be allocated: the format it must be in, and its bytes.

@@ -173,6 +173,15 @@ constexpr mem_level derive_level(const mem_state& s, const policy& p = default_p
   return detail::level_of(s, p, nullptr);
 }
 
+// The level memory itself is at: the host's byte bands, the dies and the OS's verdict, without PSI
+// (a stall, box-wide where the kernel has no per-cgroup PSI, is pressure on time, not a shortage of
+// bytes this process can give back). What the ladder's evict rung follows (ladder.hpp), unless
+// policy.evict_on_psi. No hysteresis: the bands as they stand.
+constexpr mem_level memory_level(const mem_state& s, const policy& p = default_policy) noexcept {
+  const level_report r = explain_level(s, p);
+  return worst_of(worst_of(r.host_level, r.os_level), r.worst_die_level);
+}
+
 // The snapshot with its level re-derived (no hysteresis): what a publisher without
 // a watcher stores.
 constexpr mem_state with_derived_level(mem_state s, const policy& p = default_policy) noexcept {

@@ -218,6 +218,14 @@ typedef struct pnmem_snapshot {
   /* Path (relative to the cgroup mount) of the cgroup whose limit is in force, NUL-terminated
    * and truncated to fit; "" when there is no limit. */
   char limit_cgroup[PNMEM_CGROUP_PATH_MAX];
+  /* Since 0.2 (a caller built against the first header has none of these; they are not written):
+   * which source put the level where it is, each as its own bands read it now (no hysteresis). The
+   * ladder's evict rung follows memory_level, not psi_level (pnmem_plan_ladder_now, PN_EVICT_ON_PSI). */
+  pnmem_level host_level;   /* the host byte bands (MemAvailable against the reserve) */
+  pnmem_level psi_level;    /* PSI: box-wide where the kernel has no per-cgroup PSI (cgroup v1) */
+  pnmem_level die_level;    /* the worst fed die */
+  pnmem_level os_level;     /* the OS's own verdict (macOS memorystatus; OK elsewhere) */
+  pnmem_level memory_level; /* the worst of host_level, die_level and os_level: memory actually short */
 } pnmem_snapshot;
 
 /* Zeroes the caller's struct_size bytes of *snapshot and sets struct_size = `struct_size`.
@@ -797,6 +805,13 @@ typedef struct pnmem_ladder_plan {
  * (level PNMEM_LEVEL_OK, degraded false), with the note "error: operator config".
  * Locks nothing once the policy is read (see pnmem_policy_get). */
 PNMEM_C_API pnmem_ladder_plan pnmem_plan_ladder(pnmem_level level, int max_slots, int prefill_window, bool kv_q4);
+/* The plan for the latest snapshot (pnmem::ladder_plan_from_state): as pnmem_plan_ladder at its level,
+ * except that the evict rung (kv_evict) follows the memory levels (host bytes, dies, the OS), not
+ * PSI: a box-wide stall that raised the level to TIGHT halves slots and the window and forces Q4,
+ * but does not tell the engine to drop KV (its note says "no KV eviction"), unless PN_EVICT_ON_PSI=1.
+ * pnmem_plan_ladder, given a level alone, cannot tell what raised it and keeps the seed's rule. Before
+ * the watcher's first sample: the plan at OK. Reads the snapshot with no lock. */
+PNMEM_C_API pnmem_ladder_plan pnmem_plan_ladder_now(int max_slots, int prefill_window, bool kv_q4);
 
 /* --- Rung 4a at KV-cache init: the format and bytes of a cache allocated now ------------ */
 

@@ -65,6 +65,13 @@ struct policy {
   // PN_LADDER_DISABLE: the ladder plans the operator config at every level.
   bool ladder_disabled = false;
 
+  // PN_EVICT_ON_PSI: rung 4b (KV eviction) engages at TIGHT whatever raised the level, PSI included
+  // (the seed's rule). Off by default: the evict rung follows the memory levels (host bytes, dies,
+  // the OS's verdict; level.hpp memory_level), since PSI is box-wide where the kernel has no
+  // per-cgroup PSI and a neighbour's stall must not empty this engine's cache. Slots, window and Q4
+  // still follow the level.
+  bool evict_on_psi = false;
+
   PNMEM_DEFAULTED_EQUALITY(policy)
 };
 

@@ -21,11 +21,12 @@ from ._ffi import LibraryNotFound, library_path
 from ._core import (Answer, ArgumentError, ArgumentTypeError, Budget, Die, EngineRule, Error, Eviction, Gate,
                     GateRefused, KvAllocation, SlotEviction, admit_after_eviction, key_norm_scores,
                     observation_scores, plan_eviction, select_keep,
-                    LayerGroup, LevelChange, Model, Plan, Policy, Provenance, Reservation, RetryHint, Room, Snapshot,
+                    LayerGroup, LevelChange, LevelSources, Model, Plan, Policy, Provenance, Reservation, RetryHint,
+                    Room, Snapshot,
                     State, Subscription, Watcher, admit,
                     admit_bytes, admit_load_spike, admit_model_load, admit_model_load_die, admit_reserved, budget,
                     check_bytes, credit_freed, explain, kv_allocation, level_name, metrics_text, pending_bytes, plan,
-                    policy, poll_now, read, retry_after, room, running,
+                    plan_now, policy, poll_now, read, retry_after, room, running,
                     set_die, set_log_sink, subscribe)
 from ._prometheus import PrometheusClientMissing, PrometheusCollector, register_prometheus
 
@@ -34,13 +35,15 @@ __version__ = "0.1.0"
 __all__ = [
     "Answer", "ArgumentError", "ArgumentTypeError", "Budget", "CGROUP_PATH_MAX", "CgroupMode", "Die", "Engine",
     "EngineRule", "Error", "Gate", "GateRefused", "GateStatus", "KV_FORMATS", "KvAllocation", "KvFormat", "LayerKind",
-    "LayerGroup", "Level", "LevelChange", "LibraryNotFound", "MAX_ACTIVATION_ANCHORS", "MAX_DIES", "MAX_KV_WINDOWS",
+    "LayerGroup", "Level", "LevelChange", "LevelSources", "LibraryNotFound", "MAX_ACTIVATION_ANCHORS", "MAX_DIES",
+    "MAX_KV_WINDOWS",
     "MAX_LAYER_GROUPS", "Model", "Plan", "Policy", "Provenance", "PsiMode",
     "Reason", "Reservation", "RetryHint", "Room", "SOURCES", "Snapshot", "Source", "State", "Status", "Subscription",
     "Watcher", "admit",
     "admit_bytes", "admit_load_spike", "admit_model_load", "admit_model_load_die", "admit_reserved", "budget",
-    "check_bytes", "credit_freed", "explain", "kv_allocation", "level_name", "library_path", "metrics_text", "pending_bytes",
-    "plan", "policy", "poll_now",
+    "check_bytes", "credit_freed", "explain", "kv_allocation", "level_name", "library_path", "metrics_text",
+    "pending_bytes",
+    "plan", "plan_now", "policy", "poll_now",
     "read", "retry_after", "room", "running", "set_die", "set_log_sink", "subscribe",
     "Eviction", "SlotEviction", "admit_after_eviction", "key_norm_scores", "observation_scores", "plan_eviction",
     "select_keep",

@@ -214,10 +214,23 @@ class State:
 
 
 @dataclass(frozen=True)
+class LevelSources:
+    """Which source put the level where it is (pnmem_snapshot's per-source levels), each as its own bands
+    read it now (no hysteresis). The ladder's evict rung follows ``memory`` (plan_now), not ``psi``."""
+    host: Level    # the host byte bands
+    psi: Level     # PSI: box-wide where the kernel has no per-cgroup PSI (cgroup v1)
+    die: Level     # the worst fed die
+    os: Level      # the OS's own verdict (macOS; OK elsewhere)
+    memory: Level  # the worst of host, die and os: memory actually short
+
+
+@dataclass(frozen=True)
 class Snapshot(State):
     """A State with its provenance (pnmem_snapshot): what Watcher.state() and read() return. Its
-    `provenance` is never None (a typed caller reads s.provenance.sources_read without a check)."""
+    `provenance` is never None (a typed caller reads s.provenance.sources_read without a check);
+    `sources` says which source put the level where it is."""
     provenance: Provenance
+    sources: LevelSources
 
 
 def _level_of(v: int) -> Level:
@@ -251,7 +264,9 @@ def read() -> Snapshot:
                    cgroup_limit_bytes=snap.cgroup_limit_bytes,
                    cgroup_working_set_bytes=snap.cgroup_working_set_bytes,
                    limit_cgroup=snap.limit_cgroup.decode("utf-8", "replace"))
-    return Snapshot(provenance=p, **_state_numbers(snap.state))
+    sources = LevelSources(host=Level(snap.host_level), psi=Level(snap.psi_level), die=Level(snap.die_level),
+                           os=Level(snap.os_level), memory=Level(snap.memory_level))
+    return Snapshot(provenance=p, sources=sources, **_state_numbers(snap.state))
 
 
 def level_name(level: Any) -> str:
@@ -1146,6 +1161,25 @@ def plan(level: Any, max_slots: int = 1, prefill_window: int = 0, kv_q4: bool = 
         raise ArgumentTypeError(f"{f}: kv_q4 must be a bool", f)
     _begin()
     p = _lib.pnmem_plan_ladder(int(lv), s, w, bool(kv_q4))
+    note = (p.note or b"").decode("utf-8", "replace")
+    if note.startswith("error:"):
+        raise _fail(f, note)
+    return Plan(level=Level(p.level), max_slots=p.max_slots, force_kv_q4=bool(p.force_kv_q4),
+                kv_evict=bool(p.kv_evict), prefill_window=p.prefill_window, degraded=bool(p.degraded), note=note,
+                _c=p)
+
+
+def plan_now(max_slots: int = 1, prefill_window: int = 0, kv_q4: bool = False) -> Plan:
+    """pnmem_plan_ladder_now: the plan for the latest snapshot. As plan() at its level, except that the
+    evict rung (kv_evict) follows the memory levels (host bytes, dies), not PSI: a box-wide stall halves
+    slots and the window but does not ask the engine to drop KV, unless PN_EVICT_ON_PSI=1."""
+    f = "pnmem_plan_ladder_now"
+    s = _int(f, "max_slots", max_slots, INT32_MIN, INT32_MAX)
+    w = _int(f, "prefill_window", prefill_window, INT32_MIN, INT32_MAX)
+    if not isinstance(kv_q4, (bool, int)):
+        raise ArgumentTypeError(f"{f}: kv_q4 must be a bool", f)
+    _begin()
+    p = _lib.pnmem_plan_ladder_now(s, w, bool(kv_q4))
     note = (p.note or b"").decode("utf-8", "replace")
     if note.startswith("error:"):
         raise _fail(f, note)

@@ -79,6 +79,11 @@ class pnmem_snapshot(Structure):
         ("cgroup_limit_bytes", c_uint64),
         ("cgroup_working_set_bytes", c_uint64),
         ("limit_cgroup", c_char * CGROUP_PATH_MAX),
+        ("host_level", c_int),
+        ("psi_level", c_int),
+        ("die_level", c_int),
+        ("os_level", c_int),
+        ("memory_level", c_int),
     ]
 
 
@@ -356,6 +361,7 @@ PROTOTYPES = {
     "pnmem_subscribe": (c_uint64, [LEVEL_FN, c_void_p]),
     "pnmem_unsubscribe": (None, [c_uint64]),
     "pnmem_plan_ladder": (pnmem_ladder_plan, [c_int, c_int, c_int, c_bool]),
+    "pnmem_plan_ladder_now": (pnmem_ladder_plan, [c_int, c_int, c_bool]),
     "pnmem_kv_allocation_for": (c_int, [POINTER(pnmem_ladder_plan), POINTER(pnmem_model), c_uint64,
                                         POINTER(pnmem_kv_allocation)]),
     "pnmem_set_log_sink": (None, [LOG_FN, c_void_p]),

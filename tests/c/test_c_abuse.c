@@ -262,7 +262,7 @@ static void bad_new_arguments(int running) {
   memset(&snap, 0x33, sizeof snap);
   const pnmem_snapshot snap_garbage = snap;
   CHECK(pnmem_snapshot_init_sized(&snap, 0) == -1);
-  CHECK(pnmem_snapshot_init_sized(&snap, sizeof snap - 1) == -1);
+  CHECK(pnmem_snapshot_init_sized(&snap, offsetof(pnmem_snapshot, host_level) - 1) == -1); /* below the first version */
   CHECK(pnmem_snapshot_init_sized(&snap, sizeof(uint32_t)) == -1);
   CHECK(pnmem_snapshot_init_sized(&snap, SIZE_MAX) == -1);
   CHECK(memcmp(&snap, &snap_garbage, sizeof snap) == 0);
@@ -747,6 +747,14 @@ static void bad_arguments(const char* when) {
   CHECK(p.max_slots == 1);
   CHECK(p.prefill_window == 0);
   CHECK(p.note != NULL && strstr(p.note, "critical") != NULL);
+  /* The live snapshot's plan takes the same ints: answered at the snapshot's level. */
+  pnmem_state now;
+  CHECK(pnmem_read(&now) == 0);
+  p = pnmem_plan_ladder_now(INT_MIN, INT_MIN, true);
+  CHECK(p.level == now.level);
+  CHECK(p.max_slots == 1);
+  CHECK(p.prefill_window == 0);
+  CHECK(p.note != NULL && strncmp(p.note, "error", 5) != 0);
 
   /* Reservations nobody holds: ignored. */
   pnmem_reservation_settle(0);

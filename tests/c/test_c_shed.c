@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,6 +122,21 @@ int main(void) {
   CHECK(room.free_bytes[PNMEM_LEVEL_OK] == 2 * reserve - tight_avail);
   CHECK(room.free_bytes[PNMEM_LEVEL_TIGHT] == 0 && room.take_bytes[PNMEM_LEVEL_TIGHT] == tight_avail - reserve - 1);
   const uint64_t seq = room.seq;
+  /* Which source says TIGHT: the host bytes (memory is short), not PSI (this tree has none). */
+  pnmem_snapshot snap;
+  CHECK(pnmem_snapshot_init(&snap) == 0);
+  CHECK(pnmem_read_snapshot(&snap) == 0);
+  CHECK(snap.state.level == PNMEM_LEVEL_TIGHT);
+  CHECK(snap.host_level == PNMEM_LEVEL_TIGHT && snap.memory_level == PNMEM_LEVEL_TIGHT);
+  CHECK(snap.psi_level == PNMEM_LEVEL_OK && snap.die_level == PNMEM_LEVEL_OK && snap.os_level == PNMEM_LEVEL_OK);
+  CHECK(pnmem_plan_ladder_now(8, 16384, false).kv_evict); /* memory short: the evict rung is on */
+  /* A caller built against the first header: its struct ends before the levels, which stay unwritten. */
+  pnmem_snapshot old;
+  memset(&old, 0x5a, sizeof old);
+  old.struct_size = (uint32_t)offsetof(pnmem_snapshot, host_level);
+  CHECK(pnmem_read_snapshot(&old) == 0);
+  CHECK(old.state.seq == snap.state.seq);
+  CHECK((unsigned)old.host_level == 0x5a5a5a5au && (unsigned)old.memory_level == 0x5a5a5a5au);
   CHECK(seq >= 1);
   printf("shed: level TIGHT, avail %" PRIu64 " B, free %" PRIu64 " B for WATCH\n", room.avail_bytes, to_free);
 

@@ -17,6 +17,7 @@
 #include "pnmem/admission.hpp"
 #include "pnmem/fake_clock.hpp"
 #include "pnmem/host_sample.hpp"
+#include "pnmem/ladder.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/linux/procfs.hpp"
@@ -892,4 +893,33 @@ TEST_CASE("linux_sampler_options{} takes PN_PSI_SOURCE from the environment") {
   ::unsetenv("PN_PSI_SOURCE");
   pnmem::detail::reset_process_env_for_testing();
   CHECK(linux_sampler_options{}.psi_source == pnmem::psi_source::host);
+}
+
+// Issue 28 item 2: PSI is box-wide on a cgroup v1 box (and on the host's /proc/pressure anywhere): a
+// neighbour's stall raises the level to TIGHT, and the ladder halves slots and the window for it, but
+// its evict rung (4b, emptying the engine's KV) follows the memory levels (host bytes, dies, the OS):
+// pressure this engine's memory did not cause does not make it drop its cache. PN_EVICT_ON_PSI=1
+// (policy.evict_on_psi) brings back the seed's rule.
+TEST_CASE("a box-wide PSI blip with ample bytes: TIGHT, slots halved, but no KV eviction by default") {
+  psi_run r;
+  const pnmem::mem_state calm = r.w.read();
+  REQUIRE(pnmem::memory_level(calm) == pnmem::mem_level::ok);  // v2_unlimited: bytes to spare
+  const pnmem::mem_state s = r.step(30);                        // 30 ms of 100 fully stalled
+  REQUIRE(s.level == pnmem::mem_level::tight);
+  CHECK(pnmem::explain_level(s).psi_level == pnmem::mem_level::tight);
+  CHECK(pnmem::memory_level(s) == pnmem::mem_level::ok);
+  const pnmem::ladder_config cfg{8, 16384, false};
+  const pnmem::ladder_plan plan = pnmem::ladder_plan_from_state(s, cfg);
+  CHECK(plan.level == pnmem::mem_level::tight);
+  CHECK(plan.max_slots == 4);
+  CHECK(plan.prefill_window == 8192);
+  CHECK(plan.force_kv_q4);
+  CHECK_FALSE(plan.kv_evict);
+  CHECK(std::string(plan.note).find("no KV eviction") != std::string::npos);
+  // Configured otherwise: the seed's rule, eviction at TIGHT whatever raised it.
+  pnmem::policy seed = pnmem::default_policy;
+  seed.evict_on_psi = true;
+  CHECK(pnmem::ladder_plan_from_state(s, cfg, seed).kv_evict);
+  // The level alone cannot tell (pnmem_plan_ladder, `pnmem plan`): the seed's rule.
+  CHECK(pnmem::ladder_plan_for(s.level, cfg).kv_evict);
 }

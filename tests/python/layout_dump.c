@@ -42,6 +42,11 @@ int main(void) {
   F(pnmem_snapshot, cgroup_limit_bytes);
   F(pnmem_snapshot, cgroup_working_set_bytes);
   F(pnmem_snapshot, limit_cgroup);
+  F(pnmem_snapshot, host_level);
+  F(pnmem_snapshot, psi_level);
+  F(pnmem_snapshot, die_level);
+  F(pnmem_snapshot, os_level);
+  F(pnmem_snapshot, memory_level);
 
   S(pnmem_watcher_options);
   F(pnmem_watcher_options, struct_size);

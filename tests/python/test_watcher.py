@@ -324,3 +324,31 @@ print("room ok")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "room ok"
+
+
+def test_plan_now_a_psi_stall_with_bytes_to_spare_does_not_evict():
+    # tests/fixtures/linux/no_cgroup: 3 of 4 GiB available (OK by bytes), PSI some avg10 12 % (TIGHT).
+    from conftest import SOURCE_ROOT
+    root = str(SOURCE_ROOT / "tests" / "fixtures" / "linux" / "no_cgroup")
+    code = f"""
+import pnmem
+with pnmem.Watcher(poll_interval_ms=60000, pressure_poll_interval_ms=60000, root={root!r}):
+    s = pnmem.read()
+    assert s.level == pnmem.Level.TIGHT, s
+    assert s.sources.psi == pnmem.Level.TIGHT and s.sources.memory == pnmem.Level.OK, s.sources
+    assert s.sources.host == pnmem.Level.OK and s.sources.die == pnmem.Level.OK, s.sources
+    by_level = pnmem.plan(pnmem.Level.TIGHT, 8, 16384)
+    now = pnmem.plan_now(8, 16384)
+    assert by_level.kv_evict and not now.kv_evict, (by_level, now)
+    assert now.max_slots == 4 and now.prefill_window == 8192 and now.force_kv_q4 and now.degraded, now
+    assert "no KV eviction" in now.note, now.note
+print("plan ok")
+"""
+    env = {k: v for k, v in child_env().items() if k not in ("PN_HOST_RESERVE_BYTES", "PN_PSI_SOURCE")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "plan ok"
+    env["PN_EVICT_ON_PSI"] = "1"
+    r = subprocess.run([sys.executable, "-c", code.replace("not now.kv_evict", "now.kv_evict").replace(
+        'assert "no KV eviction" in now.note, now.note', '')], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
