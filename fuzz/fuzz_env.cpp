@@ -5,8 +5,8 @@
 // byte of each picks the variable (its value mod 16: 0 PN_HOST_RESERVE_BYTES,
 // 1 PN_PSI_FULL_REJECT, 2 PN_DIE_RESERVE_BYTES, 3 PN_LADDER_DISABLE,
 // 4 PN_LOAD_SPIKE_BYTES, 8 PN_PSI_SOURCE, 9 PN_PSI_SOME_TIGHT, 10 PN_PSI_FULL_WINDOW_MS,
-// 11 PN_STEP_DOWN_DWELL_MS, 12 PN_MEMWATCH_POLL_MS, 13 PN_PRESSURE_POLL_MS; 5-7, 14, 15
-// names pnmem does not read: as characters, '0'-'4' and '8'-'=' pick the documented ones);
+// 11 PN_STEP_DOWN_DWELL_MS, 12 PN_MEMWATCH_POLL_MS, 13 PN_PRESSURE_POLL_MS, 15 PN_EVICT_ON_PSI;
+// 5-7, 14 names pnmem does not read: as characters, '0'-'4', '8'-'=' and '?' pick the documented ones);
 // the rest is its value, any bytes. A later assignment of a variable replaces an earlier one;
 // an empty assignment is skipped. So "02GiB\0" + "1abc" sets the reserve to 2GiB and the
 // PSI threshold to "abc". Each environment is read over the default settings and
@@ -41,9 +41,9 @@ constexpr std::array<const char*, 16> names = {
     "PN_HOST_RESERVE_BYTES", "PN_PSI_FULL_REJECT",    "PN_DIE_RESERVE_BYTES",  "PN_LADDER_DISABLE",
     "PN_LOAD_SPIKE_BYTES",   "PN_HOST_RESERVE",       "pn_psi_full_reject",    "PN_LOAD_SPIKE_BYTES ",
     "PN_PSI_SOURCE",         "PN_PSI_SOME_TIGHT",     "PN_PSI_FULL_WINDOW_MS", "PN_STEP_DOWN_DWELL_MS",
-    "PN_MEMWATCH_POLL_MS",   "PN_PRESSURE_POLL_MS",   "PN_PSI_SOURCE ",        "PN_MEMWATCH_POLL",
+    "PN_MEMWATCH_POLL_MS",   "PN_PRESSURE_POLL_MS",   "PN_PSI_SOURCE ",        "PN_EVICT_ON_PSI",
 };
-constexpr bool documented(std::size_t i) { return i < 5 || (i >= 8 && i < 14); }
+constexpr bool documented(std::size_t i) { return i < 5 || (i >= 8 && i < 14) || i == 15; }
 
 constexpr pnmem::policy other_base = [] {
   pnmem::policy p;
@@ -57,6 +57,7 @@ constexpr pnmem::policy other_base = [] {
   p.die_scratch_bytes = 9;
   p.load_spike_bytes = 0;
   p.ladder_disabled = true;
+  p.evict_on_psi = true;
   return p;
 }();
 
@@ -188,6 +189,22 @@ void check(const std::map<std::string, std::string>& env, const pnmem::env_setti
     }
   } else {
     FUZZ_CHECK(error_for(cfg, names[3]) == nullptr && p.ladder_disabled == base.ladder_disabled);
+  }
+
+  // PN_EVICT_ON_PSI
+  if (const std::string* v = find(env, names[15])) {
+    const auto r = pnmem::parse_switch(*v);
+    const auto* e = error_for(cfg, names[15]);
+    FUZZ_CHECK(r.ok() == (e == nullptr));
+    if (r.ok()) {
+      FUZZ_CHECK(p.evict_on_psi == r.value);
+    } else {
+      ++bad;
+      check_error(*e, *v, base.evict_on_psi ? "on" : "off");
+      FUZZ_CHECK(p.evict_on_psi == base.evict_on_psi);
+    }
+  } else {
+    FUZZ_CHECK(error_for(cfg, names[15]) == nullptr && p.evict_on_psi == base.evict_on_psi);
   }
 
   // PN_PSI_SOURCE

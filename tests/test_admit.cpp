@@ -277,14 +277,18 @@ TEST_CASE("admit_after_eviction: the live admission, and whether evicting from t
   policy p;
   p.host_reserve_min_bytes = GiB;  // exactly 1 GiB
   p.host_reserve_bp = 0;
-  const admit_options o{.policy = p};
   const int running[] = {32768, 8192, 1000, 20000};
   keep_budget_answer keep[4];
-  // PSI some 12 %: TIGHT, rung 4b on. 64k tokens need 8 GiB; 6 GiB less the reserve is 5: capped, 3 GiB short.
+  // PSI some 12 %: TIGHT. 64k tokens need 8 GiB; 6 GiB less the reserve is 5: capped, 3 GiB short.
   mem_state s = host_state(64 * GiB, 6 * GiB, 12.0);
   s.level = derive_level(s, p);
   REQUIRE(s.level == mem_level::tight);
   const fake_watcher tight{true, s};
+  // By default the evict rung follows memory, and here only PSI is TIGHT: eviction is not considered.
+  CHECK_FALSE(admit_after_eviction(tight, m, 65536, 0, running, 4, admit_options{.policy = p}, keep).eviction.considered);
+  // With the seed's rule (PN_EVICT_ON_PSI), rung 4b is on at TIGHT whatever raised it.
+  p.evict_on_psi = true;
+  const admit_options o{.policy = p};
   const admit_eviction_answer a = admit_after_eviction(tight, m, 65536, 0, running, 4, o, keep);
   CHECK(a.answer.status == admit_status::capped);
   CHECK(a.answer.reason == admit_reason::host_budget);
