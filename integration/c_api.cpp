@@ -380,6 +380,10 @@ int pnmem_set_die(int die, uint64_t free_bytes, uint64_t budget_bytes, uint64_t 
 }
 
 int pnmem_model_init_sized(pnmem_model* model, size_t struct_size) {
+  return init_versioned(__func__, model, struct_size, pnmem::c_abi::model_size_v1, pnmem::c_abi::unset_model);
+}
+
+int pnmem_model_init_reference_sized(pnmem_model* model, size_t struct_size) {
   return init_versioned(__func__, model, struct_size, pnmem::c_abi::model_size_v1, pnmem::c_abi::default_model);
 }
 

@@ -382,6 +382,17 @@ pnmem_model default_model() noexcept {
   return out;
 }
 
+pnmem_model unset_model() noexcept {
+  pnmem_model out = default_model();
+  cost_to_c(preallocated_model_cost, out);
+  // PNMEM_KV_UNSET is C's (pnmem_kv_format)-1; in C++ that value is outside the enum's range, so the
+  // field gets the int's bytes, as a C caller's store would leave them.
+  const int unset = kv_unset_raw;
+  static_assert(sizeof out.normal_kv == sizeof unset);
+  std::memcpy(&out.normal_kv, &unset, sizeof unset);
+  return out;
+}
+
 pnmem_model preallocated_model() noexcept {
   pnmem_model out = default_model();
   cost_to_c(preallocated_model_cost, out);
@@ -529,7 +540,12 @@ std::optional<model_desc> model_from_c(const pnmem_model& in, std::string& why) 
   const std::optional<kv_format> kv = kv_format_from_c(c.kv);
   const std::optional<kv_format> normal = kv_format_from_c(c.normal_kv);
   const std::optional<kv_format> compact = kv_format_from_c(c.compact_kv);
-  if (!kv) why = not_a_format("kv", c.kv);
+  if (raw_int(c.normal_kv) == kv_unset_raw) {
+    why = "model->normal_kv is PNMEM_KV_UNSET: the model's cost was never set (pnmem_model_init leaves it to "
+          "the engine): fill it with pnmem_model_cost_from_json, _from_hf_config or _from_shape, or set the "
+          "cost fields and normal_kv, or start from pnmem_model_init_reference (the seed's model) or "
+          "pnmem_model_init_preallocated";
+  } else if (!kv) why = not_a_format("kv", c.kv);
   else if (!normal) why = not_a_format("normal_kv", c.normal_kv);
   else if (!compact) why = not_a_format("compact_kv", c.compact_kv);
   else if (c.die < no_die || c.die >= max_dies) {

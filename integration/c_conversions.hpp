@@ -72,8 +72,13 @@ inline constexpr std::size_t model_shape_size_v1 = sizeof(pnmem_model_shape);
 inline constexpr std::size_t request_size_v1 = sizeof(pnmem_request);
 inline constexpr std::size_t room_size_v1 = sizeof(pnmem_room);
 
-// The defaults, struct_size set to sizeof (pnmem_model_init_sized narrows it).
+// The defaults with the seed's cost, struct_size set to sizeof (the init narrows it):
+// pnmem_model_init_reference, and what a caller's older, smaller struct reads past its end.
 pnmem_model default_model() noexcept;
+// PNMEM_KV_UNSET as an int: a model's normal_kv as pnmem_model_init leaves it.
+inline constexpr int kv_unset_raw = -1;
+// pnmem_model_init's: the request defaults, every cost 0 and normal_kv PNMEM_KV_UNSET (never set).
+pnmem_model unset_model() noexcept;
 // The same request defaults with every cost 0 (preallocated_model_cost): pnmem_model_init_preallocated.
 pnmem_model preallocated_model() noexcept;
 // The watcher's: the environment's (PN_MEMWATCH_POLL_MS, PN_PRESSURE_POLL_MS, PN_STEP_DOWN_DWELL_MS;

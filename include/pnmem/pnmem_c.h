@@ -21,7 +21,7 @@
  *   if (pnmem_watcher_start_with(&wo) != 0) { ... }   // fail open if it never starts
  *
  *   pnmem_model m;
- *   pnmem_model_init(&m);                             // struct_size and the seed's model
+ *   pnmem_model_init(&m);                             // struct_size; the cost is the engine's to give
  *   char err[256];
  *   if (pnmem_model_cost_from_json(json, json_len, &m, err, sizeof err) != 0) { ... err ... }
  *   m.kv = PNMEM_KV_F16;                              // the format this engine's KV cache is in
@@ -270,6 +270,8 @@ typedef enum pnmem_kv_format {
   PNMEM_KV_Q4_0 = 6
 } pnmem_kv_format;
 #define PNMEM_KV_FORMATS 7
+/* A model's normal_kv as pnmem_model_init leaves it: the cost was never set (see pnmem_model). */
+#define PNMEM_KV_UNSET ((pnmem_kv_format)-1)
 #define PNMEM_MAX_ACTIVATION_ANCHORS 8
 #define PNMEM_MAX_KV_WINDOWS 4
 
@@ -285,8 +287,15 @@ typedef struct pnmem_kv_window {
 } pnmem_kv_window;
 
 /* A request's model: the request fields, then its cost (pnmem::model_cost, inline).
- * Initialise it with pnmem_model_init (struct_size and every field's default: the
- * seed's model), then change what differs. A model is refused (-1 and a line naming
+ * Initialise it with pnmem_model_init (struct_size and the request defaults) and then give it its
+ * cost: pnmem_model_cost_from_json, _from_hf_config or _from_shape, or the cost fields and
+ * normal_kv set by hand. pnmem_model_init leaves the cost unset (every cost 0, normal_kv
+ * PNMEM_KV_UNSET), and a model whose normal_kv is still PNMEM_KV_UNSET is refused by every call
+ * that takes it (-1, and a line saying its cost was never set): an engine that forgets its cost
+ * is told so, instead of having its requests priced with another model's. The explicit starts:
+ * pnmem_model_init_reference (the seed's model, pnmem::seed_model_cost, as pnmem_model_init
+ * gave before 0.2) and pnmem_model_init_preallocated (every cost 0).
+ * A model is refused (-1 and a line naming
  * the field) when struct_size is 0 or smaller than the first version's, a format is
  * not a pnmem_kv_format, die is outside [-1, PNMEM_MAX_DIES), n_anchors is above
  * PNMEM_MAX_ACTIVATION_ANCHORS, the anchors' tokens do not increase or their peaks
@@ -313,7 +322,8 @@ typedef struct pnmem_model {
   int die;            /* the die bounding the host path; -1 = the tightest measured die */
   int max_slots;      /* configured decode slots (below 1: 1) */
 
-  /* The cost (defaults: the seed's model, pnmem::seed_model_cost). Arrays indexed by pnmem_kv_format. */
+  /* The cost (pnmem_model_init: unset; pnmem_model_init_reference: the seed's model). Arrays indexed by
+   * pnmem_kv_format. */
   uint64_t full_kv_bytes_per_token[PNMEM_KV_FORMATS];    /* full-attention layers */
   uint64_t sliding_kv_bytes_per_token[PNMEM_KV_FORMATS]; /* sliding-window layers */
   uint64_t sliding_window;      /* tokens a sliding layer keeps; 0 = none (they grow as full ones) */
@@ -341,6 +351,12 @@ typedef struct pnmem_model {
  * Locks nothing. */
 PNMEM_C_API int pnmem_model_init_sized(pnmem_model* model, size_t struct_size);
 static inline int pnmem_model_init(pnmem_model* model) { return pnmem_model_init_sized(model, sizeof *model); }
+/* As pnmem_model_init, with the seed's model as the cost (pnmem::seed_model_cost): for a caller that
+ * means to price requests with the reference model, said in the code. */
+PNMEM_C_API int pnmem_model_init_reference_sized(pnmem_model* model, size_t struct_size);
+static inline int pnmem_model_init_reference(pnmem_model* model) {
+  return pnmem_model_init_reference_sized(model, sizeof *model);
+}
 
 /* An engine that allocates its KV cache and compute buffers when the model loads (the
  * llama.cpp server, vLLM and SGLang size theirs at start-up; docs/engine-integration.md
@@ -884,8 +900,8 @@ PNMEM_C_API void pnmem_gate_set_capacity(pnmem_gate* gate, int max_slots);
  * `max_waiters` waiting acquirers (below 0: 0), following the process watcher's samples (start the watcher
  * first). A hold's release re-checks admission of a request of this model (its cost, KV format,
  * gpu_resident, window and die) on every sample: pnmem_gate_acquire_tokens and pnmem_gate_notify_denied
- * say how many tokens. pnmem_gate_create's gate is this with the defaults of pnmem_model_init (the seed's
- * model). NULL when model is NULL or refused (a line names the field), or on failure. */
+ * say how many tokens. pnmem_gate_create's gate is this with pnmem_model_init_reference's model (the
+ * seed's). NULL when model is NULL or refused (a line names the field), or on failure. */
 PNMEM_C_API pnmem_gate* pnmem_gate_create_for(const pnmem_model* model, int max_waiters);
 /* pnmem_gate_acquire for a request of n_tokens tokens of the gate's model: while it waits at the head
  * of the queue, a hold (a denial's TIGHT or worse) ends on the first sample on which that request would

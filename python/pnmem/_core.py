@@ -533,10 +533,11 @@ class Watcher:
 # --- Models ----------------------------------------------------------------------------------
 
 def _default_c_model() -> _ffi.pnmem_model:
+    """pnmem_model_init_reference's struct: the seed's model, the defaults of Model's fields."""
     m = _ffi.pnmem_model()
-    if _lib.pnmem_model_init_sized(ctypes.byref(m), ctypes.sizeof(m)) != 0:
-        raise Error("pnmem_model_init_sized: refused this package's struct (a libpnmem_c of another version?)",
-                    "pnmem_model_init_sized")
+    if _lib.pnmem_model_init_reference_sized(ctypes.byref(m), ctypes.sizeof(m)) != 0:
+        raise Error("pnmem_model_init_reference_sized: refused this package's struct (a libpnmem_c of another "
+                    "version?)", "pnmem_model_init_reference_sized")
     return m
 
 
@@ -635,7 +636,7 @@ class LayerGroup:
 @dataclass
 class Model:
     """A request's model (pnmem_model): the request fields, then its cost. The defaults are
-    pnmem_model_init's (the seed's model, Q4, host path); Model.from_json reads a description,
+    pnmem_model_init_reference's (the seed's model, Q4, host path); Model.from_json reads a description,
     Model.from_hf_config a Hugging Face config.json and Model.from_gguf a GGUF file's metadata.
 
     windows: ((window, bytes per token per KvFormat), ...) for the layers that keep at most `window`

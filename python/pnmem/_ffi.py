@@ -325,6 +325,7 @@ PROTOTYPES = {
     "pnmem_read_snapshot": (c_int, [POINTER(pnmem_snapshot)]),
     "pnmem_set_die": (c_int, [c_int, c_uint64, c_uint64, c_uint64, c_uint64]),
     "pnmem_model_init_sized": (c_int, [POINTER(pnmem_model), c_size_t]),
+    "pnmem_model_init_reference_sized": (c_int, [POINTER(pnmem_model), c_size_t]),
     "pnmem_model_init_preallocated_sized": (c_int, [POINTER(pnmem_model), c_size_t]),
     "pnmem_metrics_text": (c_int, [c_void_p, c_size_t, ctypes.c_uint]),
     "pnmem_model_cost_from_json": (c_int, [c_char_p, c_size_t, POINTER(pnmem_model), c_void_p, c_size_t]),

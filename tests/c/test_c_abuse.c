@@ -60,7 +60,7 @@ static int logged(const char* field) {
 /* A valid model: pnmem_model_init's, a GPU-resident Q4 request with 8 slots. */
 static pnmem_model valid_model(void) {
   pnmem_model m;
-  CHECK(pnmem_model_init(&m) == 0);
+  CHECK(pnmem_model_init_reference(&m) == 0);
   m.gpu_resident = 1;
   m.max_slots = 8;
   return m;
@@ -227,6 +227,8 @@ static void bad_new_arguments(int running) {
 
   /* pnmem_model_init / pnmem_watcher_options_init: NULL, or a size below the first version's. */
   CHECK(pnmem_model_init(NULL) == -1);
+  CHECK(pnmem_model_init_reference(NULL) == -1);
+  CHECK(pnmem_model_init_reference_sized(NULL, sizeof(pnmem_model)) == -1);
   CHECK(pnmem_model_init_sized(NULL, sizeof(pnmem_model)) == -1);
   pnmem_model m;
   memset(&m, 0x33, sizeof m);
@@ -320,7 +322,7 @@ static void bad_new_arguments(int running) {
     unsigned char newer_fields[40];
   } big;
   memset(&big, 0x77, sizeof big);
-  CHECK(pnmem_model_init_sized(&big.m, sizeof big) == 0);
+  CHECK(pnmem_model_init_reference_sized(&big.m, sizeof big) == 0);
   CHECK(big.m.struct_size == sizeof big);
   CHECK(big.m.die == -1 && big.m.full_kv_bytes_per_token[PNMEM_KV_FP32] == 40960);
   CHECK(big.newer_fields[0] == 0 && big.newer_fields[39] == 0);

@@ -24,10 +24,10 @@ static void sink(void* user, const char* line) {
   snprintf(last_line, sizeof last_line, "%s", line);
 }
 
-/* A model from pnmem_model_init (the seed's costs) with the request fields the checks use. */
+/* A model from pnmem_model_init_reference (the seed's costs) with the request fields the checks use. */
 static pnmem_model request(pnmem_kv_format kv, int gpu_resident, int max_window, int max_slots) {
   pnmem_model m;
-  CHECK(pnmem_model_init(&m) == 0);
+  CHECK(pnmem_model_init_reference(&m) == 0);
   m.kv = kv;
   m.gpu_resident = gpu_resident;
   m.max_window = max_window;
@@ -286,7 +286,7 @@ int main(void) {
    * from WATCH up; a model whose normal format is f16 and compact q4_0 gets those (the seed's
    * shape: 20480 and 5760 B/token: 2 rows x 10 layers x 16 blocks of 18 B). */
   pnmem_model seed;
-  CHECK(pnmem_model_init(&seed) == 0);
+  CHECK(pnmem_model_init_reference(&seed) == 0);
   const pnmem_ladder_plan at_ok = pnmem_plan_ladder(PNMEM_LEVEL_OK, 8, 16384, false);
   const pnmem_ladder_plan at_watch = pnmem_plan_ladder(PNMEM_LEVEL_WATCH, 8, 16384, false);
   pnmem_kv_allocation kv;
@@ -333,7 +333,7 @@ int main(void) {
    * (cost_model.hpp: 5898 B/token in Q4, 40960 in fp32, the six-anchor table). */
   pnmem_model d;
   memset(&d, 0x5A, sizeof d);
-  CHECK(pnmem_model_init(&d) == 0);
+  CHECK(pnmem_model_init_reference(&d) == 0);
   CHECK(d.struct_size == sizeof(pnmem_model));
   CHECK(d.kv == PNMEM_KV_Q4 && d.gpu_resident == 0 && d.max_window == 0 && d.die == -1 && d.max_slots == 1);
   CHECK(d.full_kv_bytes_per_token[PNMEM_KV_Q4] == 5898);
@@ -348,6 +348,41 @@ int main(void) {
   CHECK(d.anchors[5].tokens == 262144 && d.anchors[5].peak_bytes == 16449ULL * gib / 4);
   CHECK(d.anchors[6].tokens == 0 && d.anchors[7].peak_bytes == 0);
   CHECK(d.activation_fixed_bytes == 0 && d.activation_per_token_bytes == 0 && d.activation_per_token_sq_bytes == 0);
+
+  /* pnmem_model_init leaves the cost unset, and nothing prices a request with it: an engine that
+   * forgot its cost gets -1 and a line saying so, not the seed's ~600 MiB per 1500 tokens. */
+  {
+    pnmem_model u;
+    memset(&u, 0x5A, sizeof u);
+    CHECK(pnmem_model_init(&u) == 0);
+    CHECK(u.struct_size == sizeof u && u.kv == PNMEM_KV_Q4 && u.die == -1 && u.max_slots == 1);
+    CHECK(u.normal_kv == PNMEM_KV_UNSET);
+    CHECK(u.full_kv_bytes_per_token[PNMEM_KV_Q4] == 0 && u.n_anchors == 0 && u.activation_fixed_bytes == 0);
+    pnmem_admit_answer ua;
+    memset(&ua, 0x5A, sizeof ua);
+    const pnmem_admit_answer ua_before = ua;
+    const int before = lines;
+    CHECK(pnmem_admit(&u, 1500, &ua) == -1);
+    CHECK(memcmp(&ua, &ua_before, sizeof ua) == 0); /* not written */
+    CHECK(lines == before + 1);
+    CHECK(strstr(last_line, "pnmem_admit: model->normal_kv is PNMEM_KV_UNSET: the model's cost was never set") != NULL);
+    pnmem_kv_allocation kva;
+    const pnmem_ladder_plan ok_plan = pnmem_plan_ladder(PNMEM_LEVEL_OK, 1, 0, false);
+    CHECK(pnmem_kv_allocation_for(&ok_plan, &u, 1024, &kva) == -1);
+    CHECK(pnmem_gate_create_for(&u, 0) == NULL);
+    /* Given a cost, it is a model: from a description, or by hand with normal_kv. */
+    static const char desc[] = "{\"format\": \"pnmem-model\", \"version\": 1, \"kv_bytes_per_token\": 131072,"
+                               " \"activation\": {\"fixed_bytes\": \"256MiB\"}}";
+    char err[256];
+    CHECK(pnmem_model_cost_from_json(desc, strlen(desc), &u, err, sizeof err) == 0);
+    CHECK(u.normal_kv != PNMEM_KV_UNSET);
+    CHECK(pnmem_admit(&u, 1500, &ua) == 0);
+    CHECK(pnmem_model_init(&u) == 0);
+    u.full_kv_bytes_per_token[PNMEM_KV_Q4] = 4096;
+    u.normal_kv = PNMEM_KV_Q4;
+    CHECK(pnmem_admit(&u, 1500, &ua) == 0);
+    CHECK(ua.need_bytes == 4096ULL * 1500); /* priced with its own cost, nothing of the seed's */
+  }
 
   /* pnmem_watcher_options_init: the C++ watcher's defaults. */
   pnmem_watcher_options wo;

@@ -250,7 +250,7 @@ load_answers compare_load(std::uint64_t weights, std::uint64_t kv, int die, cons
 
 pnmem_model c_model(pnmem_kv_format kv, int gpu_resident, int max_window, int die) {
   pnmem_model m;
-  CHECK(pnmem_model_init(&m) == 0);
+  CHECK(pnmem_model_init_reference(&m) == 0);
   m.kv = kv;
   m.gpu_resident = gpu_resident;
   m.max_window = max_window;
@@ -339,7 +339,7 @@ int main() {
                    cxx_model(pnmem::kv_format::q4, true, 16384, -1, seed), p);
   {
     pnmem_model d;
-    CHECK(pnmem_model_init(&d) == 0);
+    CHECK(pnmem_model_init_reference(&d) == 0);
     n += compare_all("pnmem_model_init as is", d, pnmem::model_desc{}, p);
   }
 
@@ -408,7 +408,7 @@ int main() {
     };
     for (const by_hand& w : want) {
       pnmem_model m;
-      CHECK(pnmem_model_init(&m) == 0);
+      CHECK(pnmem_model_init_reference(&m) == 0);
       m.kv = w.kv;
       m.die = 0;
       pnmem_admit_answer a{};
@@ -422,7 +422,7 @@ int main() {
     }
     // pnmem_explain of the fp32 CAP, exactly.
     pnmem_model m;
-    CHECK(pnmem_model_init(&m) == 0);
+    CHECK(pnmem_model_init_reference(&m) == 0);
     m.kv = PNMEM_KV_FP32;
     m.die = 0;
     pnmem_admit_answer a{};
@@ -517,7 +517,7 @@ int main() {
       const pnmem::ladder_plan plan = pnmem::ladder_plan_for(static_cast<pnmem::mem_level>(lv), {8, 16384, false}, p);
       for (const std::uint64_t tokens : {0ULL, 1ULL, 4095ULL, 4096ULL, 4097ULL, 100000ULL}) {
         pnmem_model seed_c;
-        CHECK(pnmem_model_init(&seed_c) == 0);
+        CHECK(pnmem_model_init_reference(&seed_c) == 0);
         pnmem_kv_allocation got{};
         CHECK(pnmem_kv_allocation_for(&cp_plan, &seed_c, tokens, &got) == 0);
         pnmem::kv_allocation want = pnmem::kv_allocation_for(plan, tokens);
@@ -593,7 +593,7 @@ int main() {
   // four running slots of 2M tokens hold ~1 TiB of KV between them: evicting makes room.
   CHECK(pnmem_set_die(0, gib / 2, 16 * gib, 0, 0) == 0);
   pnmem_model em;
-  CHECK(pnmem_model_init(&em) == 0);
+  CHECK(pnmem_model_init_reference(&em) == 0);
   em.kv = PNMEM_KV_F16;
   em.normal_kv = PNMEM_KV_F16;
   em.die = 1;

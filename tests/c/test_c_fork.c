@@ -83,7 +83,7 @@ int main(void) {
   o.pressure_poll_interval_ms = 50;
   CHECK(pnmem_watcher_start_with(&o) == 0);
   pnmem_model m;
-  CHECK(pnmem_model_init(&m) == 0);
+  CHECK(pnmem_model_init_reference(&m) == 0);
 
   fflush(stdout);
   const pid_t pid = fork();

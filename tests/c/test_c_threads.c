@@ -49,7 +49,7 @@ static const char llama_json[] =
 /* The Llama model as a request on the host path (window 8192, the tightest die). */
 static pnmem_model llama_model(void) {
   pnmem_model m;
-  CHECK(pnmem_model_init(&m) == 0);
+  CHECK(pnmem_model_init_reference(&m) == 0);
   m.kv = PNMEM_KV_F16;
   m.max_window = 8192;
   m.max_slots = 8;

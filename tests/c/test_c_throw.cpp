@@ -63,7 +63,7 @@ bool same_answer(const pnmem_admit_answer& x, const pnmem_admit_answer& y) {
 
 pnmem_model make_model(pnmem_kv_format kv, int gpu_resident) {
   pnmem_model m;
-  CHECK(pnmem_model_init(&m) == 0);
+  CHECK(pnmem_model_init_reference(&m) == 0);
   m.kv = kv;
   m.gpu_resident = gpu_resident;
   m.max_window = 16384;
