@@ -2,6 +2,7 @@
 #include "c_global_state.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <iterator>
 #include <new>
 #include <string>
@@ -14,7 +15,15 @@
 
 namespace pnmem::c_abi {
 
+namespace {
+// The sink until the engine sets one: standard error, one line each, as the C++ library reports a bad
+// PN_* value. pnmem_set_log_sink(NULL, NULL) silences it.
+void stderr_sink(void* /*user*/, const char* line) { std::fprintf(stderr, "%s\n", line); }
+const log_sink default_sink{&stderr_sink, nullptr};
+}  // namespace
+
 global_state::global_state() {
+  sink_.store(&default_sink, std::memory_order_release);
   // First: the library's defaults (watcher_options{}, the sampler's options, the gate's) would
   // report them on stderr. Analysis-free: no other thread sees the state yet.
   for (const config_error& e : take_env_errors()) pending_.push_back("pnmem: " + e.to_string());

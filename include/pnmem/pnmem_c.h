@@ -854,9 +854,10 @@ PNMEM_C_API int pnmem_kv_allocation_for(const pnmem_ladder_plan* plan, const pnm
 
 /* Where pnmem's log lines go (e.g. the ladder's clamp line, a bad PN_* value, a refused
  * struct, a failure inside pnmem, PN_PSI_SOURCE=cgroup falling back to the host's PSI: that
- * one from the watcher's thread); NULL silences them. Set it before the watcher starts
- * (or before pnmem_set_die / pnmem_plan_ladder / pnmem_policy_get first read the
- * environment): lines logged before a sink is set are dropped, startup errors included.
+ * one from the watcher's thread); NULL silences them. Until a sink is set they go to standard
+ * error, one line each (as the C++ library reports a bad PN_* value): set it before the watcher
+ * starts (or before pnmem_set_die / pnmem_plan_ladder / pnmem_policy_get first read the
+ * environment) for the startup errors to reach it rather than stderr.
  * The sink may be called from several threads at once. A sink that is C++ and throws
  * makes the call that logged return its error value. Locks the sink's mutex (readers of
  * the sink take none). */
