@@ -149,7 +149,7 @@ constexpr request_corpus make_host_cap_requests(std::uint64_t seed) noexcept {
   for (std::size_t i = 0; i < n_cases; ++i) {
     pnmem::mem_state& s = c.st[i];
     s.host_total_bytes = totals_gib[r.below(4)] * GiB;
-    s.host_avail_bytes = pnmem::host_reserve_bytes(s.host_total_bytes) + r.between(2 * 1024, 16 * 1024) * MiB;
+    s.host_avail_bytes = pnmem::box_reserve_bytes(s.host_total_bytes) + r.between(2 * 1024, 16 * 1024) * MiB;
     s.n_dies = 2;
     s.per_die_budget_bytes[0] = 80 * GiB;
     s.per_die_free_bytes[0] = 60 * GiB;
@@ -228,7 +228,7 @@ constexpr std::array<std::string_view, 16> size_texts{{
 constexpr pnmem::mem_state tight_box() noexcept {
   pnmem::mem_state s;
   s.host_total_bytes = 64 * GiB;                       // reserve = 15 % = 9.6 GiB
-  s.host_avail_bytes = pnmem::host_reserve_bytes(64 * GiB) + 2 * GiB;  // slack 2 GiB < reserve/4
+  s.host_avail_bytes = pnmem::box_reserve_bytes(64 * GiB) + 2 * GiB;  // slack 2 GiB < reserve/4
   s.n_dies = 1;
   s.per_die_budget_bytes[0] = 79 * GiB;
   s.per_die_free_bytes[0] = 20 * GiB;

@@ -14,7 +14,7 @@ using pnmem::test::host_state;
 
 namespace {
 constexpr std::uint64_t total = 8 * GiB;
-const std::uint64_t reserve = host_reserve_bytes(total);
+const std::uint64_t reserve = box_reserve_bytes(total);
 
 // A box whose host budget above the reserve is exactly `budget` bytes.
 mem_state with_budget(std::uint64_t budget) { return host_state(total, reserve + budget); }
@@ -524,7 +524,7 @@ std::vector<int> segment_points(int a, int b, pnmem::test::rng& g) {
 void check_admit_at(int n_prompt, kv_format kv, std::uint64_t limit, int fit, bool die_binds) {
   CAPTURE(n_prompt);
   CAPTURE(die_binds);
-  const std::uint64_t reserve8 = host_reserve_bytes(8 * GiB);
+  const std::uint64_t reserve8 = box_reserve_bytes(8 * GiB);
   mem_state s;
   request_spec rq{.n_prompt = n_prompt, .kv = kv, .die = 2};
   admit_reason binding = admit_reason::host_budget;

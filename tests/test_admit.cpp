@@ -86,7 +86,7 @@ TEST_CASE("a watcher that could not read the host: admissions fail open as not_s
 }
 
 TEST_CASE("3. at TIGHT rung 3 halves the window, logs the seed's line, and admission uses it") {
-  const std::uint64_t r = host_reserve_bytes(8 * GiB);
+  const std::uint64_t r = box_reserve_bytes(8 * GiB);
   const fake_watcher w = at(host_state(8 * GiB, r + r / 8));  // TIGHT by bytes
   REQUIRE(w.state.level == mem_level::tight);
   std::vector<std::string> log;
@@ -114,7 +114,7 @@ TEST_CASE("3. at TIGHT rung 3 halves the window, logs the seed's line, and admis
 }
 
 TEST_CASE("rung 3's line is logged when the clamp engages, changes and lifts, not per admission") {
-  const std::uint64_t r = host_reserve_bytes(8 * GiB);
+  const std::uint64_t r = box_reserve_bytes(8 * GiB);
   const fake_watcher tight = at(host_state(8 * GiB, r + r / 8));
   const fake_watcher critical = at(host_state(8 * GiB, r / 2));
   const fake_watcher ok = at(host_state(8 * GiB, 6 * GiB));
@@ -255,7 +255,7 @@ TEST_CASE("only the fixed buffers fit: denied, the binding budget and die named,
   }
   SUBCASE("the host budget has room for the fixed buffers only; the die had room") {
     engine_counters c;
-    const std::uint64_t r = host_reserve_bytes(8 * GiB);
+    const std::uint64_t r = box_reserve_bytes(8 * GiB);
     const fake_watcher w = at(add_die(host_state(8 * GiB, r + fixed), 40 * GiB, 79 * GiB));
     const admit_answer a = admit(w, {.kv = kv_format::q4}, 100, {.counters = &c});
     CHECK(a.status == admit_status::denied);

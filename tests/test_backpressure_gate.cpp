@@ -646,7 +646,7 @@ struct hand_host {
 };
 
 constexpr std::uint64_t box = 16 * GiB;
-constexpr std::uint64_t reserve16 = host_reserve_bytes(box);  // 2.4 GiB
+constexpr std::uint64_t reserve16 = box_reserve_bytes(box);  // 2.4 GiB
 
 // A host at TIGHT (slack below reserve/4) with `slack` bytes above the reserve.
 host_sample tight_host(std::uint64_t slack) {

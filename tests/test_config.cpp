@@ -48,7 +48,7 @@ TEST_CASE("every variable applies") {
   CHECK(c.ok());
   CHECK(c.value.host_reserve_min_bytes == 2 * GiB);
   CHECK(c.value.host_reserve_bp == 0);
-  CHECK(host_reserve_bytes(100 * GiB, c.value) == 2 * GiB);  // exactly the value, not max(.., 15 %)
+  CHECK(box_reserve_bytes(100 * GiB, c.value) == 2 * GiB);  // exactly the value, not max(.., 15 %)
   CHECK(c.value.psi_full_reject_bp == 2050);
   CHECK(c.value.die_reserve_bytes == 512 * MiB);
   CHECK(c.value.ladder_disabled);

@@ -26,8 +26,8 @@ constexpr mem_state with_die(mem_state s, std::uint64_t free_bytes, std::uint64_
 }
 
 // --- levels ---
-static_assert(host_reserve_bytes(8_GiB) == 1288490188);
-static_assert(host_reserve_bytes(4_GiB) == 1_GiB);
+static_assert(box_reserve_bytes(8_GiB) == 1288490188);
+static_assert(box_reserve_bytes(4_GiB) == 1_GiB);
 static_assert(host_level(8_GiB, 1288490188) == mem_level::critical);
 static_assert(host_level(8_GiB, 1288490189) == mem_level::tight);
 static_assert(psi_level(0.0, 15.0) == mem_level::critical);
@@ -97,7 +97,7 @@ constexpr policy strict = [] {
   p.die_reserve_bytes = 2_GiB;
   return p;
 }();
-static_assert(host_reserve_bytes(8_GiB, strict) == 2_GiB);
+static_assert(box_reserve_bytes(8_GiB, strict) == 2_GiB);
 static_assert(derive_level(make(8_GiB, 2_GiB), strict) == mem_level::critical);
 static_assert(derive_level(make(8_GiB, 2_GiB)) == mem_level::watch);  // the default sees it differently
 static_assert(admit_request({.n_prompt = 1, .gpu_resident = true}, make(64_GiB, 60_GiB, 0, 5.0), strict).reason ==

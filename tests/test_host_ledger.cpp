@@ -45,7 +45,7 @@ constexpr model_desc cpu_model{.kv = kv_format::fp32, .gpu_resident = false, .ma
 // 8 GiB box; avail chosen so the budget above the reserve is `budget`.
 mem_state box_with_budget(std::uint64_t budget) {
   const std::uint64_t total = 8 * GiB;
-  return host_state(total, host_reserve_bytes(total) + budget);
+  return host_state(total, box_reserve_bytes(total) + budget);
 }
 
 // A ledger in front of a watcher whose box has `budget` bytes above the reserve, read at t=1000.
@@ -156,7 +156,7 @@ TEST_CASE("GPU-resident requests and denials reserve nothing; no watcher fails o
   CHECK_FALSE(g.held);
 
   const std::uint64_t total = 8 * GiB;
-  w.set(host_state(total, host_reserve_bytes(total)), 1000);  // at the reserve line: CRITICAL
+  w.set(host_state(total, box_reserve_bytes(total)), 1000);  // at the reserve line: CRITICAL
   auto d = ledger.admit(w, cpu_model, 64);
   CHECK(d.answer.status == admit_status::denied);
   CHECK(d.answer.reason == admit_reason::host_reserve);
@@ -314,7 +314,7 @@ TEST_CASE("admission: pending bytes come off MemAvailable, not off the host tota
   CHECK(c.pending_bytes == 2 * one);
   CHECK(c.answer.status == admit_status::denied);
   CHECK(c.answer.reason == admit_reason::host_reserve);
-  CHECK(c.answer.detail.limit_bytes == host_reserve_bytes(8 * GiB));
+  CHECK(c.answer.detail.limit_bytes == box_reserve_bytes(8 * GiB));
 }
 
 // --- any model, and host bytes besides requests -------------------------------------------------------------
@@ -531,7 +531,7 @@ TEST_CASE("on a watcher read in place, the promised bytes come off each sample o
   auto host = std::make_shared<fake_host>();
   const std::uint64_t total = 8 * GiB;
   host->next.total_bytes = total;
-  host->next.avail_bytes = host_reserve_bytes(total) + 4 * one;
+  host->next.avail_bytes = box_reserve_bytes(total) + 4 * one;
   watcher<fake_sampler> w{fake_sampler{host}};
   w.poll_now();
   const refreshing_watcher live{w};
@@ -552,19 +552,19 @@ TEST_CASE("on a watcher read in place, the promised bytes come off each sample o
   c.held.cancel();
 
   // A new sample with less available: the promise comes off the new MemAvailable.
-  host->next.avail_bytes = host_reserve_bytes(total) + 2 * one;
+  host->next.avail_bytes = box_reserve_bytes(total) + 2 * one;
   w.poll_now();
   auto d = ledger.admit(live, cpu_model, 16);
   CHECK(d.pending_bytes == one);
   CHECK(d.answer.detail.limit_bytes == one);
   d.held.cancel();
   // The watcher's own snapshot is untouched by the ledger's arithmetic.
-  CHECK(w.read().host_avail_bytes == host_reserve_bytes(total) + 2 * one);
+  CHECK(w.read().host_avail_bytes == box_reserve_bytes(total) + 2 * one);
   CHECK(admit_snapshot(w.read(), cpu_model, 16, admit_options{}).detail.limit_bytes == 2 * one);
 
   // Settled, then seen by the next sample (begun after the settle): the budget is the sample's.
   a.held.settle();
-  host->next.avail_bytes = host_reserve_bytes(total) + one;
+  host->next.avail_bytes = box_reserve_bytes(total) + one;
   w.poll_now();
   auto e = ledger.admit(live, cpu_model, 16);
   CHECK(e.pending_bytes == 0);
@@ -622,7 +622,7 @@ TEST_CASE("credit_freed: freed bytes count at once, until a sample that began af
   REQUIRE(before.sampled);
   CHECK(before.level == mem_level::tight);
   const std::uint64_t to_watch = before.free_bytes(mem_level::watch);
-  CHECK(to_watch == host_floor_bytes(mem_level::watch, host_reserve_bytes(total)) - tight_avail);
+  CHECK(to_watch == host_floor_bytes(mem_level::watch, box_reserve_bytes(total)) - tight_avail);
   CHECK(before.free_bytes(mem_level::ok) > to_watch);
 
   // The engine frees exactly what it was told and credits it: WATCH now, with no sample.
@@ -635,7 +635,7 @@ TEST_CASE("credit_freed: freed bytes count at once, until a sample that began af
   CHECK(after.avail_bytes == tight_avail + to_watch);
   // Admissions count it too: a byte check for what was freed fits above the reserve now.
   CHECK(ledger.check_bytes(w, to_watch, default_policy).answer.detail.limit_bytes ==
-        tight_avail + to_watch - host_reserve_bytes(total));
+        tight_avail + to_watch - box_reserve_bytes(total));
 
   // A sample that began before the credit may not hold the freed memory: the credit stays.
   w.set(host_state(total, tight_avail), 1500);

@@ -14,7 +14,7 @@ using namespace pnmem;
 namespace {
 
 constexpr std::uint64_t box = 8 * GiB;
-constexpr std::uint64_t r8 = host_reserve_bytes(box);  // 1288490188: 15 % of 8 GiB, floored
+constexpr std::uint64_t r8 = box_reserve_bytes(box);  // 1288490188: 15 % of 8 GiB, floored
 
 // The seed's 8 GiB box: OK from 2r available, WATCH from r + r/4, TIGHT above r.
 static_assert(host_floor_bytes(mem_level::ok, r8) == 2576980376);

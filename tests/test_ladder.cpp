@@ -297,7 +297,7 @@ TEST_CASE("ladder_plan_from_state: the evict rung follows memory, not PSI, unles
   seed.evict_on_psi = true;
   CHECK(ladder_plan_from_state(s, cfg, seed) == ladder_plan_for(mem_level::tight, cfg, seed));
   // Bytes short (TIGHT by the host bands): eviction, PSI or not.
-  mem_state short_bytes = with_derived_level(test::host_state(8 * GiB, host_reserve_bytes(8 * GiB) + 100 * MiB));
+  mem_state short_bytes = with_derived_level(test::host_state(8 * GiB, box_reserve_bytes(8 * GiB) + 100 * MiB));
   REQUIRE(memory_level(short_bytes) == mem_level::tight);
   CHECK(ladder_plan_from_state(short_bytes, cfg).kv_evict);
   // A die out of VRAM is memory too.

@@ -15,15 +15,15 @@ using pnmem::test::add_die;
 using pnmem::test::host_state;
 
 TEST_CASE("host reserve is max(1 GiB, 15 % of MemTotal)") {
-  CHECK(host_reserve_bytes(0) == 1 * GiB);
-  CHECK(host_reserve_bytes(4 * GiB) == 1 * GiB);        // 15 % = 0.6 GiB
-  CHECK(host_reserve_bytes(8 * GiB) == 1288490188);     // 15 % of 8 GiB, floored (the seed's ~1.2 GiB)
-  CHECK(host_reserve_bytes(100 * GiB) == 15 * GiB);
+  CHECK(box_reserve_bytes(0) == 1 * GiB);
+  CHECK(box_reserve_bytes(4 * GiB) == 1 * GiB);        // 15 % = 0.6 GiB
+  CHECK(box_reserve_bytes(8 * GiB) == 1288490188);     // 15 % of 8 GiB, floored (the seed's ~1.2 GiB)
+  CHECK(box_reserve_bytes(100 * GiB) == 15 * GiB);
   // The crossover: 15 % of MemTotal reaches 1 GiB at MemTotal = 1 GiB / 0.15.
-  CHECK(host_reserve_bytes(7158278826) == 1 * GiB);     // 15 % = 1073741823.9 -> floor < 1 GiB
-  CHECK(host_reserve_bytes(7158278834) == 1073741825);  // first totals above: the share wins
+  CHECK(box_reserve_bytes(7158278826) == 1 * GiB);     // 15 % = 1073741823.9 -> floor < 1 GiB
+  CHECK(box_reserve_bytes(7158278834) == 1073741825);  // first totals above: the share wins
   // No overflow at the top of the range.
-  CHECK(host_reserve_bytes(std::numeric_limits<std::uint64_t>::max()) ==
+  CHECK(box_reserve_bytes(std::numeric_limits<std::uint64_t>::max()) ==
         std::numeric_limits<std::uint64_t>::max() / 10000 * 1500 + (std::numeric_limits<std::uint64_t>::max() % 10000) * 1500 / 10000);
 }
 
@@ -31,17 +31,17 @@ TEST_CASE("PN_HOST_RESERVE_BYTES-style override: the reserve is exactly the valu
   policy p;
   p.host_reserve_min_bytes = 3 * GiB;
   p.host_reserve_bp = 0;
-  CHECK(host_reserve_bytes(8 * GiB, p) == 3 * GiB);
-  CHECK(host_reserve_bytes(100 * GiB, p) == 3 * GiB);
+  CHECK(box_reserve_bytes(8 * GiB, p) == 3 * GiB);
+  CHECK(box_reserve_bytes(100 * GiB, p) == 3 * GiB);
   p.host_reserve_min_bytes = 0;
-  CHECK(host_reserve_bytes(8 * GiB, p) == 0);
+  CHECK(box_reserve_bytes(8 * GiB, p) == 0);
   CHECK(host_level(8 * GiB, 0, p) == mem_level::critical);  // avail 0 <= reserve 0
   CHECK(host_level(8 * GiB, 1, p) == mem_level::ok);
 }
 
 TEST_CASE("host table: every row, both sides of every line") {
   const std::uint64_t total = 8 * GiB;
-  const std::uint64_t r = host_reserve_bytes(total);
+  const std::uint64_t r = box_reserve_bytes(total);
   REQUIRE(r == 1288490188);
 
   SUBCASE("avail <= reserve is CRITICAL, equality included") {
@@ -166,7 +166,7 @@ TEST_CASE("level = worst of host, PSI and every die") {
   CHECK(derive_level(add_die(add_die(add_die(calm, 8 * GiB, 16 * GiB), 0, 16 * GiB), 3 * GiB, 16 * GiB)) ==
         mem_level::critical);
   // A host at WATCH with dies at OK stays WATCH; a die at WATCH with a host at TIGHT is TIGHT.
-  const std::uint64_t r = host_reserve_bytes(8 * GiB);
+  const std::uint64_t r = box_reserve_bytes(8 * GiB);
   CHECK(derive_level(add_die(host_state(8 * GiB, 2 * r - 1), 8 * GiB, 16 * GiB)) == mem_level::watch);
   CHECK(derive_level(add_die(host_state(8 * GiB, r + 1), 2 * GiB - 1, 16 * GiB)) == mem_level::tight);
   CHECK(derive_level(add_die(host_state(8 * GiB, r + 1, 0.0, 16.0), 8 * GiB, 16 * GiB)) == mem_level::critical);
@@ -189,7 +189,7 @@ TEST_CASE("a corrupt die count never indexes past the arrays") {
 }
 
 TEST_CASE("explain_level reports every part and agrees with derive_level") {
-  const std::uint64_t r = host_reserve_bytes(8 * GiB);
+  const std::uint64_t r = box_reserve_bytes(8 * GiB);
   mem_state s = host_state(8 * GiB, 2 * r - 1, 0.5, 0.0);           // host WATCH, PSI WATCH
   s = add_die(add_die(add_die(s, 8 * GiB, 16 * GiB), 1 * GiB - 1, 16 * GiB), 0, 0);  // OK, TIGHT, skipped
   const level_report rep = explain_level(s);
@@ -321,10 +321,10 @@ TEST_CASE("in a container the 1 GiB minimum reserve scales down to a quarter of 
     const mem_state s = container_state(256 * GiB, r.limit, r.limit / 2);
     REQUIRE(host_total_is_limit(s));
     CHECK(host_reserve_bytes(s) == r.reserve);
-    CHECK(container_host_reserve_bytes(r.limit) == r.reserve);
+    CHECK(container_reserve_bytes(r.limit) == r.reserve);
     CHECK(explain_level(s).host_reserve_bytes == r.reserve);
-    if (r.limit >= 4 * GiB) CHECK(r.reserve == host_reserve_bytes(r.limit));  // the whole-box rule's number
-    if (r.limit < 4 * GiB) CHECK(r.reserve < host_reserve_bytes(r.limit));
+    if (r.limit >= 4 * GiB) CHECK(r.reserve == box_reserve_bytes(r.limit));  // the whole-box rule's number
+    if (r.limit < 4 * GiB) CHECK(r.reserve < box_reserve_bytes(r.limit));
 
     // The seed's bands around that reserve: CRITICAL at it, TIGHT below 1.25x, WATCH below 2x.
     const auto level_at = [&](std::uint64_t avail) {
@@ -343,7 +343,7 @@ TEST_CASE("in a container the 1 GiB minimum reserve scales down to a quarter of 
     // The same total on a whole box (no limit) keeps the seed's reserve exactly.
     const mem_state box = host_state(r.limit, r.limit / 2);
     CHECK_FALSE(host_total_is_limit(box));
-    CHECK(host_reserve_bytes(box) == host_reserve_bytes(r.limit));
+    CHECK(host_reserve_bytes(box) == box_reserve_bytes(r.limit));
     CHECK(host_reserve_bytes(box) == std::max<std::uint64_t>(1 * GiB, r.limit * 15 / 100));
   }
 }
@@ -420,8 +420,8 @@ TEST_CASE("the container reserve never exceeds the whole-box one and grows with 
   std::uint64_t last_limit = 0;
   std::uint64_t last_reserve = 0;
   for (std::uint64_t limit = 1 * MiB; limit <= 128 * GiB; limit += 1 * MiB + g.below(64 * MiB)) {
-    const std::uint64_t r = container_host_reserve_bytes(limit);
-    CHECK(r <= host_reserve_bytes(limit));
+    const std::uint64_t r = container_reserve_bytes(limit);
+    CHECK(r <= box_reserve_bytes(limit));
     CHECK(r >= std::min<std::uint64_t>(1 * GiB, limit / 4));
     CHECK(r < limit);
     if (last_limit != 0) CHECK(r >= last_reserve);
@@ -431,6 +431,6 @@ TEST_CASE("the container reserve never exceeds the whole-box one and grows with 
 }
 
 // The constants the configuration table of docs/operators.md states.
-static_assert(container_host_reserve_bytes(1 * GiB) == 256 * MiB);
+static_assert(container_reserve_bytes(1 * GiB) == 256 * MiB);
 static_assert(host_reserve_bytes(pnmem::test::container_state(64 * GiB, 1 * GiB, 0)) == 256 * MiB);
 static_assert(host_reserve_bytes(host_state(1 * GiB, 0)) == 1 * GiB);

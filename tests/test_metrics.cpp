@@ -72,7 +72,7 @@ TEST_CASE("metrics: a hand-built snapshot, valid text with its exact numbers, no
   CHECK(ex.value("pnmem_host_total_bytes") == static_cast<double>(64 * GiB));
   CHECK(ex.value("pnmem_host_avail_bytes") == static_cast<double>(20 * GiB));
   CHECK(ex.value("pnmem_host_reserve_bytes") ==
-        static_cast<double>(pnmem::host_reserve_bytes(64 * GiB, pnmem::default_policy)));
+        static_cast<double>(pnmem::box_reserve_bytes(64 * GiB, pnmem::default_policy)));
   CHECK(ex.value("pnmem_psi_avg10_percent", {{"kind", "some"}}) == 2.5);
   CHECK(ex.value("pnmem_psi_avg10_percent", {{"kind", "full"}}) == 0.25);
   CHECK(ex.value("pnmem_psi_rate_percent", {{"kind", "some"}}) == 7.125);

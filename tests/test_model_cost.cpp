@@ -332,7 +332,7 @@ TEST_CASE("the CAP solve is the largest fitting prompt for any model (against a 
 TEST_CASE("CAP stays tight to one token for any model: cost(fit) <= limit < cost(fit + 1)") {
   pnmem::test::rng g{77};
   const std::uint64_t total = 64 * GiB;
-  const std::uint64_t reserve = host_reserve_bytes(total);
+  const std::uint64_t reserve = box_reserve_bytes(total);
   int caps = 0;
   for (int i = 0; i < 20000; ++i) {
     const model_cost m = random_model(g);
@@ -396,7 +396,7 @@ TEST_CASE("a preallocating engine's model: requests cost nothing above the reser
 
 TEST_CASE("admit_host_bytes: admit, or how many bytes fit, with a reason") {
   const std::uint64_t total = 8 * GiB;
-  const std::uint64_t reserve = host_reserve_bytes(total);
+  const std::uint64_t reserve = box_reserve_bytes(total);
   const mem_state s = host_state(total, reserve + 500 * MiB);
   const admit_result a = admit_host_bytes(188 * MiB, s);
   CHECK(a.verdict == verdict::admit);
@@ -605,7 +605,7 @@ TEST_CASE("encoder items: their cross-attention KV is paid per item, off the bud
   CHECK(host_cost_bytes(m, 1000, kv_format::bf16, 2) == host_cost_bytes(m, 1000, kv_format::bf16) + 2 * per_item);
   CHECK(host_cost_bytes(m, 1000, kv_format::bf16, -1) == host_cost_bytes(m, 1000, kv_format::bf16));
   const std::uint64_t total = 64 * GiB;
-  const std::uint64_t reserve = host_reserve_bytes(total);
+  const std::uint64_t reserve = box_reserve_bytes(total);
   pnmem::test::rng g{31};
   int caps = 0;
   for (int i = 0; i < 3000; ++i) {

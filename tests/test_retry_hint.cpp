@@ -247,7 +247,7 @@ TEST_CASE("retry_after on the fake clock: the hint shrinks as the memory comes b
   const model_desc m{};  // the seed's model
   const int tokens = 12'000;
   const std::uint64_t need = host_cost_bytes(m.cost, tokens, m.kv);
-  const std::uint64_t reserve = host_reserve_bytes(16 * GiB, opts.policy);
+  const std::uint64_t reserve = box_reserve_bytes(16 * GiB, opts.policy);
   REQUIRE(need > 1 * GiB);
   // The ramp: avail falls 50 MiB per 100 ms for 2 s, to well under need + reserve.
   std::uint64_t avail = reserve + need / 2 + 40 * 50 * MiB;
@@ -346,7 +346,7 @@ TEST_CASE("retry_after through the ledger: an expiring prompt-cache reservation 
   host_ledger ledger([] { return ns->load(); });
   host_sample h;
   h.total_bytes = 16 * GiB;
-  const std::uint64_t reserve = host_reserve_bytes(16 * GiB, opts.policy);
+  const std::uint64_t reserve = box_reserve_bytes(16 * GiB, opts.policy);
   h.avail_bytes = reserve + 1 * GiB;
   host->set(h);
   w.poll_now();

@@ -28,7 +28,7 @@ inline host_sample roomy() {
 // roomy()'s box with MemAvailable inside the byte band of `l`.
 inline host_sample at_level(mem_level l) {
   host_sample h = roomy();
-  const std::uint64_t r = host_reserve_bytes(h.total_bytes);
+  const std::uint64_t r = box_reserve_bytes(h.total_bytes);
   switch (l) {
     case mem_level::ok: break;
     case mem_level::watch: h.avail_bytes = r + r / 2; break;

@@ -14,7 +14,7 @@
 // an SVG picture.
 //
 // The workload's policy: PN_* environment variables as usual, so its reserve is pnmem's
-// container rule for the limit (policy.hpp container_host_reserve_bytes: 256 MiB of 1 GiB)
+// container rule for the limit (policy.hpp container_reserve_bytes: 256 MiB of 1 GiB)
 // unless PN_HOST_RESERVE_BYTES or --reserve sets one.
 //
 // Exit: 0 when the policy-on run lost nothing and was not killed, and the
@@ -200,7 +200,7 @@ options parse_args(int argc, char** argv) {
   }
   // The reserve the workload's pnmem will keep: the container rule for the limit, under the PN_*
   // variables it inherits (shown in the table and the picture; the workload computes its own).
-  if (!o.reserve_given) o.reserve = pnmem::container_host_reserve_bytes(o.limit, pnmem::env_policy());
+  if (!o.reserve_given) o.reserve = pnmem::container_reserve_bytes(o.limit, pnmem::env_policy());
   if (o.reserve >= o.limit) usage_error("--reserve must be below --limit");
   return o;
 }

@@ -130,7 +130,7 @@ namespace detail {
 
 inline std::string host_reserve_description(const policy& p) {
   if (p.host_reserve_bp == 0) return format_bytes(p.host_reserve_min_bytes);
-  // Both rules (policy.hpp host_reserve_bytes, container_host_reserve_bytes): a warning or a help text
+  // Both rules (policy.hpp host_reserve_bytes, container_reserve_bytes): a warning or a help text
   // read inside a container must not name a whole box's 1 GiB as the reserve in force there.
   const std::string share = format_percent_bp(p.host_reserve_bp);
   return "max(" + format_bytes(p.host_reserve_min_bytes) + ", " + share + " of MemTotal); in a container max(min(" +

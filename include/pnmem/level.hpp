@@ -50,7 +50,7 @@ constexpr mem_level host_bands(std::uint64_t host_total_bytes, std::uint64_t hos
 // A whole box's host level: the reserve of its MemTotal (the seed's rule).
 constexpr mem_level host_level(std::uint64_t host_total_bytes, std::uint64_t host_avail_bytes,
                                const policy& p = default_policy) noexcept {
-  return detail::host_bands(host_total_bytes, host_avail_bytes, host_reserve_bytes(host_total_bytes, p));
+  return detail::host_bands(host_total_bytes, host_avail_bytes, box_reserve_bytes(host_total_bytes, p));
 }
 
 // A snapshot's host level: its own reserve (policy.hpp host_reserve_bytes(s, p): scaled down where the

@@ -10,7 +10,7 @@
 //     p.host_reserve_min_bytes = 2 * pnmem::GiB;
 //     return p;
 //   }();
-//   static_assert(pnmem::host_reserve_bytes(8 * pnmem::GiB, strict) == 2 * pnmem::GiB);
+//   static_assert(pnmem::box_reserve_bytes(8 * pnmem::GiB, strict) == 2 * pnmem::GiB);
 #pragma once
 
 #include <cstdint>
@@ -77,11 +77,17 @@ struct policy {
 
 inline constexpr policy default_policy{};
 
+// Three names, one per rule (a single name for two rules once gave 1 GiB and 256 MiB in the same
+// container):
+//   box_reserve_bytes(total)        the seed's rule for a whole box (the total is MemTotal)
+//   container_reserve_bytes(limit)  a container's (the total is its memory limit)
+//   host_reserve_bytes(snapshot)    the one in force for a snapshot: whichever of the two its total is;
+//                                   what every level and answer uses.
+
 // The seed's reserve rule for a whole box (the total is MemTotal), computed without overflow for any
 // total: max(host_reserve_min_bytes, host_reserve_bp of the total); with host_reserve_bp 0
 // (PN_HOST_RESERVE_BYTES) exactly host_reserve_min_bytes.
-constexpr std::uint64_t host_reserve_bytes(std::uint64_t host_total_bytes,
-                                           const policy& p = default_policy) noexcept {
+constexpr std::uint64_t box_reserve_bytes(std::uint64_t host_total_bytes, const policy& p = default_policy) noexcept {
   const std::uint64_t share = detail::mul_div(host_total_bytes, p.host_reserve_bp, bp_whole);
   return share > p.host_reserve_min_bytes ? share : p.host_reserve_min_bytes;
 }
@@ -94,13 +100,12 @@ inline constexpr std::uint64_t container_reserve_min_divisor = 4;
 // so a small container keeps a usable band (the seed's 1 GiB minimum would be the whole of a 1 GiB
 // limit: CRITICAL for ever). A 1 GiB limit keeps 256 MiB; from 4 GiB up this is the whole-box rule.
 // An exact reserve (host_reserve_bp 0: PN_HOST_RESERVE_BYTES) stays exact.
-constexpr std::uint64_t container_host_reserve_bytes(std::uint64_t limit_bytes,
-                                                     const policy& p = default_policy) noexcept {
-  if (p.host_reserve_bp == 0) return host_reserve_bytes(limit_bytes, p);
+constexpr std::uint64_t container_reserve_bytes(std::uint64_t limit_bytes, const policy& p = default_policy) noexcept {
+  if (p.host_reserve_bp == 0) return box_reserve_bytes(limit_bytes, p);
   policy scaled = p;
   const std::uint64_t cap = limit_bytes / container_reserve_min_divisor;
   if (cap < scaled.host_reserve_min_bytes) scaled.host_reserve_min_bytes = cap;
-  return host_reserve_bytes(limit_bytes, scaled);
+  return box_reserve_bytes(limit_bytes, scaled);
 }
 
 // The container's memory limit a snapshot carries: the tighter of cgroup_max_bytes and
@@ -125,8 +130,8 @@ constexpr bool host_total_is_limit(const mem_state& s) noexcept {
 // metrics, the CLI, the C ABI), so their answers agree.
 [[gnu::always_inline]] constexpr std::uint64_t host_reserve_bytes(const mem_state& s,
                                                                    const policy& p = default_policy) noexcept {
-  return host_total_is_limit(s) ? container_host_reserve_bytes(s.host_total_bytes, p)
-                                : host_reserve_bytes(s.host_total_bytes, p);
+  return host_total_is_limit(s) ? container_reserve_bytes(s.host_total_bytes, p)
+                                : box_reserve_bytes(s.host_total_bytes, p);
 }
 
 // A PSI average (percent, as the kernel prints it) against a threshold in basis

@@ -42,7 +42,7 @@ void check_verdict(const json& j, const pnmem::admit_result& want) {
 // The seed's K80 box: 8 GiB of host RAM, reserve 15 % = 1288490188 B (floored).
 constexpr std::uint64_t k80_total = 8 * GiB;
 constexpr std::uint64_t k80_reserve = 1288490188;
-static_assert(pnmem::host_reserve_bytes(k80_total) == k80_reserve);
+static_assert(pnmem::box_reserve_bytes(k80_total) == k80_reserve);
 
 }  // namespace
 
@@ -281,7 +281,7 @@ TEST_CASE("admit: host path, fits / cap / reject agree with admit_request") {
     CHECK(j.at("reason") == "host_budget");
     const int fit = j.at("fit_tokens").get<int>();
     // The largest window that fits: one more token would not.
-    const std::uint64_t limit = 20 * GiB - pnmem::host_reserve_bytes(64 * GiB);
+    const std::uint64_t limit = 20 * GiB - pnmem::box_reserve_bytes(64 * GiB);
     CHECK(pnmem::host_cost_bytes(fit, pnmem::kv_format::fp32) <= limit);
     CHECK(pnmem::host_cost_bytes(fit + 1, pnmem::kv_format::fp32) > limit);
   }

@@ -129,7 +129,7 @@ TEST_CASE("model flags: a CAP's fit_tokens is tight for the Llama shape (cost(fi
     const json j = run_json(admit_args(b.total, b.avail, b.prompt) + llama_flags);
     CHECK(j.at("verdict") == "cap");
     CHECK(j.at("reason") == "host_budget");
-    const std::uint64_t limit = b.avail - pnmem::host_reserve_bytes(b.total);
+    const std::uint64_t limit = b.avail - pnmem::box_reserve_bytes(b.total);
     CHECK(u64(j.at("limit_bytes")) == limit);
     CHECK(u64(j.at("need_bytes")) == pnmem::host_cost_bytes(m, b.prompt, pnmem::kv_format::f16));
     const int fit = j.at("fit_tokens").get<int>();
@@ -143,7 +143,7 @@ TEST_CASE("model flags: a CAP's fit_tokens is tight for the Llama shape (cost(fi
 TEST_CASE("model flags: --kv-bytes-per-token 0 --activation-anchors 0:0 admits anything above the reserve") {
   // The engine that preallocates its KV and compute buffers at load: a request costs the host nothing.
   const args_t prealloc{"--kv-bytes-per-token", "0", "--activation-anchors", "0:0"};
-  const std::uint64_t reserve = pnmem::host_reserve_bytes(8 * GiB);
+  const std::uint64_t reserve = pnmem::box_reserve_bytes(8 * GiB);
   for (const char* kv : {"q4", "fp32", "f16", "q4_0"}) {  // every format costs the given 0
     CAPTURE(kv);
     const json j = run_json(admit_args(8 * GiB, reserve + 1, 2000000000) + prealloc + args_t{"--kv", kv});
@@ -580,7 +580,7 @@ TEST_CASE("pnmem model --from-hf-config: a Llama-3-8B config.json gives 131072 B
   CHECK(j.at("kv") == "f16");
   CHECK(u64(j.at("need_bytes")) == pnmem::host_cost_bytes(m, 8192, pnmem::kv_format::f16));
   const int fit = j.at("fit_tokens").get<int>();
-  const std::uint64_t limit = 8 * GiB - pnmem::host_reserve_bytes(16 * GiB);
+  const std::uint64_t limit = 8 * GiB - pnmem::box_reserve_bytes(16 * GiB);
   CHECK(pnmem::host_cost_bytes(m, fit, pnmem::kv_format::f16) <= limit);
   CHECK(pnmem::host_cost_bytes(m, fit + 1, pnmem::kv_format::f16) > limit);
   // Overrides apply on top of a config; --name names it.
