@@ -623,6 +623,27 @@ TEST_CASE("bad arguments: pnmem's words, not the argument parser's, and every ra
   CHECK(run({"calibrate", "--help"}).out.find(fit) != std::string::npos);
 }
 
+TEST_CASE("--container: a container-sized what-if gets the container's reserve, as the watcher inside one") {
+  // Before (issue 28 item 4): --host-total 1GiB was read as a whole box: the seed's 1 GiB reserve, all of it.
+  const args_t a{"admit", "--host-total", "1GiB", "--host-avail", "400MiB", "--prompt", "10"};
+  const json box = run_json(a);
+  CHECK(box.at("host_reserve_bytes").get<std::uint64_t>() == GiB);
+  CHECK(box.at("reason") == "host_reserve");  // 400 MiB is inside a 1 GiB reserve
+  args_t in_container = a;
+  in_container.push_back("--container");
+  const json c = run_json(in_container);
+  CHECK(c.at("host_reserve_bytes").get<std::uint64_t>() == 256 * pnmem::MiB);
+  CHECK(c.at("reason") != "host_reserve");
+  const json level = run_json({"level", "--host-total", "1GiB", "--host-avail", "400MiB", "--container"});
+  CHECK(level.at("host_reserve_bytes").get<std::uint64_t>() == 256 * pnmem::MiB);
+  CHECK(level.at("level") == "watch");  // slack 144 MiB: at least a quarter of 256 MiB, below all of it
+  const process_result alone = run({"load", "--weights", "1GiB", "--kv-max-ctx", "1GiB", "--die", "8GiB:8GiB",
+                                    "--container"});
+  CHECK(alone.exit_code == 2);
+  CHECK(alone.err == "pnmem: error: --container: needs --host-total and --host-avail (the container's limit and "
+                     "what is available)\n");
+}
+
 // ---------------------------------------------------------------- environment
 
 TEST_CASE("environment: a bad variable warns on one line and the default stays") {

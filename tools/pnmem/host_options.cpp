@@ -19,6 +19,10 @@ void host_options::add_to(CLI::App& app, bool required, bool with_psi) {
   add_text_option(app, "--host-avail", avail_, "Host memory available (MemAvailable), at most --host-total")
       ->type_name("BYTES")
       ->required(required);
+  app.add_flag("--container", container_,
+               "--host-total is a container's memory limit (cgroup memory.max), not a whole box's MemTotal: "
+               "the container's reserve applies (max(min(1 GiB, limit/4), 15 % of the limit): 256 MiB of 1 GiB), "
+               "as the watcher uses inside one");
   if (with_psi) {
     // An undescribed stall is mem_state's own default.
     std::ostringstream some_default;
@@ -51,6 +55,11 @@ void host_options::put(pnmem::mem_state& state) const {
     }
     state.host_total_bytes = total;
     state.host_avail_bytes = avail;
+    // The snapshot a sampler inside that container gives: the total is the cgroup's limit
+    // (policy.hpp host_total_is_limit), so host_reserve_bytes(state) takes the container's rule.
+    if (container_) state.cgroup_max_bytes = total;
+  } else if (container_) {
+    throw usage_error("--container: needs --host-total and --host-avail (the container's limit and what is available)");
   }
   if (psi_some_) state.host_psi_some_avg10 = parse_psi_arg("--psi-some", *psi_some_);
   if (psi_full_) state.host_psi_full_avg10 = parse_psi_arg("--psi-full", *psi_full_);

@@ -2,6 +2,7 @@
 //
 //   --host-total B   MemTotal (or the container limit); 0 = host not sampled
 //   --host-avail B   MemAvailable; may not exceed --host-total
+//   --container      --host-total is a container's memory limit: the container's reserve rule
 //   --psi-some PCT   /proc/pressure/memory some avg10, 0..100   (with_psi)
 //   --psi-full PCT   /proc/pressure/memory full avg10, 0..100   (with_psi)
 #pragma once
@@ -36,6 +37,7 @@ class host_options {
   std::optional<std::string> avail_;
   std::optional<std::string> psi_some_;
   std::optional<std::string> psi_full_;
+  bool container_ = false;
 };
 
 }  // namespace pnmem_cli
