@@ -250,8 +250,13 @@ TEST_CASE("PSI: a fresh stall is TIGHT at once, CRITICAL only once it held over 
   s.host_psi_full_avg10 = 15.0;  // avg10 confirms on its own (the seed's rule)
   CHECK(derive_level(s) == mem_level::critical);
   s.host_psi_full_avg10 = 0.0;
-  s.host_psi_full_sustained = 0.5;  // a little stall over the window: shows, as any full stall does
+  s.host_psi_full_sustained = 0.5;  // a little stall over the window, still going on: shows, as any does
+  s.host_psi_full_rate = 0.2;
   CHECK(derive_level(s) == mem_level::tight);
+  s.host_psi_full_rate = 0.0;       // ... that has ended: the window alone raises nothing
+  s.host_psi_full_sustained = 60.0;
+  CHECK(derive_level(s) == mem_level::ok);
+  CHECK(explain_level(s).psi_level == mem_level::ok);
   s.host_psi_full_sustained = 0.0;
   s.host_psi_full_avg10 = 0.4;  // avg10 still decaying after the stall ended: TIGHT, as the seed keeps it
   CHECK(derive_level(s) == mem_level::tight);

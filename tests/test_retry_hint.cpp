@@ -78,11 +78,14 @@ TEST_CASE("retry_after psi_stall: the time avg10 and the window's rate take to f
   retry_hint h = retry_after(r, s, default_policy, at(0));
   CHECK(h.basis == retry_basis::psi_decay);
   CHECK(h.after_ms == static_cast<std::int64_t>(std::ceil(10'000.0 * std::log(2.0))));
-  // The window's rate (3 s) at 60 %: 3 s * (1 - 15/60) = 2.25 s; avg10 still decides when longer.
-  s.host_psi_full_avg10 = 16.0;  // 10 s * ln(16/15) = 645.4 ms
+  // The window's rate (3 s) at 60 % counts only while the stall goes on: with none from now on it stops
+  // counting at the next sample, and avg10 sets the wait: 10 s * ln(16/15) = 645.4 ms.
+  s.host_psi_full_avg10 = 16.0;
   s.host_psi_full_sustained = 60.0;
+  s.host_psi_full_rate = 40.0;
   h = retry_after(r, s, default_policy, at(0));
-  CHECK(h.after_ms == 2250);
+  CHECK(h.after_ms == static_cast<std::int64_t>(std::ceil(10'000.0 * std::log(16.0 / 15.0))));
+  s.host_psi_full_rate = 0.0;
   // Just at the line: the next sample is the soonest anything changes.
   s.host_psi_full_avg10 = 15.0;
   s.host_psi_full_sustained = 0.0;

@@ -105,14 +105,20 @@ constexpr double worse_pct(double a, double b) noexcept {
 constexpr double psi_some_pct(const mem_state& s) noexcept {
   return detail::worse_pct(s.host_psi_some_avg10, s.host_psi_some_rate);
 }
-// Full stall seen now: avg10, the last interval, or the window (TIGHT when above 0).
-constexpr double psi_full_pct(const mem_state& s) noexcept {
-  return detail::worse_pct(detail::worse_pct(s.host_psi_full_avg10, s.host_psi_full_rate), s.host_psi_full_sustained);
+// The window's rate, counted only while the last interval stalled too: the window confirms a stall
+// going on now; a stall that has ended (one in the window's first seconds after start, or a burst
+// the window still holds) never raises the level on its own. avg10 keeps its own say as it decays.
+constexpr double psi_full_window_pct(const mem_state& s) noexcept {
+  return s.host_psi_full_rate > 0.0 ? s.host_psi_full_sustained : 0.0;
 }
-// Full stall that held: avg10, or the rate over the policy's window. What is CRITICAL and what rejects
-// (admission.hpp's psi_stall) at or over psi_full_reject_bp; one interval's rate is not in it.
+// Full stall seen now: avg10, the last interval, or the window while it goes on (TIGHT when above 0).
+constexpr double psi_full_pct(const mem_state& s) noexcept {
+  return detail::worse_pct(detail::worse_pct(s.host_psi_full_avg10, s.host_psi_full_rate), psi_full_window_pct(s));
+}
+// Full stall that held: avg10, or the rate over the policy's window (while it goes on). What is CRITICAL
+// and what rejects (admission.hpp's psi_stall) at or over psi_full_reject_bp; one interval's rate is not in it.
 constexpr double psi_full_confirmed_pct(const mem_state& s) noexcept {
-  return detail::worse_pct(s.host_psi_full_avg10, s.host_psi_full_sustained);
+  return detail::worse_pct(s.host_psi_full_avg10, psi_full_window_pct(s));
 }
 
 // Every input of the level and the part each played: what `pnmem level` prints

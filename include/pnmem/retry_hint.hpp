@@ -6,9 +6,9 @@
 // the retry is a new decision on the box as it is then, and may be the same denial.
 //
 //   reason of the answer        what must change                    the estimate (basis)
-//   psi_stall                   the confirmed full stall falls      avg10 decays as e^(-t/10 s) and the
-//                               below psi_full_reject               policy's window empties linearly, if
-//                                                                   the stall stopped now (psi_decay)
+//   psi_stall                   the confirmed full stall falls      avg10 decays as e^(-t/10 s), if the
+//                               below psi_full_reject               stall stopped now (the window counts
+//                                                                   only while it goes on) (psi_decay)
 //   host_budget / host_reserve  the bytes short come back           the shortfall at the rate MemAvailable
 //                                                                   is rising (host_recovery), or the time
 //                                                                   reservations with a time to live take
@@ -116,11 +116,9 @@ inline double psi_clear_s(const mem_state& s, double threshold_pct, std::uint32_
   if (s.host_psi_full_avg10 >= threshold_pct) {
     t = psi_avg10_tau_s * std::log(s.host_psi_full_avg10 / threshold_pct);
   }
-  if (s.host_psi_full_sustained >= threshold_pct) {
-    // The window's rate falls as stall-free time replaces stalled time: below the line after W (1 - thr/rate).
-    const double w = static_cast<double>(window_ms) / 1000.0 * (1.0 - threshold_pct / s.host_psi_full_sustained);
-    if (w > t) t = w;
-  }
+  // The window's rate counts only while the last interval stalled (level.hpp psi_full_window_pct): with
+  // no stall from now on it stops counting at the next sample, so avg10 alone sets the wait.
+  (void)window_ms;
   return t;
 }
 

@@ -735,6 +735,28 @@ TEST_CASE("3 s of 30 % full stall is CRITICAL, and rejects with psi_stall, by on
   CHECK(r.w.read().level == pnmem::mem_level::critical);
 }
 
+TEST_CASE("after start, the window never raises the level again on a stall that has ended") {
+  // Issue 28 item 2: the window's rate is unknown for its first 3 s; a stall in those seconds that has
+  // ended showed up, once the history covered the window, as a level raised with no new stall (OK ->
+  // TIGHT at the 3 s mark, held while the stall stayed in the window). The window confirms a stall going
+  // on now (CRITICAL, psi_stall); it does not raise the level on its own.
+  psi_run r;                                                   // the watcher's first sample: no history
+  for (int i = 0; i < 3; ++i) CHECK(r.step(100).level == pnmem::mem_level::tight);  // 300 ms stalled
+  bool window_held_it = false;
+  for (int i = 0; i < 60; ++i) {                               // then 6 s without a stall
+    const pnmem::mem_state s = r.step(0);
+    CAPTURE(i);
+    CHECK(s.level == pnmem::mem_level::ok);
+    window_held_it = window_held_it || s.host_psi_full_sustained > 0.0;
+  }
+  CHECK(window_held_it);  // the window did cover the old stall (from the 3 s mark): it raised nothing
+  // A new stall is seen at once, and one that holds is still confirmed over the window.
+  CHECK(r.step(30).level == pnmem::mem_level::tight);
+  bool critical = false;
+  for (int i = 0; i < 40 && !critical; ++i) critical = r.step(30).level == pnmem::mem_level::critical;
+  CHECK(critical);
+}
+
 TEST_CASE("the sustained rate is unknown (0) until the history covers the window, and a PSI gap restarts it") {
   psi_run r;
   // From the first sample, all stall: the window has not been covered yet for 3 s.
