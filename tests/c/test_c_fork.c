@@ -17,6 +17,20 @@
 #include "c_check.h"
 #include "pnmem/pnmem_c.h"
 
+/* A sanitized build (ASan, TSan): PNMEM_FORK_STRESS 0, and waits for a thread to sample are longer
+ * (its runtime slows a forked child's new thread a lot on a loaded box: 5 s was once not enough). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PNMEM_FORK_STRESS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define PNMEM_FORK_STRESS 0
+#endif
+#endif
+#ifndef PNMEM_FORK_STRESS
+#define PNMEM_FORK_STRESS 1
+#endif
+#define PNMEM_SAMPLE_WAIT_STEPS (PNMEM_FORK_STRESS ? 100 : 600) /* x 50 ms: 5 s, or 30 s sanitized */
+
 static char last_line[512];
 static void sink(void* user, const char* line) {
   (void)user;
@@ -45,7 +59,7 @@ static int first_child(const pnmem_model* m) {
   if (pnmem_watcher_start() != 0 || !pnmem_watcher_running()) return 14;
   const uint64_t started = seq_now();
   if (started <= frozen) return 15;                            /* start() took a sample */
-  for (int i = 0; i < 100 && seq_now() <= started; ++i) sleep_ms(50); /* up to 5 s on a loaded box */
+  for (int i = 0; i < PNMEM_SAMPLE_WAIT_STEPS && seq_now() <= started; ++i) sleep_ms(50); /* a loaded box */
   if (seq_now() <= started) return 16;                         /* and the new thread samples */
   if (pnmem_admit(m, 100, &a) != 0 || a.status == PNMEM_FAIL_OPEN) return 17;
   pnmem_reservation r = 0;
@@ -99,22 +113,12 @@ int main(void) {
   /* The parent's watcher was never touched. */
   CHECK(pnmem_watcher_running());
   const uint64_t before = seq_now();
-  sleep_ms(200);
+  for (int i = 0; i < PNMEM_SAMPLE_WAIT_STEPS && seq_now() <= before; ++i) sleep_ms(50);
   CHECK(seq_now() > before);
   CHECK(strstr(last_line, "fork's child") == NULL); /* the line was the child's */
 
   /* Forks while threads reserve and sample: every child must get through its own calls (a lock
    * inherited held would hang it: the alarm kills it instead). */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define PNMEM_FORK_STRESS 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define PNMEM_FORK_STRESS 0
-#endif
-#endif
-#ifndef PNMEM_FORK_STRESS
-#define PNMEM_FORK_STRESS 1
-#endif
 #if !PNMEM_FORK_STRESS
   /* A sanitizer's runtime has locks of its own that a fork beside busy threads can leave held in the
    * child (a child hung once in 40 under ASan): the stress part runs in the uninstrumented build only. */
