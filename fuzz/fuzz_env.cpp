@@ -155,57 +155,32 @@ void check(const std::map<std::string, std::string>& env, const pnmem::env_setti
     FUZZ_CHECK(error_for(cfg, names[1]) == nullptr && p.psi_full_reject_bp == base.psi_full_reject_bp);
   }
 
-  // PN_DIE_RESERVE_BYTES and PN_LOAD_SPIKE_BYTES: plain byte sizes.
-  const auto bytes_var = [&](const char* name, std::uint64_t got, std::uint64_t base_value) {
+  // A variable whose every parsed value applies as it is: `parse` is its parser, `kept` the words an
+  // error says the base value is kept as.
+  const auto plain_var = [&](const char* name, auto got, auto base_value, auto parse, const std::string& kept) {
     if (const std::string* v = find(env, name)) {
-      const auto r = pnmem::parse_bytes(*v);
+      const auto r = parse(*v);
       const auto* e = error_for(cfg, name);
       FUZZ_CHECK(r.ok() == (e == nullptr));
       if (r.ok()) {
         FUZZ_CHECK(got == r.value);
       } else {
         ++bad;
-        check_error(*e, *v, pnmem::format_bytes(base_value));
+        check_error(*e, *v, kept);
         FUZZ_CHECK(got == base_value);
       }
     } else {
       FUZZ_CHECK(error_for(cfg, name) == nullptr && got == base_value);
     }
   };
-  bytes_var(names[2], p.die_reserve_bytes, base.die_reserve_bytes);
-  bytes_var(names[4], p.load_spike_bytes, base.load_spike_bytes);
-
-  // PN_LADDER_DISABLE
-  if (const std::string* v = find(env, names[3])) {
-    const auto r = pnmem::parse_switch(*v);
-    const auto* e = error_for(cfg, names[3]);
-    FUZZ_CHECK(r.ok() == (e == nullptr));
-    if (r.ok()) {
-      FUZZ_CHECK(p.ladder_disabled == r.value);
-    } else {
-      ++bad;
-      check_error(*e, *v, base.ladder_disabled ? "on" : "off");
-      FUZZ_CHECK(p.ladder_disabled == base.ladder_disabled);
-    }
-  } else {
-    FUZZ_CHECK(error_for(cfg, names[3]) == nullptr && p.ladder_disabled == base.ladder_disabled);
-  }
-
-  // PN_EVICT_ON_PSI
-  if (const std::string* v = find(env, names[15])) {
-    const auto r = pnmem::parse_switch(*v);
-    const auto* e = error_for(cfg, names[15]);
-    FUZZ_CHECK(r.ok() == (e == nullptr));
-    if (r.ok()) {
-      FUZZ_CHECK(p.evict_on_psi == r.value);
-    } else {
-      ++bad;
-      check_error(*e, *v, base.evict_on_psi ? "on" : "off");
-      FUZZ_CHECK(p.evict_on_psi == base.evict_on_psi);
-    }
-  } else {
-    FUZZ_CHECK(error_for(cfg, names[15]) == nullptr && p.evict_on_psi == base.evict_on_psi);
-  }
+  // PN_DIE_RESERVE_BYTES and PN_LOAD_SPIKE_BYTES: plain byte sizes.
+  const auto bytes = [](const std::string& t) { return pnmem::parse_bytes(t); };
+  plain_var(names[2], p.die_reserve_bytes, base.die_reserve_bytes, bytes, pnmem::format_bytes(base.die_reserve_bytes));
+  plain_var(names[4], p.load_spike_bytes, base.load_spike_bytes, bytes, pnmem::format_bytes(base.load_spike_bytes));
+  // PN_LADDER_DISABLE and PN_EVICT_ON_PSI: switches.
+  const auto switches = [](const std::string& t) { return pnmem::parse_switch(t); };
+  plain_var(names[3], p.ladder_disabled, base.ladder_disabled, switches, base.ladder_disabled ? "on" : "off");
+  plain_var(names[15], p.evict_on_psi, base.evict_on_psi, switches, base.evict_on_psi ? "on" : "off");
 
   // PN_PSI_SOURCE
   if (const std::string* v = find(env, names[8])) {

@@ -208,6 +208,26 @@ int init_versioned(const char* entry, T* out, size_t struct_size, std::size_t si
   });
 }
 
+// Every versioned read (pnmem_read_snapshot, pnmem_host_room): out->struct_size as its init set it is
+// checked (a line names it when not valid, nothing is written), `value()` is computed inside the
+// boundary, and the fields this library knows are copied; a newer caller's tail is left and its
+// struct_size kept.
+template <class T, class Value>
+int read_versioned_out(const char* entry, T* out, std::size_t size_v1, const char* init, Value&& value) {
+  return boundary(entry, -1, {out}, [&] {
+    const std::uint32_t size = out->struct_size;
+    const std::string why = pnmem::c_abi::struct_size_problem(size, size_v1, "out", init);
+    if (!why.empty()) {
+      refuse(state(), entry, why);
+      return -1;
+    }
+    const T v = value();
+    std::memcpy(static_cast<void*>(out), &v, std::min<std::size_t>(size, sizeof v));
+    out->struct_size = size;
+    return 0;
+  });
+}
+
 // `msg` into a caller's buffer (an error message, a text; when given), truncated to len - 1 bytes and NUL-terminated.
 void write_err(char* err, size_t err_len, std::string_view msg) noexcept {
   if (err == nullptr || err_len == 0) return;
@@ -339,31 +359,13 @@ int pnmem_read(pnmem_state* out) {
 }
 
 int pnmem_snapshot_init_sized(pnmem_snapshot* snapshot, size_t struct_size) {
-  return boundary(__func__, -1, {snapshot}, [&] {
-    if (struct_size < pnmem::c_abi::snapshot_size_v1 || struct_size > UINT32_MAX) return -1;
-    std::memset(static_cast<void*>(snapshot), 0, struct_size);  // the caller's whole struct, a newer one's tail too
-    snapshot->struct_size = static_cast<std::uint32_t>(struct_size);
-    return 0;
-  });
+  return init_versioned(__func__, snapshot, struct_size, pnmem::c_abi::snapshot_size_v1, [] { return pnmem_snapshot{}; });
 }
 
 int pnmem_read_snapshot(pnmem_snapshot* out) {
-  const char* const entry = __func__;
-  return boundary(entry, -1, {out}, [&] {
-    const std::uint32_t size = out->struct_size;
-    const std::string why =
-        pnmem::c_abi::struct_size_problem(size, pnmem::c_abi::snapshot_size_v1, "out", "pnmem_snapshot_init");
-    if (!why.empty()) {
-      refuse(state(), entry, why);
-      return -1;
-    }
+  return read_versioned_out(__func__, out, pnmem::c_abi::snapshot_size_v1, "pnmem_snapshot_init", [] {
     const pnmem::c_abi::platform_watcher* w = state().watcher();
-    const pnmem_snapshot snap =
-        pnmem::c_abi::snapshot_to_c(w != nullptr ? w->read() : pnmem::mem_state{}, policy_of(w));
-    // The fields this library knows; a newer caller's tail is left, and its struct_size kept.
-    std::memcpy(static_cast<void*>(out), &snap, std::min<std::size_t>(size, sizeof snap));
-    out->struct_size = size;
-    return 0;
+    return pnmem::c_abi::snapshot_to_c(w != nullptr ? w->read() : pnmem::mem_state{}, policy_of(w));
   });
 }
 
@@ -572,36 +574,16 @@ int pnmem_host_budget(pnmem_budget* out) {
 }
 
 int pnmem_room_init_sized(pnmem_room* room, size_t struct_size) {
-  return boundary(__func__, -1, {room}, [&] {
-    if (struct_size < pnmem::c_abi::room_size_v1 || struct_size > UINT32_MAX) return -1;
-    std::memset(static_cast<void*>(room), 0, struct_size);
-    room->struct_size = static_cast<std::uint32_t>(struct_size);
-    return 0;
-  });
+  return init_versioned(__func__, room, struct_size, pnmem::c_abi::room_size_v1, [] { return pnmem_room{}; });
 }
 
 int pnmem_host_room(pnmem_room* out) {
-  const char* const entry = __func__;
-  return boundary(entry, -1, {out}, [&] {
-    const std::uint32_t size = out->struct_size;
-    const std::string why = pnmem::c_abi::struct_size_problem(size, pnmem::c_abi::room_size_v1, "out", "pnmem_room_init");
-    if (!why.empty()) {
-      refuse(state(), entry, why);
-      return -1;
-    }
+  return read_versioned_out(__func__, out, pnmem::c_abi::room_size_v1, "pnmem_room_init", [] {
     global_state& s = state();
     const pnmem::c_abi::platform_watcher* w = s.watcher();
-    pnmem::host_room room{};
-    std::uint64_t seq = 0;
-    if (w != nullptr && w->running()) {
-      const pnmem::mem_state snap = w->read();
-      seq = snap.seq;
-      room = s.ledger.room(pnmem::c_abi::snapshot_view{snap}, policy_of(w));  // the ledger's mutex
-    }
-    const pnmem_room r = pnmem::c_abi::to_c(room, seq);
-    std::memcpy(static_cast<void*>(out), &r, std::min<std::size_t>(size, sizeof r));
-    out->struct_size = size;
-    return 0;
+    if (w == nullptr || !w->running()) return pnmem::c_abi::to_c(pnmem::host_room{}, 0);
+    const pnmem::mem_state snap = w->read();
+    return pnmem::c_abi::to_c(s.ledger.room(pnmem::c_abi::snapshot_view{snap}, policy_of(w)), snap.seq);  // ledger's mutex
   });
 }
 

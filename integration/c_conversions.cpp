@@ -220,7 +220,7 @@ pnmem_snapshot snapshot_to_c(const mem_state& m, const policy& pol) noexcept {
   out.psi_level = to_c(r.psi_level);
   out.die_level = to_c(r.worst_die_level);
   out.os_level = to_c(r.os_level);
-  out.memory_level = to_c(memory_level(m, pol));
+  out.memory_level = to_c(memory_level(r));
   return out;
 }
 

@@ -184,21 +184,17 @@ std::string show_bytes(const env_settings& s) {
   return format_bytes(s.policy.*Field);
 }
 
-inline std::string set_ladder_disabled(env_settings& s, const char* text) {
+template <bool policy::*Field>
+std::string set_switch(env_settings& s, const char* text) {
   const auto r = parse_switch(text);
   if (!r) return std::string(to_string(r.error));
-  s.policy.ladder_disabled = r.value;
+  s.policy.*Field = r.value;
   return {};
 }
-inline std::string show_ladder_disabled(const env_settings& s) { return s.policy.ladder_disabled ? "on" : "off"; }
-
-inline std::string set_evict_on_psi(env_settings& s, const char* text) {
-  const auto r = parse_switch(text);
-  if (!r) return std::string(to_string(r.error));
-  s.policy.evict_on_psi = r.value;
-  return {};
+template <bool policy::*Field>
+std::string show_switch(const env_settings& s) {
+  return s.policy.*Field ? "on" : "off";
 }
-inline std::string show_evict_on_psi(const env_settings& s) { return s.policy.evict_on_psi ? "on" : "off"; }
 
 inline std::string set_psi_source(env_settings& s, const char* text) {
   if (!parse_psi_source(text, s.psi_source)) return "not a PSI source (use host, cgroup or off)";
@@ -260,8 +256,8 @@ inline constexpr env_variable env_variables[] = {
      detail::set_psi_full_reject, detail::show_psi_full_reject},
     {"PN_DIE_RESERVE_BYTES", "VRAM held back from each die's budget", detail::set_bytes<&policy::die_reserve_bytes>,
      detail::show_bytes<&policy::die_reserve_bytes>},
-    {"PN_LADDER_DISABLE", "The ladder plans the operator config at every level", detail::set_ladder_disabled,
-     detail::show_ladder_disabled},
+    {"PN_LADDER_DISABLE", "The ladder plans the operator config at every level", detail::set_switch<&policy::ladder_disabled>,
+     detail::show_switch<&policy::ladder_disabled>},
     {"PN_LOAD_SPIKE_BYTES", "Host burst of a weight upload", detail::set_bytes<&policy::load_spike_bytes>,
      detail::show_bytes<&policy::load_spike_bytes>},
     {"PN_PSI_SOURCE", "Where PSI is read: host (/proc/pressure/memory), cgroup (the cgroup's memory.pressure) or off",
@@ -280,7 +276,7 @@ inline constexpr env_variable env_variables[] = {
      detail::set_ms<&env_settings::pressure_poll_interval, 1, max_poll_interval_ms>,
      detail::show_ms<&env_settings::pressure_poll_interval>},
     {"PN_EVICT_ON_PSI", "KV eviction (rung 4b) at TIGHT whatever raised the level, PSI included (default: memory only)",
-     detail::set_evict_on_psi, detail::show_evict_on_psi},
+     detail::set_switch<&policy::evict_on_psi>, detail::show_switch<&policy::evict_on_psi>},
 };
 
 // `lookup(name)` returns the variable's value or nullptr when unset; tests pass a

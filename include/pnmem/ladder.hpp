@@ -67,10 +67,10 @@ constexpr int reduce_positive(int cfg, int div) noexcept {
   const int v = cfg / div;
   return v < 1 ? 1 : v;
 }
-}  // namespace detail
 
-constexpr ladder_plan ladder_plan_for(mem_level level, const ladder_config& cfg,
-                                      const policy& p = default_policy) noexcept {
+// The plan for a level; `evict` false: the level's rung 4b is held back (PSI alone raised it), and the
+// note says so.
+constexpr ladder_plan plan_for(mem_level level, const ladder_config& cfg, const policy& p, bool evict) noexcept {
   const int slots = cfg.max_slots < 1 ? 1 : cfg.max_slots;
   const int window = cfg.prefill_window < 0 ? 0 : cfg.prefill_window;
 
@@ -82,7 +82,7 @@ constexpr ladder_plan ladder_plan_for(mem_level level, const ladder_config& cfg,
   plan.prefill_window = window;
 
   if (p.ladder_disabled) {
-    plan.note = detail::ladder_notes[4];
+    plan.note = ladder_notes[4];
     return plan;
   }
   switch (level) {
@@ -93,22 +93,29 @@ constexpr ladder_plan ladder_plan_for(mem_level level, const ladder_config& cfg,
       break;
     case mem_level::tight:
       plan.force_kv_q4 = true;
-      plan.max_slots = detail::reduce_positive(slots, 2);
-      plan.prefill_window = detail::reduce_positive(window, 2);
-      plan.kv_evict = true;
+      plan.max_slots = reduce_positive(slots, 2);
+      plan.prefill_window = reduce_positive(window, 2);
+      plan.kv_evict = evict;
       break;
     case mem_level::critical:
       plan.force_kv_q4 = true;
       plan.max_slots = 1;
-      plan.prefill_window = detail::reduce_positive(window, 4);
-      plan.kv_evict = true;
+      plan.prefill_window = reduce_positive(window, 4);
+      plan.kv_evict = evict;
       break;
   }
   const int idx = static_cast<int>(level);
-  plan.note = detail::ladder_notes[idx >= 0 && idx < mem_level_count ? idx : 0];
+  plan.note = ladder_notes[idx >= 0 && idx < mem_level_count ? idx : 0];
+  if (!evict && level >= mem_level::tight) plan.note = ladder_notes[level == mem_level::critical ? 6 : 5];
   plan.degraded = plan.max_slots != slots || plan.prefill_window != window ||
                   plan.force_kv_q4 != cfg.kv_q4 || plan.kv_evict;
   return plan;
+}
+}  // namespace detail
+
+constexpr ladder_plan ladder_plan_for(mem_level level, const ladder_config& cfg,
+                                      const policy& p = default_policy) noexcept {
+  return detail::plan_for(level, cfg, p, true);
 }
 
 // The seed's pn_ladder_plan_from_state: the plan for a snapshot's level, except that the evict rung
@@ -118,18 +125,14 @@ constexpr ladder_plan ladder_plan_for(mem_level level, const ladder_config& cfg,
 // a level alone, cannot tell what raised it and keeps the seed's rule.
 constexpr ladder_plan ladder_plan_from_state(const mem_state& s, const ladder_config& cfg,
                                              const policy& p = default_policy) noexcept {
-  ladder_plan plan = ladder_plan_for(s.level, cfg, p);
   // PSI alone: the stall is at TIGHT or worse and memory is not. (A level nothing in the snapshot
   // explains, set by hand or held by the dwell, keeps the seed's rule.)
-  if (plan.kv_evict && !p.evict_on_psi && memory_level(s, p) < mem_level::tight &&
-      explain_level(s, p).psi_level >= mem_level::tight) {
-    plan.kv_evict = false;
-    plan.note = detail::ladder_notes[plan.level == mem_level::critical ? 6 : 5];
-    const int slots = cfg.max_slots < 1 ? 1 : cfg.max_slots;
-    const int window = cfg.prefill_window < 0 ? 0 : cfg.prefill_window;
-    plan.degraded = plan.max_slots != slots || plan.prefill_window != window || plan.force_kv_q4 != cfg.kv_q4;
+  bool evict = true;
+  if (s.level >= mem_level::tight && !p.evict_on_psi && !p.ladder_disabled) {
+    const level_report r = explain_level(s, p);
+    evict = !(memory_level(r) < mem_level::tight && r.psi_level >= mem_level::tight);
   }
-  return plan;
+  return detail::plan_for(s.level, cfg, p, evict);
 }
 
 // A KV cache about to be allocated: the format it must be in, and its bytes.

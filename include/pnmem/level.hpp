@@ -183,9 +183,11 @@ constexpr mem_level derive_level(const mem_state& s, const policy& p = default_p
 // (a stall, box-wide where the kernel has no per-cgroup PSI, is pressure on time, not a shortage of
 // bytes this process can give back). What the ladder's evict rung follows (ladder.hpp), unless
 // policy.evict_on_psi. No hysteresis: the bands as they stand.
-constexpr mem_level memory_level(const mem_state& s, const policy& p = default_policy) noexcept {
-  const level_report r = explain_level(s, p);
+constexpr mem_level memory_level(const level_report& r) noexcept {
   return worst_of(worst_of(r.host_level, r.os_level), r.worst_die_level);
+}
+constexpr mem_level memory_level(const mem_state& s, const policy& p = default_policy) noexcept {
+  return memory_level(explain_level(s, p));
 }
 
 // The snapshot with its level re-derived (no hysteresis): what a publisher without

@@ -1151,23 +1151,33 @@ class Plan:
     _c: Any = field(default=None, repr=False, compare=False)
 
 
-def plan(level: Any, max_slots: int = 1, prefill_window: int = 0, kv_q4: bool = False) -> Plan:
-    """pnmem_plan_ladder: decode slots, prefill window, forced 4-bit KV and eviction for a level and the
-    operator's config (max_slots below 1 is 1; prefill_window 0: no clamp)."""
-    f = "pnmem_plan_ladder"
-    lv = _enum(f, "level", level, Level)
+def _config_args(f: str, max_slots: int, prefill_window: int, kv_q4: bool) -> tuple[int, int, bool]:
+    """An operator config's arguments (plan, plan_now), checked and as C takes them."""
     s = _int(f, "max_slots", max_slots, INT32_MIN, INT32_MAX)
     w = _int(f, "prefill_window", prefill_window, INT32_MIN, INT32_MAX)
     if not isinstance(kv_q4, (bool, int)):
         raise ArgumentTypeError(f"{f}: kv_q4 must be a bool", f)
-    _begin()
-    p = _lib.pnmem_plan_ladder(int(lv), s, w, bool(kv_q4))
+    return s, w, bool(kv_q4)
+
+
+def _plan_of(f: str, p: _ffi.pnmem_ladder_plan) -> Plan:
+    """A C plan as a Plan; its "error:" note (a failure inside pnmem) raised."""
     note = (p.note or b"").decode("utf-8", "replace")
     if note.startswith("error:"):
         raise _fail(f, note)
     return Plan(level=Level(p.level), max_slots=p.max_slots, force_kv_q4=bool(p.force_kv_q4),
                 kv_evict=bool(p.kv_evict), prefill_window=p.prefill_window, degraded=bool(p.degraded), note=note,
                 _c=p)
+
+
+def plan(level: Any, max_slots: int = 1, prefill_window: int = 0, kv_q4: bool = False) -> Plan:
+    """pnmem_plan_ladder: decode slots, prefill window, forced 4-bit KV and eviction for a level and the
+    operator's config (max_slots below 1 is 1; prefill_window 0: no clamp)."""
+    f = "pnmem_plan_ladder"
+    lv = _enum(f, "level", level, Level)
+    s, w, q4 = _config_args(f, max_slots, prefill_window, kv_q4)
+    _begin()
+    return _plan_of(f, _lib.pnmem_plan_ladder(int(lv), s, w, q4))
 
 
 def plan_now(max_slots: int = 1, prefill_window: int = 0, kv_q4: bool = False) -> Plan:
@@ -1175,18 +1185,9 @@ def plan_now(max_slots: int = 1, prefill_window: int = 0, kv_q4: bool = False) -
     evict rung (kv_evict) follows the memory levels (host bytes, dies), not PSI: a box-wide stall halves
     slots and the window but does not ask the engine to drop KV, unless PN_EVICT_ON_PSI=1."""
     f = "pnmem_plan_ladder_now"
-    s = _int(f, "max_slots", max_slots, INT32_MIN, INT32_MAX)
-    w = _int(f, "prefill_window", prefill_window, INT32_MIN, INT32_MAX)
-    if not isinstance(kv_q4, (bool, int)):
-        raise ArgumentTypeError(f"{f}: kv_q4 must be a bool", f)
+    s, w, q4 = _config_args(f, max_slots, prefill_window, kv_q4)
     _begin()
-    p = _lib.pnmem_plan_ladder_now(s, w, bool(kv_q4))
-    note = (p.note or b"").decode("utf-8", "replace")
-    if note.startswith("error:"):
-        raise _fail(f, note)
-    return Plan(level=Level(p.level), max_slots=p.max_slots, force_kv_q4=bool(p.force_kv_q4),
-                kv_evict=bool(p.kv_evict), prefill_window=p.prefill_window, degraded=bool(p.degraded), note=note,
-                _c=p)
+    return _plan_of(f, _lib.pnmem_plan_ladder_now(s, w, q4))
 
 
 @dataclass(frozen=True)

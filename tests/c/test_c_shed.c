@@ -28,10 +28,10 @@
 #define MIB ((uint64_t)1 << 20)
 #define GIB ((uint64_t)1 << 30)
 
-static char root[64];
+static char root[256];
 
 static void write_file(const char* rel, const char* text) {
-  char path[256];
+  char path[320];
   snprintf(path, sizeof path, "%s/%s", root, rel);
   FILE* f = fopen(path, "w");
   if (f == NULL) {
@@ -80,12 +80,13 @@ static uint64_t cache_evict(uint64_t want) {
 }
 
 int main(void) {
-  snprintf(root, sizeof root, "/tmp/pnmem-shed-XXXXXX");
+  const char* tmp = getenv("TMPDIR");
+  snprintf(root, sizeof root, "%s/pnmem-shed-XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
   if (mkdtemp(root) == NULL) {
     perror("test_c_shed: mkdtemp");
     return 1;
   }
-  char dir[128];
+  char dir[300];
   snprintf(dir, sizeof dir, "%s/proc", root);
   mkdir(dir, 0755);
 
@@ -170,7 +171,7 @@ int main(void) {
 
   pnmem_watcher_stop();
   cache_evict(UINT64_MAX);
-  char path[256];
+  char path[320];
   snprintf(path, sizeof path, "%s/proc/meminfo", root);
   unlink(path);
   rmdir(dir);

@@ -28,7 +28,9 @@ static void read_back(const char* path) {
 }
 
 int main(void) {
-  char path[] = "/tmp/pnmem-stderr-XXXXXX";
+  const char* tmp = getenv("TMPDIR");
+  char path[256];
+  snprintf(path, sizeof path, "%s/pnmem-stderr-XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
   const int fd = mkstemp(path);
   if (fd < 0) {
     perror("test_c_stderr: mkstemp");

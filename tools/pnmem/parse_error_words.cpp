@@ -11,7 +11,7 @@ namespace pnmem_cli {
 
 namespace {
 
-// `text` after `prefix`, or npos-like empty view with found = false.
+// Whether `text` starts with `prefix`; when it does, `text` is left holding what follows it.
 bool strip_prefix(std::string_view& text, std::string_view prefix) {
   if (text.substr(0, prefix.size()) != prefix) return false;
   text.remove_prefix(prefix.size());

@@ -250,9 +250,7 @@ class host_ledger {
     if (bytes == 0) return;
     const std::int64_t now = now_();
     detail::lock_guard lk(mu_);
-    auto at = credits_.end();  // in time order, as the settled queue
-    while (at != credits_.begin() && std::prev(at)->settled_ns > now) --at;
-    credits_.insert(at, settled_entry{bytes, now});
+    insert_in_time_order(credits_, settled_entry{bytes, now});
     credited_ += bytes;
   }
 
@@ -339,11 +337,25 @@ class host_ledger {
     bool live = false;
     bool expiring = false;  // has an entry in expiries_
   };
-  // A settled reservation: counted until a sample that began after settled_ns.
+  // A settled reservation, or a credited free: counted until a sample that began after settled_ns.
   struct settled_entry {
     std::uint64_t bytes;
     std::int64_t settled_ns;
   };
+  // Into its queue in time order: one stamped earlier than the last (settle_at, or two threads' clocks
+  // read just before the lock) goes to its place from the back.
+  static void insert_in_time_order(std::deque<settled_entry>& q, settled_entry e) {
+    auto at = q.end();
+    while (at != q.begin() && std::prev(at)->settled_ns > e.settled_ns) --at;
+    q.insert(at, e);
+  }
+  // Drops from the queue's front, and from its sum, what a sample that began at host_read_ns has seen.
+  static void forget_seen(std::deque<settled_entry>& q, detail::u128& sum, std::int64_t host_read_ns) noexcept {
+    while (!q.empty() && q.front().settled_ns < host_read_ns) {
+      sum -= q.front().bytes;
+      q.pop_front();
+    }
+  }
   // An unsettled reservation's time to live; stale once its slot is no longer that reservation.
   struct expiry {
     std::int64_t expires_ns;
@@ -363,14 +375,8 @@ class host_ledger {
   // the watcher's host_read_ns only grows), so the settled reservations a sample has seen are the
   // queue's front. The clock is read only while some reservation can expire.
   std::uint64_t pending_locked(std::int64_t host_read_ns) PNMEM_REQUIRES(mu_) {
-    while (!settled_.empty() && settled_.front().settled_ns < host_read_ns) {
-      pending_ -= settled_.front().bytes;
-      settled_.pop_front();
-    }
-    while (!credits_.empty() && credits_.front().settled_ns < host_read_ns) {
-      credited_ -= credits_.front().bytes;
-      credits_.pop_front();
-    }
+    forget_seen(settled_, pending_, host_read_ns);
+    forget_seen(credits_, credited_, host_read_ns);
     if (!expiries_.empty()) {
       const std::int64_t now = now_();
       while (!expiries_.empty() && expiries_.front().expires_ns <= now) {
@@ -519,11 +525,7 @@ class host_ledger {
     if (!slot_is(index, generation)) return;  // expired meanwhile: no longer counted
     const std::uint64_t bytes = slots_[index].bytes;
     release_slot(index);  // its bytes stay in pending_, now on the settled queue
-    // In settle order; a settle stamped earlier than the last (settle_at, or two threads' clocks
-    // read just before the lock) goes to its place from the back.
-    auto at = settled_.end();
-    while (at != settled_.begin() && std::prev(at)->settled_ns > now) --at;
-    settled_.insert(at, settled_entry{bytes, now});
+    insert_in_time_order(settled_, settled_entry{bytes, now});
   }
 
   void cancel(std::uint64_t id) PNMEM_EXCLUDES(mu_) {
