@@ -134,10 +134,11 @@ int admit_c(const char* entry, const pnmem_model& model, int n_tokens, pnmem_adm
 // without a running watcher (as pnmem_admit: nothing is known), else `check(snapshot, policy)`
 // on the live snapshot (a seqlock read: no lock) with the policy the watcher runs.
 template <class Check>
-pnmem_admit_answer load_check(int die, Check&& check) {
+pnmem_admit_answer load_check(pnmem::answer_kind kind, int die, Check&& check) {
   const pnmem::c_abi::platform_watcher* w = state().watcher();  // no lock: published once, never destroyed
   if (w == nullptr || !w->running()) {
     pnmem::admit_answer a;  // fail_open, 0 bytes
+    a.kind = kind;
     a.reason = pnmem::admit_reason::not_watching;
     a.die = die;
     return pnmem::c_abi::to_c(a, 0);
@@ -146,20 +147,19 @@ pnmem_admit_answer load_check(int die, Check&& check) {
   const pnmem::admit_result r = check(s, w->options().policy);
   if (die == pnmem::no_die && s.host_total_bytes == 0 && r.verdict == pnmem::verdict::admit) {
     // A host check on a host that was not read: nothing was checked (fail open, and say so).
-    pnmem::admit_answer a;
+    pnmem::admit_answer a = pnmem::answer_from(r, kind, s.level);
     a.status = pnmem::admit_status::fail_open;
     a.reason = pnmem::admit_reason::not_sampled;
-    a.level = s.level;
     a.die = die;
-    a.detail = r;
     return pnmem::c_abi::to_c(a, 0);
   }
-  return pnmem::c_abi::to_c(r, s.level);
+  return pnmem::c_abi::to_c(r, kind, s.level);
 }
 
 // pnmem_admit_model_load and pnmem_admit_model_load_die: the load checked, then `check(spec, die, s, p)`.
 template <class Check>
-int model_load_c(const char* entry, const pnmem_model_load& load, pnmem_admit_answer& out, Check&& check) {
+int model_load_c(const char* entry, pnmem::answer_kind kind, const pnmem_model_load& load, pnmem_admit_answer& out,
+                 Check&& check) {
   global_state& s = state();
   std::string why;
   const std::optional<pnmem::c_abi::model_load_request> l = pnmem::c_abi::model_load_from_c(load, why);
@@ -167,7 +167,7 @@ int model_load_c(const char* entry, const pnmem_model_load& load, pnmem_admit_an
     refuse(s, entry, why);
     return -1;
   }
-  out = load_check(l->die, [&](const pnmem::mem_state& snap, const pnmem::policy& p) {
+  out = load_check(kind, l->die, [&](const pnmem::mem_state& snap, const pnmem::policy& p) {
     return check(l->spec, l->die, snap, p);
   });
   return 0;
@@ -528,7 +528,7 @@ int pnmem_check_bytes(uint64_t bytes, int die, pnmem_admit_answer* out) {
       *out = pnmem::c_abi::to_c(r.answer, r.pending_bytes);
       return 0;
     }
-    *out = load_check(die, [&](const pnmem::mem_state& snap, const pnmem::policy& p) {
+    *out = load_check(pnmem::answer_kind::die_bytes, die, [&](const pnmem::mem_state& snap, const pnmem::policy& p) {
       return pnmem::admit_die_bytes(bytes, snap, die, p);
     });
     out->need_bytes = bytes;
@@ -634,7 +634,7 @@ int pnmem_model_load_init_sized(pnmem_model_load* load, size_t struct_size) {
 int pnmem_admit_model_load(const pnmem_model_load* load, pnmem_admit_answer* out) {
   const char* const entry = __func__;
   return boundary(entry, -1, {load, out}, [&] {
-    return model_load_c(entry, *load, *out,
+    return model_load_c(entry, pnmem::answer_kind::model_load, *load, *out,
                         [](const pnmem::model_load_spec& spec, int die, const pnmem::mem_state& snap,
                            const pnmem::policy& p) { return pnmem::admit_model_load(spec, snap, die, p); });
   });
@@ -643,7 +643,7 @@ int pnmem_admit_model_load(const pnmem_model_load* load, pnmem_admit_answer* out
 int pnmem_admit_model_load_die(const pnmem_model_load* load, pnmem_admit_answer* out) {
   const char* const entry = __func__;
   return boundary(entry, -1, {load, out}, [&] {
-    return model_load_c(entry, *load, *out,
+    return model_load_c(entry, pnmem::answer_kind::load_slice, *load, *out,
                         [](const pnmem::model_load_spec& spec, int die, const pnmem::mem_state& snap,
                            const pnmem::policy& p) {
                           return pnmem::admit_model_load_die(spec.weights_bytes, spec.kv_max_ctx_bytes, snap, die, p);
@@ -653,7 +653,7 @@ int pnmem_admit_model_load_die(const pnmem_model_load* load, pnmem_admit_answer*
 
 int pnmem_admit_load_spike(pnmem_admit_answer* out) {
   return boundary(__func__, -1, {out}, [&] {
-    *out = load_check(pnmem::no_die,
+    *out = load_check(pnmem::answer_kind::load_spike, pnmem::no_die,
                       [](const pnmem::mem_state& snap, const pnmem::policy& p) { return pnmem::admit_load_spike(snap, p); });
     return 0;
   });

@@ -16,6 +16,7 @@
 
 #include "pnmem/admission.hpp"
 #include "pnmem/config.hpp"
+#include "pnmem/engine/explain.hpp"
 #include "pnmem/format.hpp"
 #include "pnmem/level.hpp"
 
@@ -54,8 +55,41 @@ constexpr bool reasons_as_documented() noexcept {
   }
   return to_string(static_cast<admit_reason>(documented_reasons.size())) == "invalid";
 }
+
+// The reason strings answers carry: one copy of documented_reasons per answer_kind, each string its
+// own object (a char array, never merged with another), so an answer's reason pointer says both the
+// reason and what kind of answer it is (pnmem_explain words each kind its own way) without a field
+// that pnmem_admit_answer, an unversioned struct, does not have.
+struct reason_row {
+  char text[documented_reasons.size()][16];
+};
+constexpr std::array<reason_row, answer_kinds> make_reason_rows() noexcept {
+  std::array<reason_row, answer_kinds> rows{};
+  for (reason_row& row : rows) {
+    for (std::size_t r = 0; r < documented_reasons.size(); ++r) {
+      for (std::size_t i = 0; i < documented_reasons[r].size(); ++i) row.text[r][i] = documented_reasons[r][i];
+    }
+  }
+  return rows;
+}
+constexpr std::array<reason_row, answer_kinds> reason_rows = make_reason_rows();
+
+// The kind and reason of a pointer pnmem wrote, or false: never read through a pointer that is not one of them.
+bool reason_of(const char* p, answer_kind& kind, admit_reason& reason) noexcept {
+  for (std::size_t k = 0; k < reason_rows.size(); ++k) {
+    for (std::size_t r = 0; r < documented_reasons.size(); ++r) {
+      if (p == reason_rows[k].text[r]) {
+        kind = static_cast<answer_kind>(k);
+        reason = static_cast<admit_reason>(r);
+        return true;
+      }
+    }
+  }
+  return false;
+}
 }  // namespace
 static_assert(reasons_as_documented());
+static_assert(static_cast<int>(answer_kind::load_spike) + 1 == answer_kinds);
 
 // pnmem_kv_format: kv_format's values, and its count.
 static_assert(PNMEM_KV_Q4 == static_cast<int>(kv_format::q4));
@@ -229,9 +263,10 @@ pnmem_admit_answer to_c(const admit_answer& a, std::uint64_t pending_bytes) noex
   out.status = to_c(a.status);
   out.fit_tokens = a.fit_tokens;
   // From this file's table (the same strings as to_string, asserted above), so pnmem_explain
-  // can tell a reason pnmem wrote by its address without reading a caller's pointer.
+  // can tell a reason pnmem wrote, and the answer's kind, by its address without reading a caller's pointer.
   const auto r = static_cast<std::size_t>(a.reason);
-  out.reason = r < documented_reasons.size() ? documented_reasons[r].data() : "invalid";
+  const auto k = static_cast<std::size_t>(a.kind);
+  out.reason = r < documented_reasons.size() && k < reason_rows.size() ? reason_rows[k].text[r] : "invalid";
   out.level = to_c(a.level);
   out.die = a.die;
   out.window = a.window;
@@ -255,20 +290,8 @@ pnmem_ladder_plan to_c(const ladder_plan& p) noexcept {
 
 pnmem_kv_format to_c(kv_format f) noexcept { return static_cast<pnmem_kv_format>(static_cast<int>(f)); }
 
-pnmem_admit_answer to_c(const admit_result& r, mem_level level) noexcept {
-  admit_answer a;
-  switch (r.verdict) {
-    case verdict::admit: a.status = admit_status::admitted; break;
-    case verdict::cap: a.status = admit_status::capped; break;
-    case verdict::reject: a.status = admit_status::denied; break;
-  }
-  a.fit_tokens = r.fit_tokens;
-  a.reason = r.reason;
-  a.level = level;
-  a.die = r.die;
-  a.window = 0;
-  a.detail = r;
-  return to_c(a, 0);
+pnmem_admit_answer to_c(const admit_result& r, answer_kind kind, mem_level level) noexcept {
+  return to_c(answer_from(r, kind, level), 0);
 }
 
 pnmem_kv_allocation to_c(const kv_allocation& a) noexcept {
@@ -795,23 +818,16 @@ const char* status_name(const pnmem_admit_status& s) noexcept {
   }
 }
 
-// A reason pnmem wrote (one of documented_reasons' addresses), never read through a
-// pointer that is not one of them.
+// A reason pnmem wrote (one of reason_rows' addresses), never read through a pointer that is not one of them.
 const char* reason_name(const char* reason) noexcept {
   if (reason == nullptr) return "none";
-  for (std::string_view r : documented_reasons) {
-    if (reason == r.data()) return r.data();
-  }
-  return "?";
+  answer_kind k{};
+  admit_reason r{};
+  return reason_of(reason, k, r) ? reason : "?";
 }
 
 // "1.50 GiB (1610612736 B)"; 2^64-1 in its meaning: a need that saturated, or no limit.
-std::string bytes_text(std::uint64_t b, std::string (*saturated)(std::uint64_t) = format_need_bytes) {
-  if (b == std::numeric_limits<std::uint64_t>::max()) return saturated(b);
-  char exact[32];
-  std::snprintf(exact, sizeof exact, "%" PRIu64, b);
-  return format_bytes(b) + " (" + exact + " B)";
-}
+std::string bytes_text(std::uint64_t b, bool is_limit = false) { return detail::exact_bytes(b, is_limit); }
 }  // namespace
 
 std::optional<admit_answer> answer_from_c(const pnmem_admit_answer& a, std::string& why) {
@@ -825,13 +841,10 @@ std::optional<admit_answer> answer_from_c(const pnmem_admit_answer& a, std::stri
       why = "status " + std::to_string(raw_int(a.status)) + " is not a pnmem_admit_status";
       return std::nullopt;
   }
-  std::size_t r = 0;
-  while (r < documented_reasons.size() && a.reason != documented_reasons[r].data()) ++r;
-  if (r == documented_reasons.size()) {
+  if (!reason_of(a.reason, out.kind, out.reason)) {
     why = "reason is not a string pnmem wrote (pass an answer as pnmem returned it)";
     return std::nullopt;
   }
-  out.reason = static_cast<admit_reason>(r);
   out.detail.reason = out.reason;
   out.die = a.die;
   out.detail.die = a.die;
@@ -846,12 +859,17 @@ std::optional<admit_answer> answer_from_c(const pnmem_admit_answer& a, std::stri
 int explain(const pnmem_admit_answer& a, char* buf, std::size_t len) {
   if (buf == nullptr && len > 0) return -1;
   const std::optional<mem_level> level = level_from_c(a.level);
-  std::string line = std::string(status_name(a.status)) + " (" + reason_name(a.reason) + "): need " +
-                     bytes_text(a.need_bytes) + ", limit " + bytes_text(a.limit_bytes, format_limit_bytes) + ", fit " +
-                     std::to_string(a.fit_tokens) + " tokens, level " +
-                     std::string(level ? to_string(*level) : std::string_view("invalid")) + ", die " +
-                     std::to_string(a.die);
-  if (a.pending_bytes != 0) line += ", pending " + bytes_text(a.pending_bytes);
+  std::string ignored;
+  const std::optional<admit_answer> answer = answer_from_c(a, ignored);
+  std::string line;
+  if (answer && level) {  // in the words of its kind (engine/explain.hpp)
+    line = pnmem::explain(*answer, a.pending_bytes);
+  } else {  // not an answer as pnmem wrote it: every field as it is, out-of-range ones named so
+    line = std::string(status_name(a.status)) + " (" + reason_name(a.reason) + "): need " + bytes_text(a.need_bytes) +
+           ", limit " + bytes_text(a.limit_bytes, true) + ", fit " + std::to_string(a.fit_tokens) + " tokens, level " +
+           std::string(level ? to_string(*level) : std::string_view("invalid")) + ", die " + std::to_string(a.die);
+    if (a.pending_bytes != 0) line += ", pending " + bytes_text(a.pending_bytes);
+  }
   if (len > 0) {
     const std::size_t n = std::min(line.size(), len - 1);
     std::memcpy(buf, line.data(), n);

@@ -252,8 +252,8 @@ int main(void) {
     CHECK(a.status == PNMEM_ADMITTED && a.level == PNMEM_LEVEL_OK);
     char line[256];
     CHECK(pnmem_explain(&a, line, sizeof line) > 0);
-    CHECK(strcmp(line, "admitted (fits): need 3.50 GiB (3758096384 B), limit 15.00 GiB (16106127360 B), fit 0 "
-                       "tokens, level ok, die 0") == 0);
+    CHECK(strcmp(line, "admitted (fits): the load (weights, KV at the longest context, scratch) needs 3.50 GiB "
+                       "(3758096384 B), die 0 has 15.00 GiB (16106127360 B) free above its reserve, level ok") == 0);
   } else if (s.level < PNMEM_LEVEL_TIGHT) {
     printf("NOTE: not checked: the box's PSI is not quiet (some %.2f %%, full %.2f %%): level %s, not OK; "
            "the gate clearing below TIGHT is checked, the exact OK level is not\n",

@@ -429,8 +429,8 @@ int main() {
     CHECK(pnmem_admit(&m, 4096, &a) == 0);
     char want_line[256];
     std::snprintf(want_line, sizeof want_line,
-                  "capped (die_vram): need 1.66 GiB (1778384896 B), limit 1.00 GiB (1073741824 B), fit 2473 tokens, "
-                  "level %s, die 0",
+                  "capped (die_vram): 2473 tokens fit: the prompt needs 1.66 GiB (1778384896 B), die 0 has 1.00 GiB "
+                  "(1073741824 B) free, level %s",
                   pnmem_level_name(a.level));
     char line[256];
     const int len = pnmem_explain(&a, line, sizeof line);
@@ -480,8 +480,8 @@ int main() {
     CHECK(pnmem_explain(&roomiest.whole, line, sizeof line) > 0);
     char want_line[256];
     std::snprintf(want_line, sizeof want_line,
-                  "admitted (fits): need 19.50 GiB (20937965568 B), limit 1023.00 GiB (1098437885952 B), fit 0 "
-                  "tokens, level %s, die 1",
+                  "admitted (fits): the load (weights, KV at the longest context, scratch) needs 19.50 GiB "
+                  "(20937965568 B), die 1 has 1023.00 GiB (1098437885952 B) free above its reserve, level %s",
                   pnmem_level_name(roomiest.whole.level));
     CHECK(std::strcmp(line, want_line) == 0);
     if (std::strcmp(line, want_line) != 0) std::fprintf(stderr, "  got  \"%s\"\n  want \"%s\"\n", line, want_line);

@@ -29,7 +29,8 @@ def test_admit_default_model(roomy_die):
     assert isinstance(a.level, pnmem.Level)
     assert a.need_bytes > 0
     line = a.explain()
-    assert line.startswith(f"{a.status} ({a.reason}): need ") and line == pnmem.explain(a)
+    assert line.startswith(f"{a.status} ({a.reason}): ") and line == pnmem.explain(a)
+    assert f"({a.need_bytes} B)" in line and line.endswith(f", level {a.level}")  # a request's words
     assert dataclasses.is_dataclass(a)
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.fit_tokens = 1
@@ -175,7 +176,7 @@ def test_model_load_checks(watcher):
         assert pnmem.admit_model_load_die(0, 0, 1).reason == pnmem.Reason.BAD_REQUEST  # not fed
         spike = pnmem.admit_load_spike()
         assert spike.status in (pnmem.Status.ADMITTED, pnmem.Status.DENIED) and spike.need_bytes > 0
-        assert "need" in spike.explain()
+        assert spike.explain().startswith(f"{spike.status} ({spike.reason}): the load's host spike, ")
     finally:
         pnmem.set_die(0, 16 * GIB, 16 * GIB, 0, 0)
 

@@ -63,8 +63,28 @@ constexpr std::string_view to_string(admit_status s) noexcept {
   return "invalid";
 }
 
+// What an answer answers: its words (engine/explain.hpp) follow it. A request's tokens (pnmem::admit,
+// the gate, host_ledger::admit); host bytes (host_ledger::reserve_bytes, check_bytes); bytes on a die
+// (admit_die_bytes); a model load (admit_model_load), one die's slice of one (admit_model_load_die),
+// or a load's host spike (admit_load_spike).
+enum class answer_kind : std::uint8_t { request, host_bytes, die_bytes, model_load, load_slice, load_spike };
+inline constexpr int answer_kinds = 6;
+
+constexpr std::string_view to_string(answer_kind k) noexcept {
+  switch (k) {
+    case answer_kind::request: return "request";
+    case answer_kind::host_bytes: return "host_bytes";
+    case answer_kind::die_bytes: return "die_bytes";
+    case answer_kind::model_load: return "model_load";
+    case answer_kind::load_slice: return "load_slice";
+    case answer_kind::load_spike: return "load_spike";
+  }
+  return "invalid";
+}
+
 struct admit_answer {
   admit_status status = admit_status::fail_open;
+  answer_kind kind = answer_kind::request;
   int fit_tokens = 0;                  // tokens that may start (admitted: all; capped: the largest that fits)
   admit_reason reason = admit_reason::fits;
   mem_level level = mem_level::ok;     // the snapshot's level
@@ -74,6 +94,22 @@ struct admit_answer {
   admit_result detail{};               // admit_request's full result (need/limit bytes)
   request_spec request{};              // the request admission judged (for the gate: notify_pressure(level, request))
 };
+
+// A pure decision's result as an answer of `kind` on a snapshot at `level`: admit -> admitted,
+// cap -> capped, reject -> denied (for admit_model_load, admit_die_bytes, admit_load_spike, ...).
+constexpr admit_answer answer_from(const admit_result& r, answer_kind kind, mem_level level) noexcept {
+  admit_answer a;
+  a.status = r.verdict == verdict::admit ? admit_status::admitted
+             : r.verdict == verdict::cap ? admit_status::capped
+                                         : admit_status::denied;
+  a.kind = kind;
+  a.fit_tokens = r.fit_tokens;
+  a.reason = r.reason;
+  a.level = level;
+  a.die = r.die;
+  a.detail = r;
+  return a;
+}
 
 struct admit_options {
   pnmem::policy policy = env_policy();  // default: the PN_* variables' (config.hpp), read once

@@ -394,6 +394,7 @@ class host_ledger {
   template <class Watcher>
   void bytes_answer_locked(const Watcher& w, std::uint64_t bytes, const pnmem::policy& p, admission& out)
       PNMEM_REQUIRES(mu_) {
+    out.answer.kind = answer_kind::host_bytes;
     if (!w.running()) {
       out.answer.status = admit_status::fail_open;
       out.answer.reason = admit_reason::not_watching;
