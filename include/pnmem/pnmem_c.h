@@ -31,7 +31,7 @@
  *   pnmem_admit(&m, n_prompt_tokens, &a);
  *   if (a.status == PNMEM_DENIED) {
  *     char line[256];
- *     pnmem_explain(&a, line, sizeof line);           // "denied (host_budget): need ..."
+ *     pnmem_explain(&a, line, sizeof line);           // "denied (host_budget): no tokens fit: ..."
  *   }
  *
  * Locks. The watcher samples on its own thread and publishes each snapshot
@@ -483,7 +483,9 @@ typedef struct pnmem_admit_answer {
                        * longer than the ladder's clamped prefill window at TIGHT or worse (it fits once the
                        * box recovers); a PNMEM_FAIL_OPEN answer says why nothing was checked:
                        * "not_watching" (no watcher running: never started, stopped, or a fork's child),
-                       * "not_sampled" (the host's memory could not be read: pnmem probe says which file) */
+                       * "not_sampled" (the host's memory could not be read: pnmem probe says which file).
+                       * A string of pnmem's, recognised by its address (which also says what kind of answer
+                       * this is, for pnmem_explain's words): copy the struct freely, never replace the pointer. */
   pnmem_level level;  /* the snapshot's level */
   int die;            /* the die checked, -1 for none */
   int window;         /* the window used, after the ladder's clamp */
@@ -500,13 +502,16 @@ typedef struct pnmem_admit_answer {
 PNMEM_C_API int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out);
 
 
-/* One line describing an answer, e.g.
- *   capped (host_budget): need 7.06 GiB (7580934144 B), limit 2.80 GiB (3006477107 B), fit 4962 tokens, level ok, die -1
+/* One line describing an answer in the words of what was asked (a request's tokens, host bytes, die
+ * bytes, a model load, one die's slice of one, a load's host spike: docs/c-api.md shows every kind), e.g.
+ *   capped (host_budget): 4962 tokens fit: the prompt needs 7.06 GiB (7583301632 B), the host has 2.80 GiB
+ *   (3006477108 B) above its reserve, level ok
  * (", pending N (... B)" follows when pending_bytes is not 0), written to buf as snprintf
  * does: at most len - 1 characters and a NUL when len > 0. Returns the length of the whole
  * line (without the NUL), so a return >= len means it was truncated; buf may be NULL when
  * len is 0. -1 if a is NULL, or buf is NULL with len > 0. Fields outside their range
- * print as "invalid" (a reason not from pnmem as "?"). Locks nothing. */
+ * print as "invalid" (a reason not from pnmem as "?"), and such an answer is written field by field
+ * ("need ..., limit ..., fit N tokens, level L, die D"). Locks nothing. */
 PNMEM_C_API int pnmem_explain(const pnmem_admit_answer* a, char* buf, size_t len);
 
 /* When asking again may get more: a suggested wait, in milliseconds, for an answer that was denied

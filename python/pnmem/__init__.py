@@ -6,7 +6,7 @@
         a = pnmem.admit(8192, pnmem.Model(kv=pnmem.KvFormat.F16, max_window=16384))
         m = pnmem.Model.from_hf_config("config.json", engine="vllm", kv=pnmem.KvFormat.BF16)
         if a.status == pnmem.Status.DENIED:
-            print(a.explain())                       # "denied (host_reserve): need ..."
+            print(a.explain())                       # "denied (host_reserve): nothing may start: ..."
 
 The library is found through $PNMEM_LIBRARY, then pkg-config (pnmem-c, then pnmem), then a build
 tree next to this source checkout, then the loader's search; `pnmem.library_path` says which.

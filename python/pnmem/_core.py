@@ -872,7 +872,7 @@ class Answer:
         return self.status != Status.DENIED
 
     def explain(self) -> str:
-        """pnmem_explain: this answer in one line, e.g. "capped (host_budget): need 7.06 GiB (...), limit ..."."""
+        """pnmem_explain: this answer in one line, e.g. "capped (host_budget): 4962 tokens fit: the prompt needs ..."."""
         return explain(self)
 
     def retry_after(self) -> "RetryHint":
@@ -893,7 +893,8 @@ def _answer(a: _ffi.pnmem_admit_answer) -> Answer:
 
 
 def explain(answer: Answer) -> str:
-    """pnmem_explain: one line, e.g. "capped (host_budget): need 7.06 GiB (...), limit ..., fit 4962 tokens"."""
+    """pnmem_explain: one line in the words of what was asked, e.g. "capped (host_budget): 4962 tokens fit: the
+    prompt needs 7.06 GiB (...), the host has 2.80 GiB (...) above its reserve, level ok"."""
     f = "pnmem_explain"
     if not isinstance(answer, Answer) or answer._c is None:
         raise ArgumentTypeError(f"{f}: answer must be a pnmem.Answer, not {type(answer).__name__}", f)

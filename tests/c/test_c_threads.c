@@ -103,15 +103,16 @@ static int explains(const pnmem_admit_answer* a) {
   ok = ok && strncmp(line, want, strlen(want)) == 0;
   const int fail_open = a->status == PNMEM_FAIL_OPEN;
   const char* r = a->reason != NULL ? a->reason : "";
-  const int gpu_resident = a->need_bytes == 0 && a->limit_bytes == 0;
+  /* A request that needs no host memory (GPU-resident, or its cache preallocated) says so, without numbers. */
+  const int no_host_need = a->need_bytes == 0 && strcmp(a->reason != NULL ? a->reason : "", "host_reserve") != 0;
   /* The need: said by every answer that fits or is short of bytes. */
-  if (!fail_open && !gpu_resident && (!strcmp(r, "fits") || !strcmp(r, "host_budget") || !strcmp(r, "die_vram"))) {
+  if (!fail_open && !no_host_need && (!strcmp(r, "fits") || !strcmp(r, "host_budget") || !strcmp(r, "die_vram"))) {
     if (a->need_bytes == UINT64_MAX) snprintf(want, sizeof want, "more than 2^64-1 B");
     else snprintf(want, sizeof want, " (%" PRIu64 " B)", a->need_bytes);
     ok = ok && strstr(line, want) != NULL;
   }
   /* The limit: what there is room for, or the available memory inside the reserve. */
-  if (!fail_open && !gpu_resident &&
+  if (!fail_open && !no_host_need &&
       (!strcmp(r, "fits") || !strcmp(r, "host_budget") || !strcmp(r, "die_vram") || !strcmp(r, "host_reserve"))) {
     if (a->limit_bytes == UINT64_MAX) snprintf(want, sizeof want, "no limit");
     else snprintf(want, sizeof want, " (%" PRIu64 " B)", a->limit_bytes);

@@ -435,7 +435,13 @@ TEST_CASE("text mode: a few readable lines that carry the answer") {
       {{"plan", "--level", "tight", "--slots", "8", "--window", "16384"}, "max_slots: 4"},
       {{"admit", "--host-total", "8GiB", "--host-avail", "1GiB", "--prompt", "10"}, "verdict: reject (host_reserve)"},
       {{"admit", "--host-total", "64GiB", "--host-avail", "60GiB", "--prompt", "10"}, "verdict: admit (fits)"},
-      {{"load", "--weights", "1GiB", "--kv-max-ctx", "1GiB", "--die", "8GiB:8GiB"}, "model_load: admit (fits) on die 0"},
+      // A GPU-resident request needs no host bytes: the denial says why (it read "need 0 B, limit 1.00 GiB").
+      {{"admit", "--host-total", "8GiB", "--host-avail", "1GiB", "--prompt", "10", "--gpu-resident"},
+       "verdict: reject (host_reserve): nothing may start: the host's available memory, 1.00 GiB (1073741824 B), is "
+       "inside its reserve\n"},
+      {{"load", "--weights", "1GiB", "--kv-max-ctx", "1GiB", "--die", "8GiB:8GiB"},
+       "model_load: admit (fits): the load (weights, KV at the longest context, scratch) needs 3.50 GiB (3758096384 B), "
+       "die 0 has 7.00 GiB (7516192768 B) free above its reserve\n"},
       {{"load", "--weights", "1GiB", "--kv-max-ctx", "1GiB", "--die", "8GiB:8GiB"},
        "load_spike: not checked (give --host-total and --host-avail)"},
   };
@@ -608,7 +614,8 @@ TEST_CASE("bad arguments: pnmem's words, not the argument parser's, and every ra
   const process_result load = run({"load", "--weights", "18446744073709551615", "--kv-max-ctx", "1GiB", "--die",
                                    "80GiB:80GiB", "--host-total", "8GiB", "--host-avail", "4GiB"});
   CHECK(load.exit_code == 0);
-  CHECK(load.out.find("model_load: reject (die_vram) on die 0: need more than 2^64-1 B, limit ") != std::string::npos);
+  CHECK(load.out.find("model_load: reject (die_vram): the load (weights, KV at the longest context, scratch) needs "
+                      "more than 2^64-1 B, die 0 has only ") != std::string::npos);
   CHECK(load.out.find("need no limit") == std::string::npos);
 
   // A bad PN_HOST_RESERVE_BYTES names the reserve in force in a container too, not only the whole box's 1 GiB.

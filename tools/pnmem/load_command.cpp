@@ -131,7 +131,7 @@ command_output load_command::answer(const pnmem::policy& env_policy) const {
   } else {
     const pnmem::admit_result whole = pnmem::admit_model_load(model, state, pnmem::no_die, p);
     j["model_load"] = verdict_json(whole);
-    t << verdict_line("model_load", whole) << '\n';
+    t << verdict_line("model_load", whole, pnmem::answer_kind::model_load) << '\n';
     const std::uint64_t n = dies.size();
     const std::uint64_t weights_slice = split_round_up(model.weights_bytes, n);
     const std::uint64_t kv_slice = split_round_up(model.kv_max_ctx_bytes, n);
@@ -140,13 +140,13 @@ command_output load_command::answer(const pnmem::policy& env_policy) const {
       const pnmem::admit_result r =
           pnmem::admit_model_load_die(weights_slice, kv_slice, state, static_cast<int>(i), p);
       j["per_die"].push_back(verdict_json(r));
-      t << verdict_line("per_die", r) << '\n';
+      t << verdict_line("per_die", r, pnmem::answer_kind::load_slice) << '\n';
     }
   }
   if (host_given) {
     const pnmem::admit_result spike = pnmem::admit_load_spike(state, p);
     j["load_spike"] = verdict_json(spike);
-    t << verdict_line("load_spike", spike) << '\n';
+    t << verdict_line("load_spike", spike, pnmem::answer_kind::load_spike) << '\n';
   } else {
     j["load_spike"] = nullptr;
     t << "load_spike: not checked (give --host-total and --host-avail)\n";

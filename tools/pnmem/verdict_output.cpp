@@ -2,6 +2,7 @@
 #include "verdict_output.hpp"
 
 
+#include "pnmem/engine/explain.hpp"
 #include "pnmem/format.hpp"
 
 namespace pnmem_cli {
@@ -21,16 +22,18 @@ nlohmann::ordered_json verdict_json(const pnmem::admit_result& r) {
   return j;
 }
 
-std::string verdict_line(std::string_view label, const pnmem::admit_result& r) {
+std::string verdict_line(std::string_view label, const pnmem::admit_result& r, pnmem::answer_kind kind) {
   std::string out(label);
   out += ": ";
   out += pnmem::to_string(r.verdict);
   out += " (";
   out += pnmem::to_string(r.reason);
-  out += ")";
-  if (r.die != pnmem::no_die) out += " on die " + std::to_string(r.die);
-  out += ": need " + pnmem::format_need_bytes(r.need_bytes) + ", limit " + pnmem::format_limit_bytes(r.limit_bytes);
-  return out;
+  out += "): ";
+  // pnmem_explain's words for this kind of answer (the level is a line of its own here).
+  const std::string words = pnmem::detail::answer_words(pnmem::answer_from(r, kind, pnmem::mem_level::ok));
+  if (!words.empty()) return out + words;
+  if (r.die != pnmem::no_die) out += "on die " + std::to_string(r.die) + ": ";
+  return out + "need " + pnmem::format_need_bytes(r.need_bytes) + ", limit " + pnmem::format_limit_bytes(r.limit_bytes);
 }
 
 }  // namespace pnmem_cli

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pnmem/admission.hpp"
+#include "pnmem/engine/admit.hpp"
 
 namespace pnmem_cli {
 
@@ -17,7 +18,8 @@ nlohmann::ordered_json die_json(int die);
 // {"verdict", "reason", "die", "need_bytes", "limit_bytes"}.
 nlohmann::ordered_json verdict_json(const pnmem::admit_result& r);
 
-// "<label>: admit (fits) on die 0: need 20.00 GiB, limit 30.00 GiB"
-std::string verdict_line(std::string_view label, const pnmem::admit_result& r);
+// "<label>: cap (host_budget): 4962 tokens fit: the prompt needs 7.06 GiB (7580934144 B), the host has ...":
+// the verdict, its reason, and pnmem_explain's words for this kind of answer (engine/explain.hpp).
+std::string verdict_line(std::string_view label, const pnmem::admit_result& r, pnmem::answer_kind kind);
 
 }  // namespace pnmem_cli

@@ -64,12 +64,12 @@ inline std::string answer_words(const admit_answer& a) {
   }
   switch (a.kind) {
     case answer_kind::request: {
-      // What the admitted tokens cost, where the host path priced them (a GPU-resident model's need no host bytes).
-      const std::string cost = need == 0 && limit == 0 ? std::string()
-                               : unlimited            ? "; they need " + needs + ", no limit known"
-                                                      : "; they need " + needs + " of the " + room + " there is room for";
+      // What the admitted tokens cost the host: nothing for a GPU-resident model or a preallocated cache.
+      const std::string cost = need == 0 ? std::string()
+                               : unlimited ? "; they need " + needs + ", no limit known"
+                                           : "; they need " + needs + " of the " + room + " there is room for";
       if (st == S::admitted && r == R::fits) {
-        if (need == 0 && limit == 0) return tokens + ", none of them on the host (GPU-resident)";
+        if (need == 0) return tokens + ", needing no more host memory";
         if (unlimited) return tokens + " need " + needs + ", no limit known";
         return tokens + " need " + needs + " of the " + room + " there is room for";
       }
