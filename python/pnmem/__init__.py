@@ -3,8 +3,8 @@
     import pnmem
     with pnmem.Watcher() as w:                       # the process's watcher (one per process)
         print(w.state().level)                       # "ok"; .provenance says where the numbers came from
-        a = pnmem.admit(8192, pnmem.Model(kv=pnmem.KvFormat.F16, max_window=16384))
         m = pnmem.Model.from_hf_config("config.json", engine="vllm", kv=pnmem.KvFormat.BF16)
+        a = pnmem.admit(8192, m)                     # Model() has no cost: it is refused, never priced
         if a.status == pnmem.Status.DENIED:
             print(a.explain())                       # "denied (host_reserve): nothing may start: ..."
 

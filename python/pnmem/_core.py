@@ -532,16 +532,18 @@ class Watcher:
 
 # --- Models ----------------------------------------------------------------------------------
 
-def _default_c_model() -> _ffi.pnmem_model:
-    """pnmem_model_init_reference's struct: the seed's model, the defaults of Model's fields."""
+def _c_model(init: str) -> _ffi.pnmem_model:
+    """A struct as pnmem_model_init (the request defaults, the cost unset: Model's defaults) or
+    pnmem_model_init_reference (the seed's model: Model.reference) fills it."""
     m = _ffi.pnmem_model()
-    if _lib.pnmem_model_init_reference_sized(ctypes.byref(m), ctypes.sizeof(m)) != 0:
-        raise Error("pnmem_model_init_reference_sized: refused this package's struct (a libpnmem_c of another "
-                    "version?)", "pnmem_model_init_reference_sized")
+    if getattr(_lib, init)(ctypes.byref(m), ctypes.sizeof(m)) != 0:
+        raise Error(f"{init}: refused this package's struct (a libpnmem_c of another version?)", init)
     return m
 
 
-_SEED = _default_c_model()
+_SEED = _c_model("pnmem_model_init_reference_sized")
+_UNSET = _c_model("pnmem_model_init_sized")
+_KV_UNSET = -1  # PNMEM_KV_UNSET: Model.normal_kv None
 _COST_FIELDS = ("full_kv_bytes_per_token", "windows", "kv_block_tokens", "kv_bytes_per_encoder_item",
                 "state_bytes_per_seq", "normal_kv", "compact_kv", "anchors", "activation_fixed_bytes",
                 "activation_per_token_bytes", "activation_per_token_sq_bytes")
@@ -557,15 +559,15 @@ def _cost_from_c(m: _ffi.pnmem_model) -> dict[str, Any]:
     return dict(full_kv_bytes_per_token=tuple(m.full_kv_bytes_per_token), windows=tuple(windows),
                 kv_block_tokens=m.kv_block_tokens, kv_bytes_per_encoder_item=tuple(m.kv_bytes_per_encoder_item),
                 state_bytes_per_seq=m.state_bytes_per_seq,
-                normal_kv=KvFormat(m.normal_kv), compact_kv=KvFormat(m.compact_kv),
+                normal_kv=None if m.normal_kv == _KV_UNSET else KvFormat(m.normal_kv), compact_kv=KvFormat(m.compact_kv),
                 anchors=tuple((m.anchors[i].tokens, m.anchors[i].peak_bytes) for i in range(n)),
                 activation_fixed_bytes=m.activation_fixed_bytes,
                 activation_per_token_bytes=m.activation_per_token_bytes,
                 activation_per_token_sq_bytes=m.activation_per_token_sq_bytes)
 
 
-def _seed(name: str) -> Any:
-    value: object = _cost_from_c(_SEED)[name]  # immutable (ints, enums, tuples): shared by every Model
+def _unset(name: str) -> Any:
+    value: object = _cost_from_c(_UNSET)[name]  # immutable (ints, enums, tuples): shared by every Model
     return field(default_factory=lambda: value)
 
 
@@ -635,9 +637,11 @@ class LayerGroup:
 
 @dataclass
 class Model:
-    """A request's model (pnmem_model): the request fields, then its cost. The defaults are
-    pnmem_model_init_reference's (the seed's model, Q4, host path); Model.from_json reads a description,
-    Model.from_hf_config a Hugging Face config.json and Model.from_gguf a GGUF file's metadata.
+    """A request's model (pnmem_model): the request fields, then its cost. The cost has no default: a
+    Model() whose cost was never given (normal_kv None, as pnmem_model_init leaves it) is refused by every
+    call, so nothing is priced as a model it is not. Model.from_hf_config reads a Hugging Face config.json,
+    Model.from_gguf a GGUF file's metadata, Model.from_json a description, Model.from_shape layer groups;
+    Model.preallocated is an engine that allocated its KV at load, Model.reference the seed's model.
 
     windows: ((window, bytes per token per KvFormat), ...) for the layers that keep at most `window`
     tokens (sliding, chunked), windows increasing; kv_block_tokens: KV is charged in whole blocks of
@@ -647,17 +651,17 @@ class Model:
     max_window: int = 0
     die: int = -1
     max_slots: int = 1
-    full_kv_bytes_per_token: tuple[int, ...] = _seed("full_kv_bytes_per_token")
-    windows: tuple[tuple[int, tuple[int, ...]], ...] = _seed("windows")
-    kv_block_tokens: int = _seed("kv_block_tokens")
-    kv_bytes_per_encoder_item: tuple[int, ...] = _seed("kv_bytes_per_encoder_item")
-    state_bytes_per_seq: int = _seed("state_bytes_per_seq")
-    normal_kv: KvFormat = _seed("normal_kv")
-    compact_kv: KvFormat = _seed("compact_kv")
-    anchors: tuple[tuple[int, int], ...] = _seed("anchors")  # (tokens, peak_bytes); empty: the coefficients
-    activation_fixed_bytes: int = _seed("activation_fixed_bytes")
-    activation_per_token_bytes: int = _seed("activation_per_token_bytes")
-    activation_per_token_sq_bytes: int = _seed("activation_per_token_sq_bytes")
+    full_kv_bytes_per_token: tuple[int, ...] = _unset("full_kv_bytes_per_token")
+    windows: tuple[tuple[int, tuple[int, ...]], ...] = _unset("windows")
+    kv_block_tokens: int = _unset("kv_block_tokens")
+    kv_bytes_per_encoder_item: tuple[int, ...] = _unset("kv_bytes_per_encoder_item")
+    state_bytes_per_seq: int = _unset("state_bytes_per_seq")
+    normal_kv: Optional[KvFormat] = _unset("normal_kv")  # None: the cost was never set
+    compact_kv: KvFormat = _unset("compact_kv")
+    anchors: tuple[tuple[int, int], ...] = _unset("anchors")  # (tokens, peak_bytes); empty: the coefficients
+    activation_fixed_bytes: int = _unset("activation_fixed_bytes")
+    activation_per_token_bytes: int = _unset("activation_per_token_bytes")
+    activation_per_token_sq_bytes: int = _unset("activation_per_token_sq_bytes")
 
     @classmethod
     def _from_c_reader(cls, f: str, request: dict[str, Any], read: Any) -> "Model":
@@ -665,13 +669,24 @@ class Model:
         if bad:
             raise ArgumentTypeError(f"{f}: not a request field: {', '.join(sorted(bad))}", f)
         base = cls(**request)
-        c = base._to_c(f)
+        c = base._to_c(f, cost_unset_ok=True)  # the reader sets the cost
         err = ctypes.create_string_buffer(512)
         _begin()
         if read(c, err) != 0:
             msg = err.value.decode("utf-8", "replace") or "refused"
             raise Error(f"{f}: {msg}", f)
         return dataclasses.replace(base, **_cost_from_c(c))
+
+    @classmethod
+    def reference(cls, **fields: Any) -> "Model":
+        """The seed's model (pnmem_model_init_reference): what the seed's numbers and pnmem's own tests use,
+        never a stand-in for an engine's own model. Any field as a keyword replaces the seed's (kv=...,
+        max_window=..., anchors=...)."""
+        f = "pnmem_model_init_reference_sized"
+        bad = set(fields) - {x.name for x in dataclasses.fields(cls)}
+        if bad:
+            raise ArgumentTypeError(f"{f}: not a Model field: {', '.join(sorted(bad))}", f)
+        return cls(**{**_cost_from_c(_SEED), **fields})
 
     @classmethod
     def preallocated(cls, **request: Any) -> "Model":
@@ -765,9 +780,14 @@ class Model:
         i = int(self.kv)
         return self.full_kv_bytes_per_token[i] + sum(w[1][i] for w in self.windows)
 
-    def _to_c(self, function: str) -> _ffi.pnmem_model:
+    def _to_c(self, function: str, cost_unset_ok: bool = False) -> _ffi.pnmem_model:
         f = function
-        m = _default_c_model()
+        if self.normal_kv is None and not cost_unset_ok:
+            raise ArgumentError(f"{f}: the model's cost was never set (Model() has none): Model.from_hf_config(path), "
+                                "Model.from_gguf(path), Model.from_json(text), Model.from_shape(groups), "
+                                "Model.preallocated() (KV allocated at load), Model.reference() (the seed's model), "
+                                "or give the cost fields with normal_kv", f)
+        m = _c_model("pnmem_model_init_sized")
         m.kv = _enum(f, "model.kv", self.kv, KvFormat)
         if not isinstance(self.gpu_resident, (bool, int)):
             raise ArgumentTypeError(f"{f}: model.gpu_resident must be a bool", f)
@@ -806,7 +826,7 @@ class Model:
         for name in ("state_bytes_per_seq", "activation_fixed_bytes", "activation_per_token_bytes",
                      "activation_per_token_sq_bytes"):
             setattr(m, name, _u64(f, f"model.{name}", getattr(self, name)))
-        m.normal_kv = _enum(f, "model.normal_kv", self.normal_kv, KvFormat)
+        m.normal_kv = _KV_UNSET if self.normal_kv is None else _enum(f, "model.normal_kv", self.normal_kv, KvFormat)
         m.compact_kv = _enum(f, "model.compact_kv", self.compact_kv, KvFormat)
         anchors = self.anchors
         if not isinstance(anchors, (tuple, list)) or len(anchors) > _ffi.MAX_ACTIVATION_ANCHORS:
@@ -841,12 +861,10 @@ def _file_bytes(function: str, path: Any) -> bytes:
         raise Error(f"{function}: {os.fsdecode(path)}: {e.strerror or e}", function) from e
 
 
-def _model_c(function: str, model: Optional[Model]) -> _ffi.pnmem_model:
-    if model is None:
-        return _default_c_model()
+def _model_c(function: str, model: Model) -> _ffi.pnmem_model:
     if not isinstance(model, Model):
-        raise ArgumentTypeError(f"{function}: model must be a pnmem.Model or None, not {type(model).__name__}",
-                                function)
+        raise ArgumentTypeError(f"{function}: model must be a pnmem.Model (Model.from_hf_config(path), ...; "
+                                f"Model.reference() for the seed's), not {type(model).__name__}", function)
     return model._to_c(function)
 
 
@@ -953,8 +971,8 @@ def _request_c(function: str, n_tokens: Any, encoder_items: Any) -> _ffi.pnmem_r
     return q
 
 
-def admit(n_tokens: int, model: Optional[Model] = None, encoder_items: int = 0) -> Answer:
-    """pnmem_admit: may a request of n_tokens prompt tokens of `model` (default: Model()) start now?
+def admit(n_tokens: int, model: Model, encoder_items: int = 0) -> Answer:
+    """pnmem_admit: may a request of n_tokens prompt tokens of `model` start now?
     encoder_items: images the request carries (their cross-attention KV, for models that have it)."""
     f = "pnmem_admit" if encoder_items == 0 else "pnmem_admit_request"
     n = _tokens(f, n_tokens)
@@ -1018,7 +1036,7 @@ class Reservation:
         return f"Reservation(handle={self.handle}, granted={self.granted}, done={self._done}, answer={self.answer!r})"
 
 
-def admit_reserved(n_tokens: int, model: Optional[Model] = None, encoder_items: int = 0) -> Reservation:
+def admit_reserved(n_tokens: int, model: Model, encoder_items: int = 0) -> Reservation:
     """pnmem_admit_reserved: admit() that also promises the request's host bytes until settled or
     cancelled (so requests admitted between two samples do not all spend the same memory)."""
     f = "pnmem_admit_reserved" if encoder_items == 0 else "pnmem_admit_request"
@@ -1198,7 +1216,7 @@ class KvAllocation:
     bytes: int
 
 
-def kv_allocation(plan: Plan, tokens: int, model: Optional[Model] = None) -> KvAllocation:
+def kv_allocation(plan: Plan, tokens: int, model: Model) -> KvAllocation:
     """pnmem_kv_allocation_for: the format a cache allocated now must be in (rung 4a) and its KV bytes
     for `tokens` tokens of one sequence."""
     f = "pnmem_kv_allocation_for"
@@ -1660,7 +1678,7 @@ def _eviction(e: _ffi.pnmem_eviction, each: Any, n: int) -> Eviction:
                                 for i in range(n)))
 
 
-def plan_eviction(running_tokens: Any, bytes_to_free: int, model: Optional[Model] = None, *,
+def plan_eviction(running_tokens: Any, bytes_to_free: int, model: Model, *,
                   min_keep_tokens: int = 36, min_keep_permille: int = 100) -> Eviction:
     """pnmem_plan_eviction: which running slots (the tokens each holds, in model.kv) give how much for
     bytes_to_free: every slot longer than one length cut to it, none below min_keep_tokens and
@@ -1677,7 +1695,7 @@ def plan_eviction(running_tokens: Any, bytes_to_free: int, model: Optional[Model
     return _eviction(out, each, len(slots))
 
 
-def admit_after_eviction(n_tokens: int, running_tokens: Any, model: Optional[Model] = None, encoder_items: int = 0,
+def admit_after_eviction(n_tokens: int, running_tokens: Any, model: Model, encoder_items: int = 0,
                          *, min_keep_tokens: int = 36, min_keep_permille: int = 100) -> tuple[Answer, Eviction]:
     """pnmem_admit_after_eviction: pnmem.admit's answer for the request, and (at TIGHT and worse, for a
     host-path request host memory refuses or caps) whether evicting from the running slots admits it

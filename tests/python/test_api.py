@@ -23,7 +23,7 @@ def test_library_path_is_a_loaded_file():
 # --- admit ---------------------------------------------------------------------------------------
 
 def test_admit_default_model(roomy_die):
-    a = pnmem.admit(1024)
+    a = pnmem.admit(1024, pnmem.Model.reference())
     assert isinstance(a.status, pnmem.Status) and isinstance(a.reason, pnmem.Reason)
     assert a.status in (pnmem.Status.ADMITTED, pnmem.Status.CAPPED, pnmem.Status.DENIED)
     assert isinstance(a.level, pnmem.Level)
@@ -36,8 +36,30 @@ def test_admit_default_model(roomy_die):
         a.fit_tokens = 1
 
 
+def test_model_cost_never_set_is_refused(watcher):
+    # Model() has no cost (as pnmem_model_init): every call refuses it, saying where a cost comes from,
+    # instead of pricing the request as the seed's model (issue 28: ~600 MiB per 1500 tokens).
+    m = pnmem.Model(kv=pnmem.KvFormat.F16, max_window=8192)
+    assert m.normal_kv is None and m.full_kv_bytes_per_token == (0,) * pnmem.KV_FORMATS
+    for call in (lambda: pnmem.admit(100, m), lambda: pnmem.admit_reserved(100, m),
+                 lambda: pnmem.kv_allocation(pnmem.plan(pnmem.Level.OK, 1), 100, m),
+                 lambda: pnmem.plan_eviction([1000], 1, m), lambda: pnmem.admit_after_eviction(100, [1000], m),
+                 lambda: pnmem.Gate.for_model(m)):
+        with pytest.raises(pnmem.ArgumentError, match=r"cost was never set .*Model\.from_hf_config\(path\).*"
+                                                      r"Model\.reference\(\)"):
+            call()
+    with pytest.raises(TypeError):  # no model at all: Python's own error (the model is a required argument)
+        pnmem.admit(100)  # type: ignore[call-arg]
+    # What replaces the old default: the seed's model, by name.
+    ref = pnmem.Model.reference(kv=pnmem.KvFormat.F16, max_window=8192)
+    assert ref.normal_kv == pnmem.KvFormat.FP32 and ref.kv == pnmem.KvFormat.F16 and ref.max_window == 8192
+    assert pnmem.admit(100, ref).need_bytes > 0
+    with pytest.raises(pnmem.ArgumentTypeError, match="not a Model field: colour"):
+        pnmem.Model.reference(colour=1)
+
+
 def test_admit_gpu_resident_window_caps(roomy_die):
-    m = pnmem.Model(gpu_resident=True, max_window=1000, max_slots=4)
+    m = pnmem.Model.reference(gpu_resident=True, max_window=1000, max_slots=4)
     a = pnmem.admit(5000, m)
     assert a.status == pnmem.Status.CAPPED and a.reason == pnmem.Reason.WINDOW and a.fit_tokens <= 1000
     assert a.admitted
@@ -46,7 +68,7 @@ def test_admit_gpu_resident_window_caps(roomy_die):
 @pytest.mark.parametrize("n", [-1, -(2 ** 31), 2 ** 31, 10 ** 30, None, "5", 5.0, True])
 def test_admit_bad_tokens(watcher, n):
     with pytest.raises(pnmem.Error):
-        pnmem.admit(n)
+        pnmem.admit(n, pnmem.Model.reference())
 
 
 @pytest.mark.parametrize("changes", [
@@ -61,16 +83,16 @@ def test_admit_bad_tokens(watcher, n):
 ])
 def test_admit_bad_model_fields(watcher, changes):
     with pytest.raises(pnmem.Error):
-        pnmem.admit(10, dataclasses.replace(pnmem.Model(), **changes))
+        pnmem.admit(10, dataclasses.replace(pnmem.Model.reference(), **changes))
 
 
 def test_admit_model_refused_by_c_carries_the_c_line(watcher):
     # Anchors whose tokens do not increase: only C checks it; its log line becomes the message.
-    m = pnmem.Model(anchors=((100, 1), (10, 2)))
+    m = pnmem.Model.reference(anchors=((100, 1), (10, 2)))
     with pytest.raises(pnmem.Error, match=r"pnmem_admit: .*anchors\[1\]\.tokens is 10.*must increase") as e:
         pnmem.admit(10, m)
     assert e.value.function == "pnmem_admit"
-    m = pnmem.Model(anchors=((0, 1),), activation_fixed_bytes=5)
+    m = pnmem.Model.reference(anchors=((0, 1),), activation_fixed_bytes=5)
     with pytest.raises(pnmem.Error, match="not both"):
         pnmem.admit(10, m)
 
@@ -90,7 +112,7 @@ def test_explain_bad_arguments():
 # --- models --------------------------------------------------------------------------------------
 
 def test_model_defaults_are_the_seeds():
-    m = pnmem.Model()
+    m = pnmem.Model.reference()
     assert m.kv == pnmem.KvFormat.Q4 and m.die == -1 and m.max_slots == 1 and not m.gpu_resident
     assert m.full_kv_bytes_per_token[pnmem.KvFormat.FP32] == 40960
     assert m.full_kv_bytes_per_token[pnmem.KvFormat.Q4] == 5898
@@ -147,17 +169,19 @@ def test_plan_bad_arguments(args):
 
 
 def test_kv_allocation():
-    m = pnmem.Model(kv=pnmem.KvFormat.FP32)
+    m = pnmem.Model.reference(kv=pnmem.KvFormat.FP32)
     ok = pnmem.kv_allocation(pnmem.plan(pnmem.Level.OK, 1), 1000, m)
     assert ok.format == pnmem.KvFormat.FP32 and ok.bytes == 1000 * 40960
     watch = pnmem.kv_allocation(pnmem.plan(pnmem.Level.WATCH, 1), 1000, m)
     assert watch.format == pnmem.KvFormat.Q4 and watch.bytes == 1000 * 5898
-    assert pnmem.kv_allocation(pnmem.plan(pnmem.Level.OK, 1), 0).bytes == 0
+    assert pnmem.kv_allocation(pnmem.plan(pnmem.Level.OK, 1), 0, m).bytes == 0
 
 
 def test_kv_allocation_bad_arguments():
     p = pnmem.plan(pnmem.Level.OK, 1)
-    for args in ((None, 1), ("plan", 1), (p, -1), (p, 2 ** 64), (p, None), (p, 1, "m"), (p, 1, pnmem.Model(die=-5))):
+    r = pnmem.Model.reference()
+    for args in ((None, 1, r), ("plan", 1, r), (p, -1, r), (p, 2 ** 64, r), (p, None, r), (p, 1, "m"), (p, 1, None),
+                 (p, 1, pnmem.Model()), (p, 1, pnmem.Model.reference(die=-5))):
         with pytest.raises(pnmem.Error):
             pnmem.kv_allocation(*args)
 
@@ -218,7 +242,7 @@ def test_log_sink_receives_lines_on_the_calling_thread(watcher):
     pnmem.set_log_sink(lambda line: got.append((threading.get_ident(), line)))
     try:
         with pytest.raises(pnmem.Error):
-            pnmem.admit(1, pnmem.Model(anchors=((2, 1), (1, 1))))
+            pnmem.admit(1, pnmem.Model.reference(anchors=((2, 1), (1, 1))))
     finally:
         pnmem.set_log_sink()
     assert got and got[-1][0] == threading.get_ident() and "pnmem: pnmem_admit: model->anchors" in got[-1][1]
@@ -230,7 +254,7 @@ def test_log_sink_that_raises_does_not_crash(watcher, capsys):
     pnmem.set_log_sink(bad)
     try:
         with pytest.raises(pnmem.Error, match="must increase"):
-            pnmem.admit(1, pnmem.Model(anchors=((2, 1), (1, 1))))
+            pnmem.admit(1, pnmem.Model.reference(anchors=((2, 1), (1, 1))))
     finally:
         pnmem.set_log_sink()
     assert "sink broke" in capsys.readouterr().err
@@ -240,7 +264,7 @@ def test_log_sink_none_and_bad():
     pnmem.set_log_sink(None)
     try:
         with pytest.raises(pnmem.Error, match="must increase"):  # the line still travels in the Error
-            pnmem.admit(1, pnmem.Model(anchors=((2, 1), (1, 1))))
+            pnmem.admit(1, pnmem.Model.reference(anchors=((2, 1), (1, 1))))
     finally:
         pnmem.set_log_sink()
     with pytest.raises(pnmem.ArgumentTypeError):
@@ -396,7 +420,7 @@ def test_preallocated_model_costs_nothing_per_request(watcher):
 
 
 def test_metrics_text(watcher):
-    pnmem.admit(10)
+    pnmem.admit(10, pnmem.Model.reference())
     box = pnmem.metrics_text("box")
     assert box.startswith("# HELP pnmem_level ") and "pnmem_admissions_total" not in box
     counters = pnmem.metrics_text("counters")
@@ -443,8 +467,8 @@ def test_integers_that_say_they_are_ints_are_taken():
         def __index__(self) -> int:
             return 1000
 
-    a = pnmem.admit(Index())
-    b = pnmem.admit(1000)
+    a = pnmem.admit(Index(), pnmem.Model.reference())
+    b = pnmem.admit(1000, pnmem.Model.reference())
     assert a.status == b.status and a.fit_tokens == b.fit_tokens
 
     class NumpyLikeBool:  # numpy.bool_ has __index__ too: still refused, as bool is
@@ -453,13 +477,14 @@ def test_integers_that_say_they_are_ints_are_taken():
     NumpyLikeBool.__name__ = "bool_"
     for bad in (True, 1.0, "10", NumpyLikeBool()):
         with pytest.raises(pnmem.ArgumentTypeError):
-            pnmem.admit(bad)
+            pnmem.admit(bad, pnmem.Model.reference())
 
 
 def test_kv_allocation_takes_its_keyword_names(watcher):
     p = pnmem.plan(pnmem.Level.CRITICAL, 8, 4096, False)
-    by_keyword = pnmem.kv_allocation(plan=p, tokens=1024)
-    assert by_keyword == pnmem.kv_allocation(p, 1024) and by_keyword.bytes > 0
+    m = pnmem.Model.reference()
+    by_keyword = pnmem.kv_allocation(plan=p, tokens=1024, model=m)
+    assert by_keyword == pnmem.kv_allocation(p, 1024, m) and by_keyword.bytes > 0
 
 
 def test_model_from_shape_prices_layer_groups():

@@ -110,14 +110,14 @@ def test_set_capacity_and_notifications(gate):
     gate.set_capacity(-5)  # 1 slot
     gate.notify_pressure(pnmem.Level.OK)
     gate.notify_pressure(0)
-    a = pnmem.admit(10)
+    a = pnmem.admit(10, pnmem.Model.reference())
     gate.notify_denied(a, 10)  # not DENIED: ignored
     assert gate.acquire(0) == pnmem.GateStatus.ACQUIRED
     gate.release()
 
 
 def test_gate_for_model_and_tokens(roomy_die):
-    m = pnmem.Model(gpu_resident=True, max_slots=2)
+    m = pnmem.Model.reference(gpu_resident=True, max_slots=2)
     g = pnmem.Gate.for_model(m, 2)
     assert g.model is m
     with g.slot(timeout=1, tokens=100):
@@ -131,7 +131,7 @@ def test_gate_for_model_and_tokens(roomy_die):
     lambda g: g.acquire(timeout="1"), lambda g: g.acquire(timeout=float("nan")), lambda g: g.acquire(tokens=-1),
     lambda g: g.acquire(tokens=2 ** 31), lambda g: g.acquire(tokens=1.0), lambda g: g.set_capacity(None),
     lambda g: g.set_capacity(2 ** 31), lambda g: g.notify_pressure(7), lambda g: g.notify_pressure(None),
-    lambda g: g.notify_denied(None, 1), lambda g: g.notify_denied(pnmem.admit(1), -1),
+    lambda g: g.notify_denied(None, 1), lambda g: g.notify_denied(pnmem.admit(1, pnmem.Model.reference()), -1),
     lambda g: g.slot(timeout=[]).__enter__(),
 ])
 def test_gate_bad_arguments(gate, call):
@@ -152,9 +152,9 @@ def test_gate_create_for_bad_arguments():
         with pytest.raises(pnmem.ArgumentTypeError):
             pnmem.Gate.for_model(bad)
     with pytest.raises(pnmem.Error, match="must increase"):  # refused by C: its line in the message
-        pnmem.Gate.for_model(pnmem.Model(anchors=((5, 1), (1, 1))))
+        pnmem.Gate.for_model(pnmem.Model.reference(anchors=((5, 1), (1, 1))))
     with pytest.raises(pnmem.ArgumentError):
-        pnmem.Gate.for_model(pnmem.Model(), max_waiters=2 ** 40)
+        pnmem.Gate.for_model(pnmem.Model.reference(), max_waiters=2 ** 40)
 
 
 def test_closed_gate(roomy_die):

@@ -45,7 +45,7 @@ def exposed(prom, collector) -> str:
 
 
 def test_round_trip_is_pnmem_text_line_for_line(prom, roomy_die, monkeypatch):
-    pnmem.admit(10)  # a counter that is not 0
+    pnmem.admit(10, pnmem.Model.reference())  # a counter that is not 0
     text = pnmem.metrics_text()
     # Both sides from one reading: the live gauges (snapshot age, available bytes) move between calls.
     monkeypatch.setattr("pnmem._prometheus.metrics_text", lambda what: text if what == "all" else pytest.fail(what))

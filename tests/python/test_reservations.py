@@ -63,10 +63,10 @@ def test_bytes_beyond_the_budget_are_capped(roomy_die):
 
 def test_admit_reserved(roomy_die):
     base = pending_now()
-    with pnmem.admit_reserved(512) as r:
+    with pnmem.admit_reserved(512, pnmem.Model.reference()) as r:
         assert r.granted and r.answer.fit_tokens == 512 and r.handle != 0
         assert pending_now() > base
-    r2 = pnmem.admit_reserved(512, pnmem.Model(gpu_resident=True))
+    r2 = pnmem.admit_reserved(512, pnmem.Model.reference(gpu_resident=True))
     assert r2.granted and r2.handle == 0  # a GPU-resident request costs the host nothing
     r2.cancel()
 
@@ -78,7 +78,9 @@ def test_admit_bytes_bad_arguments(args):
         pnmem.admit_bytes(*args)
 
 
-@pytest.mark.parametrize("args", [(-1,), (None,), (2 ** 31,), (1, "m"), (1, pnmem.Model(die=99))])
+@pytest.mark.parametrize("args", [(-1, pnmem.Model.reference()), (None, pnmem.Model.reference()),
+                                  (2 ** 31, pnmem.Model.reference()), (1, "m"), (1, None), (1, pnmem.Model()),
+                                  (1, pnmem.Model.reference(die=99))])
 def test_admit_reserved_bad_arguments(args):
     with pytest.raises(pnmem.Error):
         pnmem.admit_reserved(*args)

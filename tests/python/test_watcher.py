@@ -172,7 +172,7 @@ def test_fresh_process_fails_open_before_the_watcher_and_starts_with_options():
     code = """
 import pnmem
 assert not pnmem.running() and pnmem.read().seq == 0 and pnmem.read().provenance.sources_read == 0
-a = pnmem.admit(10 ** 6)
+a = pnmem.admit(10 ** 6, pnmem.Model.reference())
 assert a.status == pnmem.Status.FAIL_OPEN and a.fit_tokens == 10 ** 6, a
 assert pnmem.admit_model_load(1 << 40).status == pnmem.Status.FAIL_OPEN
 assert pnmem.admit_load_spike().status == pnmem.Status.FAIL_OPEN
@@ -185,7 +185,7 @@ with pnmem.Watcher(poll_interval_ms=50, pressure_poll_interval_ms=20, step_down_
     pnmem.set_die(0, 0, 1 << 34, 1 << 34, 0)
     assert levels[-1] == pnmem.Level.CRITICAL
 assert not pnmem.running()
-assert pnmem.admit(10).status == pnmem.Status.FAIL_OPEN
+assert pnmem.admit(10, pnmem.Model.reference()).status == pnmem.Status.FAIL_OPEN
 print("fresh ok")
 """
     r = run_child(code)
@@ -223,14 +223,14 @@ if pid == 0:
     try:
         assert not pnmem.running() and not w.started, "the poll thread stayed in the parent"
         frozen = pnmem.read().seq
-        assert pnmem.admit(100).status == pnmem.Status.FAIL_OPEN
+        assert pnmem.admit(100, pnmem.Model.reference()).status == pnmem.Status.FAIL_OPEN
         assert any("fork's child" in line for line in lines), lines
         with pnmem.Watcher() as mine:
             assert pnmem.running() and mine.state().seq > frozen
             seq = pnmem.read().seq
             time.sleep(0.3)
             assert pnmem.read().seq > seq, "the child's own poll thread samples"
-            assert pnmem.admit(100).status != pnmem.Status.FAIL_OPEN
+            assert pnmem.admit(100, pnmem.Model.reference()).status != pnmem.Status.FAIL_OPEN
         assert not pnmem.running()
     except BaseException as e:
         print("child:", repr(e), flush=True)
@@ -255,11 +255,11 @@ def test_fail_open_says_why(tmp_path):
     # not read, and every host answer fails open with not_sampled (not "admitted (fits)").
     code = f"""
 import pnmem
-a = pnmem.admit(100)
+a = pnmem.admit(100, pnmem.Model.reference())
 assert a.status == pnmem.Status.FAIL_OPEN and a.reason == pnmem.Reason.NOT_WATCHING, a
 assert a.explain().startswith("fail_open (not_watching): "), a.explain()
 with pnmem.Watcher(poll_interval_ms=3600000, pressure_poll_interval_ms=3600000, root={str(tmp_path)!r}):
-    a = pnmem.admit(100)
+    a = pnmem.admit(100, pnmem.Model.reference())
     assert a.status == pnmem.Status.FAIL_OPEN and a.reason == pnmem.Reason.NOT_SAMPLED, a
     b = pnmem.check_bytes(1 << 20)
     assert b.status == pnmem.Status.FAIL_OPEN and b.reason == pnmem.Reason.NOT_SAMPLED, b
