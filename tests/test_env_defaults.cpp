@@ -124,13 +124,21 @@ TEST_CASE("admit(), the gate, the ledger and the metrics take the environment's 
   CHECK(admit(w, m, 100).status == admit_status::admitted);
   // An explicit policy is the engine's: the seed's 15 % rejects.
   CHECK(admit(w, m, 100, {.policy = default_policy}).reason == admit_reason::psi_stall);
-  // The pure decision keeps the seed's default_policy (it stays constexpr).
+  // The pure decision keeps the seed's default_policy (it stays constexpr); given process_policy() it
+  // decides as the runtime entry points do.
   CHECK(admit_request({.n_prompt = 100, .gpu_resident = true}, w.state).reason == admit_reason::psi_stall);
+  CHECK(admit_request({.n_prompt = 100, .gpu_resident = true}, w.state, process_policy()).reason ==
+        admit_reason::fits);
+  // The former name is the same object (deprecated: one name for the process's policy).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  CHECK(&env_policy() == &process_policy());
+#pragma GCC diagnostic pop
 
   // The gate's release re-check, the ledger's byte reservations.
-  CHECK(gate_options{}.policy == env_policy());
+  CHECK(gate_options{}.policy == process_policy());
   CHECK(gate_options{.max_slots = 4}.policy.psi_full_reject_bp == 5000);
-  CHECK(host_ledger::reserve_options{}.policy == env_policy());
+  CHECK(host_ledger::reserve_options{}.policy == process_policy());
   host_ledger ledger;
   // 8 GiB box, 3.5 GiB available: 1 GiB fits above the seed's 1.2 GiB reserve, not above 3 GiB.
   const fake_watcher box{with_derived_level(host_state(8 * GiB, 3 * GiB + 512 * MiB))};
@@ -181,8 +189,8 @@ TEST_CASE("without a log the errors go to stderr, once") {
   REQUIRE(fd >= 0);
   const int saved = ::dup(STDERR_FILENO);
   ::dup2(fd, STDERR_FILENO);
-  (void)env_policy();
-  (void)env_policy();
+  (void)process_policy();
+  (void)process_policy();
   (void)watcher_options{};
   std::fflush(stderr);
   ::dup2(saved, STDERR_FILENO);

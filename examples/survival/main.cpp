@@ -200,7 +200,7 @@ options parse_args(int argc, char** argv) {
   }
   // The reserve the workload's pnmem will keep: the container rule for the limit, under the PN_*
   // variables it inherits (shown in the table and the picture; the workload computes its own).
-  if (!o.reserve_given) o.reserve = pnmem::container_reserve_bytes(o.limit, pnmem::env_policy());
+  if (!o.reserve_given) o.reserve = pnmem::container_reserve_bytes(o.limit, pnmem::process_policy());
   if (o.reserve >= o.limit) usage_error("--reserve must be below --limit");
   return o;
 }

@@ -406,8 +406,14 @@ inline const env_settings& process_env_settings() {
   return c.value;
 }
 
-// The policy part: the default of every runtime entry point that takes a policy.
-inline const policy& env_policy() { return process_env_settings().policy; }
+// The process's policy: the PN_* variables over the built-in, read once. The one way to get it, and the
+// default of every runtime entry point that takes a policy. A pure decision (admit_request, derive_level,
+// ladder_plan_for, ...) defaults to the built-in default_policy to stay constexpr: an engine that calls
+// one passes this (or its watcher's options().policy, when it gave the watcher another).
+inline const policy& process_policy() { return process_env_settings().policy; }
+
+// Its former name.
+[[deprecated("use pnmem::process_policy()")]] inline const policy& env_policy() { return process_policy(); }
 
 // The errors of the process's settings not yet reported, taken: the first call gets them (and
 // nothing reports them after), every later one none. For an engine that logs them itself: call

@@ -75,6 +75,8 @@ struct policy {
   PNMEM_DEFAULTED_EQUALITY(policy)
 };
 
+// The built-in policy: the seed's numbers, whatever the environment says. The pure decisions default to
+// it (they stay constexpr); the process's policy, PN_* applied, is pnmem::process_policy() (config.hpp).
 inline constexpr policy default_policy{};
 
 // Three names, one per rule (a single name for two rules once gave 1 GiB and 256 MiB in the same

@@ -95,7 +95,7 @@ struct watcher_options {
   std::chrono::milliseconds pressure_poll_interval = process_env_settings().pressure_poll_interval;
   // 0 = step down at once (the seed; PN_STEP_DOWN_DWELL_MS).
   std::chrono::milliseconds step_down_dwell = process_env_settings().step_down_dwell;
-  pnmem::policy policy = env_policy();
+  pnmem::policy policy = process_policy();
 };
 
 // The options from a given set of settings (settings_from_env's, for instance).

@@ -112,7 +112,7 @@ constexpr admit_answer answer_from(const admit_result& r, answer_kind kind, mem_
 }
 
 struct admit_options {
-  pnmem::policy policy = env_policy();  // default: the PN_* variables' (config.hpp), read once
+  pnmem::policy policy = process_policy();  // default: the PN_* variables' (config.hpp), read once
   std::function<void(std::string_view)> log{};  // one line per event worth logging; empty = silent
   engine_counters* counters = nullptr;         // counted into when set
 };

@@ -144,7 +144,7 @@ class host_ledger {
   };
 
   struct reserve_options {
-    pnmem::policy policy = env_policy();  // default: the PN_* variables' (config.hpp), read once
+    pnmem::policy policy = process_policy();  // default: the PN_* variables' (config.hpp), read once
     std::chrono::nanoseconds ttl{0};  // an unsettled reservation is dropped this long after; 0 = never
   };
 
@@ -229,7 +229,7 @@ class host_ledger {
   }
   template <class Watcher>
   admission check_bytes(const Watcher& w, std::uint64_t bytes) PNMEM_EXCLUDES(mu_) {
-    return check_bytes(w, bytes, env_policy());
+    return check_bytes(w, bytes, process_policy());
   }
 
   // Bytes promised and not yet in the watcher's newest snapshot.
@@ -280,7 +280,7 @@ class host_ledger {
   }
   template <class Watcher>
   host_room room(const Watcher& w) PNMEM_EXCLUDES(mu_) {
-    return room(w, env_policy());
+    return room(w, process_policy());
   }
 
   // Reservations the ledger still counts (not cancelled, not yet seen by a sample).

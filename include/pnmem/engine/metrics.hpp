@@ -250,10 +250,10 @@ inline std::string prometheus_counters_text(const engine_counters& counters) {
   return w.take();
 }
 
-// With the process's policy (the PN_* variables: config.hpp env_policy()).
+// With the process's policy (the PN_* variables: config.hpp process_policy()).
 inline std::string prometheus_text(const mem_state& s, const engine_counters* counters = nullptr,
                                    const fleet_load* fleet = nullptr) {
-  return prometheus_text(s, counters, env_policy(), fleet);
+  return prometheus_text(s, counters, process_policy(), fleet);
 }
 
 }  // namespace pnmem

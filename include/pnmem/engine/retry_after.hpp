@@ -28,11 +28,11 @@
 namespace pnmem {
 
 // The hint for `a`, an answer from `w`'s snapshots (pnmem::admit, a ledger's admit/reserve_bytes/
-// check_bytes), under policy `p` (the one the answer was decided with; env_policy() by default).
+// check_bytes), under policy `p` (the one the answer was decided with; process_policy() by default).
 // Watcher: read(), now_ns() and options().pressure_poll_interval, as pnmem::watcher has.
 template <class Watcher>
 retry_hint retry_after(const admit_answer& a, const Watcher& w, const host_ledger* ledger = nullptr,
-                       const pnmem::policy& p = env_policy()) {
+                       const pnmem::policy& p = process_policy()) {
   if (a.status == admit_status::admitted || a.status == admit_status::fail_open) return {};
   const mem_state s = w.read();
   retry_outlook o;

@@ -44,7 +44,7 @@ struct gate_options {
   // A hold's release re-checks admission of the request at the head of the queue (or of the denied
   // one) with this model and policy: the engine's own.
   model_cost model = seed_model_cost;
-  pnmem::policy policy = env_policy();  // default: the PN_* variables' (config.hpp), read once
+  pnmem::policy policy = process_policy();  // default: the PN_* variables' (config.hpp), read once
 };
 
 namespace detail {

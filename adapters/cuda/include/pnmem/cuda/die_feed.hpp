@@ -56,8 +56,8 @@ class die_feed {
 
   // Enumerates and measures at once. Dies beyond pnmem::max_dies are not fed
   // (a snapshot has room for max_dies). Without a policy, the process's (the PN_*
-  // variables, PN_DIE_RESERVE_BYTES among them: config.hpp env_policy()).
-  explicit die_feed(device_backend& backend, const policy& p = env_policy());
+  // variables, PN_DIE_RESERVE_BYTES among them: config.hpp process_policy()).
+  explicit die_feed(device_backend& backend, const policy& p = process_policy());
   die_feed(const die_feed&) = delete;
   die_feed& operator=(const die_feed&) = delete;
 
