@@ -582,14 +582,20 @@ TEST_CASE("KV in blocks: n tokens are charged as whole blocks, and CAP is still 
   CHECK(kv_bytes(m, kv_format::bf16, 1024) == kv_bytes(per_token, kv_format::bf16, 1088));
   CHECK(kv_bytes(m, kv_format::bf16, 1088) == kv_bytes(per_token, kv_format::bf16, 1088));
   // Exhaustive near the answer: for every limit between cost(b) and cost(b + 3 blocks), the solve is
-  // the plain search's.
+  // the plain search's. Inside one line of the table (20000), blocks across an anchor (3800 and 16000:
+  // the anchors 4096 and 16384 inside a block, tested before the line is solved), and past the last
+  // anchor (270000: the table's quadratic, solved off the table).
   for (const std::uint32_t block : {16u, 544u, 256u}) {
     m.kv_block_tokens = block;
-    for (std::uint64_t limit = host_cost_bytes(m, 20000, kv_format::bf16); limit < host_cost_bytes(m, 20000 + 3 * static_cast<int>(block), kv_format::bf16);
-         limit += 97 * KiB) {
-      CAPTURE(block);
-      CAPTURE(limit);
-      REQUIRE(detail::largest_fitting_prompt(m, 200000, kv_format::bf16, limit) == reference_fit(m, 200000, kv_format::bf16, limit));
+    for (const int start : {20000, 3800, 16000, 270000}) {
+      const std::uint64_t step = start > 100000 ? 1 * MiB : 97 * KiB;
+      for (std::uint64_t limit = host_cost_bytes(m, start, kv_format::bf16);
+           limit < host_cost_bytes(m, start + 3 * static_cast<int>(block), kv_format::bf16); limit += step) {
+        CAPTURE(block);
+        CAPTURE(start);
+        CAPTURE(limit);
+        REQUIRE(detail::largest_fitting_prompt(m, 400000, kv_format::bf16, limit) == reference_fit(m, 400000, kv_format::bf16, limit));
+      }
     }
   }
 }

@@ -449,40 +449,58 @@ struct window_walk {
 // not), KV rounded up to the model's blocks. With cost'(n) the cost per token (<= cost(n)) and n1 its
 // answer, the answer lies in [b, n1] for b = n1 rounded down to a block (cost(b) = cost'(b) <= limit):
 // every n in (b, n1] pays the KV of the block b + g, a constant, so the largest of them that fits is the
-// largest whose activation fits beside it: the same solve on a model of that constant and the
-// activation alone. The seed's and every model charged per token return n1 at once.
+// largest whose activation fits beside it. The seed's and every model charged per token return n1 at once.
+//
+// The answer inside n1's block when (b, n1] is not on one line of the activation table (before its first
+// anchor, or past its last): the same solve on a model of that constant and the activation alone.
+// cost(b + 1) fits on it and cost(0) does too (the activation only grows). Out of line, and apart from
+// the usual case below, whose frame it would make large (a model_cost on the stack).
+[[gnu::noinline]] constexpr int largest_fitting_in_block_off_table(const model_cost& m, int n1, kv_format kv,
+                                                                 std::uint64_t limit, std::uint64_t lo,
+                                                                 std::uint64_t fixed) noexcept {
+  if (sat_add(fixed, activation_peak_bytes(m.activation, lo + 1)) > limit) return static_cast<int>(lo);
+  model_cost block;
+  block.state_bytes_per_seq = fixed;
+  block.activation = m.activation;
+  const int in_block = largest_fitting_unblocked(block, n1 + 1, kv, limit);
+  return in_block > n1 ? n1 : in_block;
+}
+
 // The answer inside n1's block (out of line: only models charged in blocks get here, and a second
 // inlined solve would make every admission's code too large to inline).
 [[gnu::noinline]] constexpr int largest_fitting_in_block(const model_cost& m, int n1, kv_format kv,
                                                        std::uint64_t limit) noexcept {
-  const std::uint64_t g = m.kv_block_tokens;
+  // n1 < 2^31 and the block fits 32 bits: a 32-bit remainder (a block of 544 is no power of two).
+  const std::uint32_t g = m.kv_block_tokens;
   const auto top = static_cast<std::uint64_t>(n1);
-  const std::uint64_t lo = top - top % g;  // fits
+  const std::uint64_t lo = top - static_cast<std::uint32_t>(n1) % g;  // fits
   if (lo == top) return n1;
   const std::uint64_t fixed = sat_add(kv_bytes_unblocked(m, kv, lo + g), m.state_bytes_per_seq);
-  if (sat_add(fixed, activation_peak_bytes(m.activation, lo + 1)) > limit) return static_cast<int>(lo);
+  if (fixed > limit) return static_cast<int>(lo);
   const std::uint64_t room = limit - fixed;  // for the activation of n in (lo, top]
-  // The usual case: (lo, top] lies on one line of the table, peak(a + d) = a.peak + ceil(rise x d /
-  // span), which fits while rise x d <= (room - a.peak) x span.
+  // The usual case, (lo, top] inside the table. At an anchor the peak is its own value, so the anchors
+  // inside (lo, top) are tested first: the answer is at or above the last that fits and below the first
+  // that does not, on one line of the table from anchor a to anchor b, peak(a + d) = a.peak +
+  // ceil(rise x d / span), which fits while rise x d <= (room - a.peak) x span: n = a + d fits and
+  // n + 1 does not; n <= lo says that not even lo + 1 fits.
   const activation_model& act = m.activation;
   const std::size_t count = act.n_anchors > max_activation_anchors ? max_activation_anchors : act.n_anchors;
-  for (std::size_t i = 1; i < count; ++i) {
-    const activation_anchor& a = act.anchors[i - 1];
-    const activation_anchor& b = act.anchors[i];
-    if (a.tokens > lo || b.tokens < top) continue;
-    const std::uint64_t rise = sat_sub(b.peak_bytes, a.peak_bytes);
-    if (rise == 0) return n1;
-    const u128 d = static_cast<u128>(room - a.peak_bytes) * (b.tokens - a.tokens) / rise;  // room >= peak(lo + 1) >= a.peak
-    const u128 n = a.tokens + d;
-    return n >= top ? n1 : static_cast<int>(n);
-  }
-  // Otherwise the same solve on a model of that constant and the activation alone: cost(lo + 1) fits on
-  // it and cost(0) does too (the activation only grows).
-  model_cost block;
-  block.state_bytes_per_seq = fixed;
-  block.activation = act;
-  const int in_block = largest_fitting_unblocked(block, n1 + 1, kv, limit);
-  return in_block > n1 ? n1 : in_block;
+  std::size_t j = 0;
+  while (j < count && act.anchors[j].tokens <= lo) ++j;
+  while (j < count && act.anchors[j].tokens < top && act.anchors[j].peak_bytes <= room) ++j;
+  if (j == 0 || j >= count) return largest_fitting_in_block_off_table(m, n1, kv, limit, lo, fixed);
+  const activation_anchor& a = act.anchors[j - 1];
+  const activation_anchor& b = act.anchors[j];
+  if (room < a.peak_bytes) return static_cast<int>(lo);  // only when a is at or below lo
+  const std::uint64_t rise = sat_sub(b.peak_bytes, a.peak_bytes);
+  if (rise == 0) return n1;  // then b fits too, so b is at or past top
+  const std::uint64_t span = b.tokens - a.tokens;
+  std::uint64_t num = 0;
+  // d in 64 bits when the product fits (any real host), else in 128.
+  const u128 d = !mul_overflows(room - a.peak_bytes, span, num) ? u128{num / rise}
+                                                                 : static_cast<u128>(room - a.peak_bytes) * span / rise;
+  const u128 n = a.tokens + d;
+  return n >= top ? n1 : n <= lo ? static_cast<int>(lo) : static_cast<int>(n);
 }
 
 [[gnu::always_inline]] constexpr int largest_fitting_prompt(const model_cost& m, int n_max, kv_format kv,
