@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "c_check.h"
+#include "c_tree.h"
 #include "pnmem/pnmem_c.h"
 
 #define MIB ((uint64_t)1 << 20)
@@ -33,31 +34,18 @@
 
 extern char** environ;
 
-static char root[256];
 static char lines[MAX_LINES][512];
 static int n_lines;
-
-static void write_file(const char* rel, const char* text) {
-  char path[320];
-  snprintf(path, sizeof path, "%s/%s", root, rel);
-  FILE* f = fopen(path, "w");
-  if (f == NULL) {
-    fprintf(stderr, "test_c_explain: cannot write %s: %s\n", path, strerror(errno));
-    exit(1);
-  }
-  fputs(text, f);
-  fclose(f);
-}
 
 /* A scene: MemAvailable and PSI full avg10 (percent), then one sample. */
 static void scene(uint64_t avail, double psi_full_avg10) {
   char text[512];
   snprintf(text, sizeof text, "MemTotal:       %" PRIu64 " kB\nMemFree:        %" PRIu64 " kB\nMemAvailable:   %" PRIu64
            " kB\n", 16 * GIB / 1024, avail / 1024, avail / 1024);
-  write_file("proc/meminfo", text);
+  tree_write("proc/meminfo", text);
   snprintf(text, sizeof text, "some avg10=%.2f avg60=0.00 avg300=0.00 total=0\nfull avg10=%.2f avg60=0.00 avg300=0.00 total=0\n",
            psi_full_avg10, psi_full_avg10);
-  write_file("proc/pressure/memory", text);
+  tree_write("proc/pressure/memory", text);
   pnmem_watcher_poll_now();
 }
 
@@ -157,17 +145,7 @@ int main(int argc, char** argv) {
     snprintf(name, sizeof name, "%.*s", (int)n, *e);
     unsetenv(name);
   }
-  const char* tmp = getenv("TMPDIR");
-  snprintf(root, sizeof root, "%s/pnmem-explain-XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
-  if (mkdtemp(root) == NULL) {
-    perror("test_c_explain: mkdtemp");
-    return 1;
-  }
-  char dir[320];
-  snprintf(dir, sizeof dir, "%s/proc", root);
-  mkdir(dir, 0755);
-  snprintf(dir, sizeof dir, "%s/proc/pressure", root);
-  mkdir(dir, 0755);
+  if (tree_make("explain") != 0) return 1;
 
   pnmem_model m; /* the reference model (~0.4 MiB of KV per token at f16), its window 16384 */
   CHECK(pnmem_model_init_reference(&m) == 0);
@@ -184,7 +162,7 @@ int main(int argc, char** argv) {
   CHECK(pnmem_watcher_options_init(&o) == 0);
   o.poll_interval_ms = 3600000; /* samples only when the test says */
   o.pressure_poll_interval_ms = 3600000;
-  o.root = root;
+  o.root = tree_root;
   scene(12 * GIB, 0.0);
   CHECK(pnmem_watcher_start_with(&o) == 0);
   CHECK(pnmem_set_die(0, 64 * GIB, 80 * GIB, 16 * GIB, 0) == 0);
@@ -255,16 +233,7 @@ int main(int argc, char** argv) {
   request("request, stalled", &m, 1500);
 
   pnmem_watcher_stop();
-  char path[400];
-  snprintf(path, sizeof path, "%s/proc/meminfo", root);
-  unlink(path);
-  snprintf(path, sizeof path, "%s/proc/pressure/memory", root);
-  unlink(path);
-  snprintf(path, sizeof path, "%s/proc/pressure", root);
-  rmdir(path);
-  snprintf(path, sizeof path, "%s/proc", root);
-  rmdir(path);
-  rmdir(root);
+  tree_remove();
 
   CHECK(compare_with_page(argv[1]));
   if (failures != 0) return 1;

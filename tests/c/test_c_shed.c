@@ -23,24 +23,11 @@
 #include <unistd.h>
 
 #include "c_check.h"
+#include "c_tree.h"
 #include "pnmem/pnmem_c.h"
 
 #define MIB ((uint64_t)1 << 20)
 #define GIB ((uint64_t)1 << 30)
-
-static char root[256];
-
-static void write_file(const char* rel, const char* text) {
-  char path[320];
-  snprintf(path, sizeof path, "%s/%s", root, rel);
-  FILE* f = fopen(path, "w");
-  if (f == NULL) {
-    fprintf(stderr, "test_c_shed: cannot write %s: %s\n", path, strerror(errno));
-    exit(1);
-  }
-  fputs(text, f);
-  fclose(f);
-}
 
 /* The kernel counts whole pages, and prints kB: the freed bytes rounded up. */
 static void write_meminfo(uint64_t total, uint64_t avail) {
@@ -48,7 +35,7 @@ static void write_meminfo(uint64_t total, uint64_t avail) {
   char text[256];
   snprintf(text, sizeof text, "MemTotal:       %" PRIu64 " kB\nMemFree:        %" PRIu64 " kB\nMemAvailable:   %" PRIu64 " kB\n",
            total / 1024, avail / 1024, avail / 1024);
-  write_file("proc/meminfo", text);
+  tree_write("proc/meminfo", text);
 }
 
 /* A prompt cache: entries of real memory. */
@@ -80,15 +67,7 @@ static uint64_t cache_evict(uint64_t want) {
 }
 
 int main(void) {
-  const char* tmp = getenv("TMPDIR");
-  snprintf(root, sizeof root, "%s/pnmem-shed-XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
-  if (mkdtemp(root) == NULL) {
-    perror("test_c_shed: mkdtemp");
-    return 1;
-  }
-  char dir[300];
-  snprintf(dir, sizeof dir, "%s/proc", root);
-  mkdir(dir, 0755);
+  if (tree_make("shed") != 0) return 1;
 
   const uint64_t total = 8 * GIB;
   const uint64_t reserve = 1288490188; /* 15 % of 8 GiB, floored */
@@ -106,7 +85,7 @@ int main(void) {
   CHECK(pnmem_watcher_options_init(&o) == 0);
   o.poll_interval_ms = 3600000;
   o.pressure_poll_interval_ms = 3600000;
-  o.root = root;
+  o.root = tree_root;
   CHECK(pnmem_watcher_start_with(&o) == 0);
 
   /* 1. One call: where the host stands, and what to free for WATCH. */
@@ -171,11 +150,7 @@ int main(void) {
 
   pnmem_watcher_stop();
   cache_evict(UINT64_MAX);
-  char path[320];
-  snprintf(path, sizeof path, "%s/proc/meminfo", root);
-  unlink(path);
-  rmdir(dir);
-  rmdir(root);
+  tree_remove();
   if (failures != 0) return 1;
   printf("c shed: all checks passed\n");
   return 0;
