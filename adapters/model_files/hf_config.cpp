@@ -54,10 +54,11 @@
 //                     elsewhere (Mamba-1: conv (d_conv - 1) x I, SSM I x d_state, I = mamba_expand x
 //                     hidden_size).
 //   falcon_h1         every layer holds attention KV and a Mamba-2 state side by side.
-//   zamba2            every layer a Mamba-2 state; the hybrid layers (hybrid_layer_ids, or
-//                     layers_block_type "hybrid") also attention KV of their own (vLLM keeps one per
-//                     hybrid layer although their weights are shared), num_attention_heads x
-//                     attention_head_dim, K and V.
+//   zamba2            every layer a Mamba-2 state; the hybrid layers (layers_block_type "hybrid", else
+//                     hybrid_layer_ids, else Zamba2Config's 54-layer default) also attention KV of their
+//                     own (vLLM keeps one per hybrid layer although their weights are shared),
+//                     num_attention_heads x 2 hidden_size / num_attention_heads, K and V. The head sizes
+//                     are Zamba2Config's derived ones; a config writing others is refused.
 //   mamba2, mamba     no attention: every layer a Mamba-2 (Mamba-1) state.
 //   nemotron-nas      block_configs, one per layer: attention.no_op or replace_with_linear keeps no KV;
 //   (DeciLM)          otherwise num_attention_heads / attention.n_heads_in_group KV heads.
@@ -777,11 +778,32 @@ class reader {
 
   void read_falcon_h1() {
     const level& l = at();
+    // FalconH1Config's defaults, which vLLM reads the config through: mamba_d_ssm 1024 when absent and
+    // mamba_expand x hidden_size when null; mamba_n_heads 128, each of mamba_d_head ("auto": the inner
+    // size / heads), which must make up the inner size exactly (transformers refuses the config
+    // otherwise); mamba_d_state 256.
+    const bool d_ssm_written = l.obj.contains("mamba_d_ssm");
     const json* d_ssm = l.find("mamba_d_ssm");
-    const std::uint64_t inner = d_ssm != nullptr ? integer(*d_ssm, l.name("mamba_d_ssm"), 1, max_hidden) : scaled(l, "mamba_expand", 2, hidden_, true);
-    const std::uint64_t heads = required_integer(l, "mamba_n_heads", 1, max_heads);
-    const std::uint64_t dim = optional_integer(l, "mamba_d_head", 1, max_head_dim).value_or(inner / heads);
-    const std::uint64_t state = required_integer(l, "mamba_d_state", 1, max_head_dim);
+    const std::uint64_t inner = d_ssm != nullptr   ? integer(*d_ssm, l.name("mamba_d_ssm"), 1, max_hidden)
+                                : d_ssm_written    ? scaled(l, "mamba_expand", 2, hidden_, true)
+                                                   : 1024;
+    if (d_ssm != nullptr || !d_ssm_written) (void)l.find("mamba_expand");  // FalconH1Config does not use it then
+    const std::uint64_t heads = optional_integer(l, "mamba_n_heads", 1, max_heads).value_or(128);
+    const char* inner_from = d_ssm != nullptr ? "mamba_d_ssm" : d_ssm_written ? "mamba_expand x hidden_size" : "mamba_d_ssm's default";
+    if (inner % heads != 0) {
+      fail(l.name("mamba_n_heads"), std::to_string(heads) + " heads do not divide the Mamba inner size " +
+                                        std::to_string(inner) + " (" + inner_from + ")");
+    }
+    std::uint64_t dim = inner / heads;
+    const json* d_head = l.find("mamba_d_head");
+    if (d_head != nullptr && !(d_head->is_string() && d_head->get_ref<const std::string&>() == "auto")) {
+      dim = integer(*d_head, l.name("mamba_d_head"), 1, max_head_dim);
+      if (dim * heads != inner) {
+        fail(l.name("mamba_d_head"), std::to_string(dim) + " x " + std::to_string(heads) + " heads is not the Mamba inner size " +
+                                         std::to_string(inner) + " (" + inner_from + ")");
+      }
+    }
+    const std::uint64_t state = optional_integer(l, "mamba_d_state", 1, max_head_dim).value_or(256);
     const std::uint64_t groups = optional_integer(l, "mamba_n_groups", 1, max_heads).value_or(1);
     const std::uint64_t kernel = optional_integer(l, "mamba_d_conv", 1, 1024).value_or(4);
     groups_.add(kv_layer(layer_kind::full, kv_heads_, head_dim_), static_cast<std::uint32_t>(layers_));
@@ -790,29 +812,65 @@ class reader {
 
   void read_zamba2() {
     const level& l = at();
+    // Zamba2Config (every transformers version vLLM reads it through) derives two sizes and ignores the
+    // keys written for them: the Mamba head size, mamba_expand x hidden_size / n_mamba_heads, and the
+    // shared attention's head size, 2 x hidden_size / num_attention_heads. A config that writes other
+    // values is not in that format (Zyphra's pre-transformers configs: state_size, expansion_factor,
+    // kv_channels, ...): refused, naming the key, rather than priced as transformers would misread it.
     const std::uint64_t inner = scaled(l, "mamba_expand", 2, hidden_, true);
-    const std::uint64_t heads = required_integer(l, "n_mamba_heads", 1, max_heads);
-    const std::uint64_t dim = optional_integer(l, "mamba_headdim", 1, max_head_dim).value_or(inner / heads);
+    const std::uint64_t heads = optional_integer(l, "n_mamba_heads", 1, max_heads).value_or(8);
+    if (inner % heads != 0) {
+      fail(l.name("n_mamba_heads"), std::to_string(heads) + " heads do not divide the Mamba inner size " + std::to_string(inner) +
+                                        " (mamba_expand x hidden_size)");
+    }
+    const std::uint64_t dim = inner / heads;
+    if (const auto written = optional_integer(l, "mamba_headdim", 1, max_head_dim); written && *written != dim) {
+      fail(l.name("mamba_headdim"), std::to_string(*written) + ", but Zamba2Config derives mamba_expand x hidden_size / n_mamba_heads = " +
+                                        std::to_string(dim) + " and ignores this key (a config not in the transformers format?)");
+    }
     const std::uint64_t state = optional_integer(l, "mamba_d_state", 1, max_head_dim).value_or(64);
     const std::uint64_t groups = optional_integer(l, "mamba_ngroups", 1, max_heads).value_or(1);
     const std::uint64_t kernel = optional_integer(l, "mamba_d_conv", 1, 1024).value_or(4);
-    // The shared attention block: its own KV in each hybrid layer, MHA of attention_head_dim
-    // (Zamba2Config: 2 x hidden_size / num_attention_heads when absent).
-    const std::uint64_t attn_dim = optional_integer(l, "attention_head_dim", 1, max_head_dim).value_or(2 * hidden_ / heads_);
+    // The shared attention block: its own KV in each hybrid layer (vLLM keeps one per hybrid layer
+    // although their weights are shared), MHA of 2 x hidden_size / num_attention_heads.
+    if (2 * hidden_ % heads_ != 0) {
+      fail(l.name("num_attention_heads"), std::to_string(heads_) + " heads do not divide 2 x hidden_size (" + std::to_string(2 * hidden_) + ")");
+    }
+    const std::uint64_t attn_dim = 2 * hidden_ / heads_;
+    if (const auto written = optional_integer(l, "attention_head_dim", 1, max_head_dim); written && *written != attn_dim) {
+      fail(l.name("attention_head_dim"), std::to_string(*written) + ", but Zamba2Config derives 2 x hidden_size / num_attention_heads = " +
+                                             std::to_string(attn_dim) + " and ignores this key");
+    }
     (void)l.find("num_mem_blocks");
+    // Which layers are hybrid: layers_block_type ("mamba" / "hybrid"; Zamba2Config derives
+    // hybrid_layer_ids from it), else hybrid_layer_ids, else Zamba2Config's default pattern, which is
+    // for its 54 layers only.
     std::vector<bool> hybrid(static_cast<std::size_t>(layers_), false);
-    if (const json* ids = l.find("hybrid_layer_ids")) {
+    const json* types = l.find("layers_block_type");
+    const json* ids = l.find("hybrid_layer_ids");
+    std::vector<bool> listed(static_cast<std::size_t>(layers_), false);
+    if (ids != nullptr) {
       if (!ids->is_array()) fail(l.name("hybrid_layer_ids"), "expected an array of layer indices, got " + shown(*ids));
-      for (std::size_t i = 0; i < ids->size(); ++i) hybrid[integer((*ids)[i], entry("hybrid_layer_ids", i), 0, layers_ - 1)] = true;
-    } else if (const json* types = l.find("layers_block_type")) {
+      for (std::size_t i = 0; i < ids->size(); ++i) listed[integer((*ids)[i], entry("hybrid_layer_ids", i), 0, layers_ - 1)] = true;
+    }
+    if (types != nullptr) {
       const json& t = per_layer_array("layers_block_type", *types);
       for (std::size_t i = 0; i < t.size(); ++i) {
         const std::string& name = string_entry("layers_block_type", t, i);
         if (name != "mamba" && name != "hybrid") fail(entry("layers_block_type", i), "\"" + name + "\" is not a Zamba2 block type (mamba, hybrid)");
         hybrid[i] = name == "hybrid";
       }
+      if (ids != nullptr && listed != hybrid) {
+        fail(l.name("hybrid_layer_ids"), "does not list the layers that layers_block_type calls \"hybrid\" (Zamba2Config derives it from layers_block_type)");
+      }
+    } else if (ids != nullptr) {
+      hybrid = listed;
+    } else if (layers_ == 54) {
+      constexpr std::size_t default_hybrid[] = {6, 12, 18, 24, 30, 36, 42, 47, 51};
+      for (const std::size_t i : default_hybrid) hybrid[i] = true;
     } else {
-      fail(l.name("hybrid_layer_ids"), "missing (and no layers_block_type): which layers hold attention is not known");
+      fail(l.name("layers_block_type"), "missing (and no hybrid_layer_ids): which layers hold attention is not known (Zamba2Config's default pattern is for 54 layers, not " +
+                                            std::to_string(layers_) + ")");
     }
     const layer_group mamba = mamba2_layer(inner, groups, state, kernel, heads, dim);
     for (std::size_t i = 0; i < hybrid.size(); ++i) {

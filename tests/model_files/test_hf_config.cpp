@@ -334,17 +334,39 @@ TEST_CASE("families with no real config stored here: Llama 4, Falcon-H1, Zamba2 
   llama4["text_config"]["attention_chunk_size"] = nullptr;
   CHECK(layers_of(*read_ok(llama4.dump()).shape, layer_kind::full) == 48);
 
-  // Falcon-H1-7B: 44 layers, each attention (2 KV heads x 128) and Mamba-2 (d_ssm 6144 = 24 heads x 256,
-  // state 256, 1 group, conv 4): conv 3 x (6144 + 2 x 256) = 19968, SSM 24 x 256 x 256 = 1572864.
+  // Falcon-H1-7B: 44 layers, each attention (2 KV heads x 128) and Mamba-2 (d_ssm 3072 = 24 heads x 128,
+  // state 256, 1 group, conv 4): conv 3 x (3072 + 2 x 256) = 10752, SSM 24 x 128 x 256 = 786432. Its
+  // sizing keys as three public copies of tiiuae/Falcon-H1-7B(-Instruct)'s config.json agree on
+  // (tests/fixtures/models/README.md).
   const json falcon = {{"model_type", "falcon_h1"}, {"num_hidden_layers", 44}, {"hidden_size", 3072},
                        {"num_attention_heads", 12}, {"num_key_value_heads", 2}, {"head_dim", 128},
-                       {"mamba_d_ssm", 6144}, {"mamba_n_heads", 24}, {"mamba_d_head", 256}, {"mamba_d_state", 256},
-                       {"mamba_n_groups", 1}, {"mamba_d_conv", 4}, {"torch_dtype", "bfloat16"}};
+                       {"mamba_d_ssm", 3072}, {"mamba_n_heads", 24}, {"mamba_d_head", 128}, {"mamba_d_state", 256},
+                       {"mamba_n_groups", 1}, {"mamba_d_conv", 4}, {"mamba_expand", 2}, {"torch_dtype", "bfloat16"}};
   d = read_ok(falcon.dump());
   CHECK(layers_of(*d.shape, layer_kind::full) == 44);
   CHECK(layers_of(*d.shape, layer_kind::recurrent) == 44);
   CHECK(full_kv(d.cost, kv_format::bf16) == 44 * 2 * 2 * 128 * 2);
-  CHECK(d.cost.state_bytes_per_seq == 44ULL * (19968 + 1572864) * 2);
+  CHECK(d.cost.state_bytes_per_seq == 44ULL * (10752 + 786432) * 2);  // 70,152,192 B: 66.9 MiB a sequence
+  // FalconH1Config's defaults (vLLM reads the config through it): without mamba_d_ssm the inner size is
+  // 1024; mamba_d_ssm null means mamba_expand x hidden_size; mamba_d_head "auto" is inner / heads. Heads
+  // that do not make up the inner size are refused, as transformers refuses them.
+  json f = falcon;
+  f.erase("mamba_d_ssm");
+  f.erase("mamba_d_head");
+  f["mamba_n_heads"] = 16;  // 1024 = 16 x 64
+  CHECK(read_ok(f.dump()).cost.state_bytes_per_seq == 44ULL * (3 * (1024 + 2 * 256) + 16 * 64 * 256) * 2);
+  f["mamba_d_ssm"] = nullptr;  // 2 x 3072 = 6144 = 16 x 384
+  f["mamba_d_head"] = "auto";
+  CHECK(read_ok(f.dump()).cost.state_bytes_per_seq == 44ULL * (3 * (6144 + 2 * 256) + 16 * 384 * 256) * 2);
+  f.erase("mamba_n_heads");  // 128 heads of 48
+  CHECK(read_ok(f.dump()).cost.state_bytes_per_seq == 44ULL * (3 * (6144 + 2 * 256) + 128 * 48 * 256) * 2);
+  f = falcon;
+  f.erase("mamba_d_ssm");
+  f.erase("mamba_d_head");
+  CHECK(contains(read_error(f.dump()), "mamba_n_heads: 24 heads do not divide the Mamba inner size 1024 (mamba_d_ssm's default)"));
+  f = falcon;
+  f["mamba_d_head"] = 100;
+  CHECK(contains(read_error(f.dump()), "mamba_d_head: 100 x 24 heads is not the Mamba inner size 3072 (mamba_d_ssm)"));
 
   // Zamba2-2.7B: 54 Mamba-2 layers (inner 2 x 2560 = 5120 = 80 heads x 64, state 64, 1 group, conv 4), 9 of
   // them hybrid with their own KV of 32 heads x attention_head_dim 160 (2 x 2560 / 32).
@@ -356,8 +378,37 @@ TEST_CASE("families with no real config stored here: Llama 4, Falcon-H1, Zamba2 
   CHECK(layers_of(*d.shape, layer_kind::recurrent) == 54);
   CHECK(full_kv(d.cost, kv_format::bf16) == 9 * 2 * 32 * 160 * 2);
   CHECK(d.cost.state_bytes_per_seq == 54ULL * (3 * (5120 + 2 * 64) + 80 * 64 * 64) * 2);
+  // Zamba2Config's derivations: layers_block_type decides (hybrid_layer_ids must agree with it), and
+  // with neither the 54-layer default pattern (hybrid layers 6, 12, ..., 42, 47, 51) applies; the head
+  // sizes are derived, so a config that writes others is refused, as is Zyphra's pre-transformers
+  // Zamba2-7B config (mamba_headdim 64, but 2 x 3584 / 8 default heads = 896).
+  json types = json::array();
+  for (int i = 0; i < 54; ++i) types.push_back(i % 6 == 5 ? "hybrid" : "mamba");
+  zamba["layers_block_type"] = types;
+  CHECK(full_kv(read_ok(zamba.dump()).cost, kv_format::bf16) == 9 * 2 * 32 * 160 * 2);
+  zamba["layers_block_type"][5] = "mamba";
+  CHECK(contains(read_error(zamba.dump()), "hybrid_layer_ids: does not list the layers that layers_block_type calls \"hybrid\""));
   zamba.erase("hybrid_layer_ids");
-  CHECK(contains(read_error(zamba.dump()), "hybrid_layer_ids: missing (and no layers_block_type)"));
+  CHECK(full_kv(read_ok(zamba.dump()).cost, kv_format::bf16) == 8 * 2 * 32 * 160 * 2);
+  zamba.erase("layers_block_type");
+  d = read_ok(zamba.dump());
+  CHECK(full_kv(d.cost, kv_format::bf16) == 9 * 2 * 32 * 160 * 2);
+  zamba["num_hidden_layers"] = 53;
+  CHECK(contains(read_error(zamba.dump()), "layers_block_type: missing (and no hybrid_layer_ids)"));
+  zamba["num_hidden_layers"] = 54;
+  zamba["mamba_headdim"] = 128;
+  CHECK(contains(read_error(zamba.dump()), "mamba_headdim: 128, but Zamba2Config derives mamba_expand x hidden_size / n_mamba_heads = 64"));
+  zamba.erase("mamba_headdim");
+  zamba["attention_head_dim"] = 80;
+  CHECK(contains(read_error(zamba.dump()), "attention_head_dim: 80, but Zamba2Config derives 2 x hidden_size / num_attention_heads = 160"));
+  zamba.erase("attention_head_dim");
+  zamba.erase("n_mamba_heads");  // Zamba2Config's 8 heads of 5120 / 8 = 640
+  CHECK(read_ok(zamba.dump()).cost.state_bytes_per_seq == 54ULL * (3 * (5120 + 2 * 64) + 8 * 640 * 64) * 2);
+  const json pre_transformers = {{"architectures", {"Zamba2ForCausalLM"}}, {"model_type", "zamba2"}, {"hidden_size", 3584},
+                                 {"num_hidden_layers", 81}, {"num_attention_heads", 32}, {"num_key_value_heads", 32},
+                                 {"mamba_headdim", 64}, {"mamba_ngroups", 2}, {"state_size", 64}, {"expansion_factor", 2},
+                                 {"kv_channels", 112}, {"num_mem_blocks", 2}};
+  CHECK(contains(read_error(pre_transformers.dump()), "mamba_headdim: 64, but Zamba2Config derives mamba_expand x hidden_size / n_mamba_heads = 896"));
 }
 
 TEST_CASE("Nemotron-NAS block_configs: no-op attention blocks keep no KV, the others heads / n_heads_in_group") {
