@@ -38,8 +38,10 @@
 //                     global_head_dim (else head_dim) x num_global_key_value_heads when attention_k_eq_v
 //                     (else num_key_value_heads); the last num_kv_shared_layers layers keep no KV of their
 //                     own (they read an earlier layer's).
-//   llama4            attention_chunk_size C: a layer is chunked (C tokens) when no_rope_layers[i] is 1,
-//                     full when 0 (absent: every 4th layer full); no chunk size: every layer full.
+//   llama4            attention_chunk_size C (absent: 8192; null: none, every layer full): a layer is
+//                     chunked (C tokens) when no_rope_layers[i] is 1 (RoPE), full when 0 (absent or
+//                     empty: every no_rope_layer_interval-th layer, default 4, is full); layer_types,
+//                     when given, must say the same.
 //   mllama            cross_attention_layers hold KV of the vision encoder's tokens per image:
 //                     vision_config max_num_tiles x ((image_size / patch_size)^2 + 1) tokens (6404 for
 //                     Llama 3.2 Vision); the other layers are full self-attention.
@@ -660,15 +662,40 @@ class reader {
 
   void read_llama4() {
     const level& l = at();
-    const auto chunk = optional_integer(l, "attention_chunk_size", 1, max_span);
+    // Llama4TextConfig's rules, which vLLM reads the config through: attention_chunk_size is 8192 when
+    // absent (null: no chunks, every layer full); no_rope_layers (at least one entry a layer; absent or
+    // empty: a NoPE layer every no_rope_layer_interval-th, default 4) makes a RoPE layer (1) chunked and
+    // a NoPE one (0) full; layer_types, which transformers derives from it, must agree.
+    const bool chunk_written = l.obj.contains("attention_chunk_size");
+    std::optional<std::uint64_t> chunk = optional_integer(l, "attention_chunk_size", 1, max_span);
+    if (!chunk && !chunk_written) chunk = 8192;
+    const std::uint64_t interval = optional_integer(l, "no_rope_layer_interval", 1, max_layers).value_or(4);
     const json* nope = l.find("no_rope_layers");
-    if (nope != nullptr) per_layer_array("no_rope_layers", *nope);
-    for (std::size_t i = 0; i < layers_; ++i) {
-      bool rope = (i + 1) % 4 != 0;  // transformers' default: every 4th layer has no RoPE and is global
-      if (nope != nullptr) {
-        rope = integer((*nope)[i], entry("no_rope_layers", i), 0, 1) == 1;
+    if (nope != nullptr) {
+      if (!nope->is_array()) fail(l.name("no_rope_layers"), "expected an array, got " + shown(*nope));
+      if (!nope->empty() && nope->size() < layers_) {
+        fail(l.name("no_rope_layers"), std::to_string(nope->size()) + " entries for " + std::to_string(layers_) + " layers (num_hidden_layers)");
       }
-      if (chunk && rope) {
+      if (nope->empty()) nope = nullptr;  // Llama4TextConfig: an empty list is the default pattern
+    }
+    const json* types = l.find("layer_types");
+    if (types != nullptr) per_layer_array("layer_types", *types);
+    for (std::size_t i = 0; i < layers_; ++i) {
+      const bool chunked = nope != nullptr ? integer((*nope)[i], entry("no_rope_layers", i), 0, 1) == 1
+                                           : (i + 1) % interval != 0;  // a RoPE layer
+      if (types != nullptr) {
+        // vLLM chunks the RoPE layers of no_rope_layers (or its default); a layer_types that says
+        // otherwise would be priced as neither engine runs it.
+        const std::string& name = string_entry("layer_types", *types, i);
+        if (name != "chunked_attention" && name != "full_attention") {
+          fail(entry("layer_types", i), "\"" + name + "\" is not a Llama 4 layer type (chunked_attention, full_attention)");
+        }
+        if ((name == "chunked_attention") != chunked) {
+          fail(entry("layer_types", i), "\"" + name + "\", but no_rope_layers" + (nope != nullptr ? "" : "' default") + " makes layer " +
+                                            std::to_string(i) + (chunked ? " a RoPE (chunked) layer" : " a NoPE (full) layer"));
+        }
+      }
+      if (chunk && chunked) {
         groups_.add(kv_layer(layer_kind::chunked, kv_heads_, head_dim_, *chunk));
       } else {
         groups_.add(kv_layer(layer_kind::full, kv_heads_, head_dim_));

@@ -331,6 +331,31 @@ TEST_CASE("families with no real config stored here: Llama 4, Falcon-H1, Zamba2 
   nope["text_config"]["no_rope_layers"] = json::array();
   for (int i = 0; i < 48; ++i) nope["text_config"]["no_rope_layers"].push_back(i < 40 ? 1 : 0);
   CHECK(layers_of(*read_ok(nope.dump()).shape, layer_kind::full) == 8);
+  // Llama4TextConfig's rules: an empty no_rope_layers (Llama-4-Scout's text_config writes []) is the
+  // default pattern, every no_rope_layer_interval-th layer NoPE and full; the list may be longer than
+  // the layers, not shorter; layer_types (transformers 5 writes it) must say what no_rope_layers does.
+  nope["text_config"]["no_rope_layers"] = json::array();
+  CHECK(layers_of(*read_ok(nope.dump()).shape, layer_kind::full) == 12);
+  nope["text_config"]["no_rope_layer_interval"] = 2;
+  CHECK(layers_of(*read_ok(nope.dump()).shape, layer_kind::full) == 24);
+  nope["text_config"].erase("no_rope_layer_interval");
+  for (int i = 0; i < 50; ++i) nope["text_config"]["no_rope_layers"].push_back((i + 1) % 4 != 0 ? 1 : 0);
+  CHECK(layers_of(*read_ok(nope.dump()).shape, layer_kind::full) == 12);
+  nope["text_config"]["no_rope_layers"] = json::array({1, 1, 1, 0});
+  CHECK(contains(read_error(nope.dump()), "text_config.no_rope_layers: 4 entries for 48 layers"));
+  nope["text_config"].erase("no_rope_layers");
+  json llama_types = json::array();
+  for (int i = 0; i < 48; ++i) llama_types.push_back((i + 1) % 4 != 0 ? "chunked_attention" : "full_attention");
+  nope["text_config"]["layer_types"] = llama_types;
+  CHECK(layers_of(*read_ok(nope.dump()).shape, layer_kind::chunked) == 36);
+  nope["text_config"]["layer_types"][3] = "chunked_attention";
+  CHECK(contains(read_error(nope.dump()),
+                 "text_config.layer_types[3]: \"chunked_attention\", but no_rope_layers' default makes layer 3 a NoPE (full) layer"));
+  // attention_chunk_size: 8192 when absent (Llama4TextConfig's default), no chunks when null.
+  llama4["text_config"].erase("attention_chunk_size");
+  d = read_ok(llama4.dump());
+  CHECK(layers_of(*d.shape, layer_kind::chunked) == 36);
+  CHECK(window_kv(d.cost, kv_format::bf16, 8192) == 36 * 2 * 8 * 128 * 2);
   llama4["text_config"]["attention_chunk_size"] = nullptr;
   CHECK(layers_of(*read_ok(llama4.dump()).shape, layer_kind::full) == 48);
 
