@@ -351,6 +351,21 @@ TEST_CASE("families with no real config stored here: Llama 4, Falcon-H1, Zamba2 
   nope["text_config"]["layer_types"][3] = "chunked_attention";
   CHECK(contains(read_error(nope.dump()),
                  "text_config.layer_types[3]: \"chunked_attention\", but no_rope_layers' default makes layer 3 a NoPE (full) layer"));
+  // Llama-4-Scout-17B-16E's text_config as a public test mirrors it (index file 67267440251: "Mirror the
+  // published unsloth/Llama-4-Scout-17B-16E text_config"), with its empty no_rope_layers, which was
+  // refused before (0 entries for 48 layers). KV per layer and token in bf16: 2 x 8 x 128 x 2 = 4096 B.
+  const json scout = {{"architectures", {"Llama4ForConditionalGeneration"}}, {"model_type", "llama4"},
+                      {"text_config", {{"attention_bias", false}, {"attention_chunk_size", 8192}, {"head_dim", 128},
+                                       {"hidden_size", 5120}, {"intermediate_size", 8192}, {"intermediate_size_mlp", 16384},
+                                       {"max_position_embeddings", 262144}, {"no_rope_layers", json::array()},
+                                       {"num_attention_heads", 40}, {"num_experts_per_tok", 1}, {"num_hidden_layers", 48},
+                                       {"num_key_value_heads", 8}, {"num_local_experts", 16}, {"rms_norm_eps", 1e-5},
+                                       {"rope_theta", 500000.0}, {"torch_dtype", "bfloat16"}, {"use_qk_norm", true},
+                                       {"vocab_size", 202048}, {"interleave_moe_layer_step", 1}, {"tie_word_embeddings", false}}}};
+  d = read_ok(scout.dump());
+  CHECK(kv_bytes(d.cost, kv_format::bf16, 1024) == 48ULL * 4096 * 1024);                          // 201,326,592
+  CHECK(kv_bytes(d.cost, kv_format::bf16, 32768) == 12ULL * 4096 * 32768 + 36ULL * 4096 * 8192);   // 2,818,572,288
+  CHECK(kv_bytes(d.cost, kv_format::bf16, 131072) == 12ULL * 4096 * 131072 + 36ULL * 4096 * 8192); // 7,650,410,496
   // attention_chunk_size: 8192 when absent (Llama4TextConfig's default), no chunks when null.
   llama4["text_config"].erase("attention_chunk_size");
   d = read_ok(llama4.dump());
