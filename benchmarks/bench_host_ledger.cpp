@@ -10,10 +10,15 @@
 //   ledger_admit_ttl/K    the same with the K outstanding unsettled, each with a time to live (taken
 //                         on an HTTP thread, not yet spent): the expiry heap is non-empty, so each
 //                         admission reads the clock
+//   rmw_pair              two locked read-modify-writes on one word (a reservation's add, then its
+//                         release's subtract), with the watcher's thread running (a process with one
+//                         thread may skip the lock prefix): the least any ledger that orders its
+//                         admitters adds to live_admit, with a lock or without
 // The figures are the ratios ledger_admit/K : ledger_admit/0 (the goal: at most 1.5x at every K up
 // to 65536) and ledger_admit/0 : live_admit (at most 3x); BENCHMARKS.md.
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -55,6 +60,24 @@ void live_admit(benchmark::State& st) {
   b.w.stop();
 }
 BENCHMARK(live_admit);
+
+void rmw_pair(benchmark::State& st) {
+  box b;  // a second thread, as in every other benchmark here
+  if (!b.w.start()) {
+    st.SkipWithError("watcher did not start");
+    return;
+  }
+  std::atomic<std::uint64_t> pending{0};
+  std::uint64_t bytes = 1;
+  for (auto _ : st) {
+    const std::uint64_t before = pending.fetch_add(bytes, std::memory_order_acq_rel);
+    pending.fetch_sub(bytes, std::memory_order_acq_rel);
+    bytes = (before & 1) + 1;  // the next add waits for this one's result
+  }
+  benchmark::DoNotOptimize(pending.load());
+  b.w.stop();
+}
+BENCHMARK(rmw_pair);
 
 // K reservations of 1 KiB outstanding: settled far in the future (no sample has seen them), or
 // unsettled with a time to live of an hour.
