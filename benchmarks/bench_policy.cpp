@@ -521,14 +521,22 @@ BENCHMARK(BM_parse_bytes);
 // Llama-3-8B: 32 layers x 8 KV heads x 128 dims, f16 (128 KiB per token); from_shape's anchor table.
 constexpr pnmem::model_cost llama3_8b_cost = pnmem::from_shape(pnmem::uniform_shape(32, 8, 128, 32, 4096));
 // Gemma-2-9B: 42 layers, 21 of them sliding (4096-token window), 8 KV heads x 256 dims, bf16.
-constexpr pnmem::model_cost gemma2_9b_cost = [] {
+constexpr pnmem::model_shape gemma2_9b_shape = [] {
   pnmem::model_shape s;
   s.add(pnmem::attention_layers(pnmem::layer_kind::full, 21, 8, 256));
   s.add(pnmem::attention_layers(pnmem::layer_kind::sliding, 21, 8, 256, 256, 4096));
   s.query_heads = 16;
   s.hidden_size = 3584;
   s.normal_kv = pnmem::kv_format::bf16;
-  return pnmem::from_shape(s);
+  return s;
+}();
+constexpr pnmem::model_cost gemma2_9b_cost = pnmem::from_shape(gemma2_9b_shape);
+// Gemma-2-9B under vLLM's rule: KV in 16-token blocks, the window widened by the prefill chunk. The
+// single-window model charged in blocks, to compare a blocked multi-group model with like for like.
+constexpr pnmem::model_cost gemma2_9b_vllm_cost = [] {
+  pnmem::engine_rule e;
+  e.engine = pnmem::kv_engine::vllm;
+  return pnmem::from_shape(gemma2_9b_shape, e);
 }();
 // Several groups (issue 23's bar): Gemma-4-31B, 50 sliding layers (1024) of 16 KV heads x 256 and 10
 // global ones of 4 KV heads x 512 (two shapes, one window); and Qwen3-Next-80B's 12 attention layers
@@ -582,14 +590,14 @@ constexpr pnmem::model_cost llama3_coefficients_cost = [] {
 }();
 
 enum class model_id { llama3_8b, gemma2_9b, llama3_coefficients, seed, gemma4_31b, qwen3_next, two_windows,
-                      qwen3_next_vllm };
+                      qwen3_next_vllm, gemma2_9b_vllm };
 
 const pnmem::model_cost& model_of(model_id id) {
   // Copied to the heap through an escaped pointer, so no field is a compile-time constant.
   static const std::vector<pnmem::model_cost> models =
-      to_heap(std::array<pnmem::model_cost, 8>{llama3_8b_cost, gemma2_9b_cost, llama3_coefficients_cost,
+      to_heap(std::array<pnmem::model_cost, 9>{llama3_8b_cost, gemma2_9b_cost, llama3_coefficients_cost,
                                                pnmem::seed_model_cost, gemma4_31b_cost, qwen3_next_cost,
-                                               two_windows_cost, qwen3_next_vllm_cost});
+                                               two_windows_cost, qwen3_next_vllm_cost, gemma2_9b_vllm_cost});
   return models[static_cast<std::size_t>(id)];
 }
 
@@ -628,6 +636,7 @@ BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, gemma4_31b, model_id::gemma
 BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, qwen3_next, model_id::qwen3_next);
 BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, two_windows, model_id::two_windows);
 BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, qwen3_next_vllm, model_id::qwen3_next_vllm);
+BENCHMARK_CAPTURE(BM_admit_request_host_admit_model, gemma2_9b_vllm, model_id::gemma2_9b_vllm);
 
 void BM_admit_request_host_cap_model(benchmark::State& st, model_id id) {
   const pnmem::model_cost& m = model_of(id);
@@ -641,6 +650,7 @@ BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, gemma4_31b, model_id::gemma4_
 BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, qwen3_next, model_id::qwen3_next);
 BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, two_windows, model_id::two_windows);
 BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, qwen3_next_vllm, model_id::qwen3_next_vllm);
+BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, gemma2_9b_vllm, model_id::gemma2_9b_vllm);
 
 // The same models compiled in (a template argument, `admit_request<M>`), as the seed's is in the
 // overloads without a model: what an engine built for one model pays, to compare with the seed's

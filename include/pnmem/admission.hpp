@@ -299,7 +299,13 @@ struct window_walk {
       }
     }
     if (lo < window && window < hi) {
-      if (cost(window) > limit) {
+      // The window lies on the line of the table the anchors left (before the first anchor: that
+      // anchor's peak), so its peak needs no walk of the table; past the last anchor, or with
+      // coefficients, activation_peak_bytes. Its KV is every layer's W tokens.
+      const std::uint64_t peak = !table || next_anchor >= count ? activation_peak_bytes(act, window)
+                                 : next_anchor == 0           ? act.anchors[0].peak_bytes
+                                                              : interpolate_up(act.anchors[next_anchor - 1], act.anchors[next_anchor], window);
+      if (sat_add(sat_add(sat_add(sat_mul(full, window), share), m.state_bytes_per_seq), peak) > limit) {
         hi = window;
       } else {
         lo = window;
