@@ -660,6 +660,26 @@ class reader {
     }
   }
 
+  // The head size of `heads` Mamba heads making up `inner` (which `inner_from` names), which they must
+  // divide, as transformers' config classes require.
+  std::uint64_t mamba_head_size(const level& l, const char* heads_key, std::uint64_t inner, std::uint64_t heads,
+                                const char* inner_from) const {
+    if (inner % heads != 0) {
+      fail(l.name(heads_key), std::to_string(heads) + " heads do not divide the Mamba inner size " + std::to_string(inner) +
+                                  " (" + inner_from + ")");
+    }
+    return inner / heads;
+  }
+
+  // A key the family's config class derives (`how`) and ignores: a file that writes another value is not
+  // in the format the engines read, and is refused.
+  void refuse_other_than_derived(const level& l, const char* key, std::uint64_t derived, const char* how) const {
+    if (const auto written = optional_integer(l, key, 1, max_head_dim); written && *written != derived) {
+      fail(l.name(key), std::to_string(*written) + ", but " + how + " = " + std::to_string(derived) +
+                            " and ignores this key (a config not in the transformers format?)");
+    }
+  }
+
   void read_llama4() {
     const level& l = at();
     // Llama4TextConfig's rules, which vLLM reads the config through: attention_chunk_size is 8192 when
@@ -817,11 +837,7 @@ class reader {
     if (d_ssm != nullptr || !d_ssm_written) (void)l.find("mamba_expand");  // FalconH1Config does not use it then
     const std::uint64_t heads = optional_integer(l, "mamba_n_heads", 1, max_heads).value_or(128);
     const char* inner_from = d_ssm != nullptr ? "mamba_d_ssm" : d_ssm_written ? "mamba_expand x hidden_size" : "mamba_d_ssm's default";
-    if (inner % heads != 0) {
-      fail(l.name("mamba_n_heads"), std::to_string(heads) + " heads do not divide the Mamba inner size " +
-                                        std::to_string(inner) + " (" + inner_from + ")");
-    }
-    std::uint64_t dim = inner / heads;
+    std::uint64_t dim = mamba_head_size(l, "mamba_n_heads", inner, heads, inner_from);
     const json* d_head = l.find("mamba_d_head");
     if (d_head != nullptr && !(d_head->is_string() && d_head->get_ref<const std::string&>() == "auto")) {
       dim = integer(*d_head, l.name("mamba_d_head"), 1, max_head_dim);
@@ -846,15 +862,8 @@ class reader {
     // kv_channels, ...): refused, naming the key, rather than priced as transformers would misread it.
     const std::uint64_t inner = scaled(l, "mamba_expand", 2, hidden_, true);
     const std::uint64_t heads = optional_integer(l, "n_mamba_heads", 1, max_heads).value_or(8);
-    if (inner % heads != 0) {
-      fail(l.name("n_mamba_heads"), std::to_string(heads) + " heads do not divide the Mamba inner size " + std::to_string(inner) +
-                                        " (mamba_expand x hidden_size)");
-    }
-    const std::uint64_t dim = inner / heads;
-    if (const auto written = optional_integer(l, "mamba_headdim", 1, max_head_dim); written && *written != dim) {
-      fail(l.name("mamba_headdim"), std::to_string(*written) + ", but Zamba2Config derives mamba_expand x hidden_size / n_mamba_heads = " +
-                                        std::to_string(dim) + " and ignores this key (a config not in the transformers format?)");
-    }
+    const std::uint64_t dim = mamba_head_size(l, "n_mamba_heads", inner, heads, "mamba_expand x hidden_size");
+    refuse_other_than_derived(l, "mamba_headdim", dim, "Zamba2Config derives mamba_expand x hidden_size / n_mamba_heads");
     const std::uint64_t state = optional_integer(l, "mamba_d_state", 1, max_head_dim).value_or(64);
     const std::uint64_t groups = optional_integer(l, "mamba_ngroups", 1, max_heads).value_or(1);
     const std::uint64_t kernel = optional_integer(l, "mamba_d_conv", 1, 1024).value_or(4);
@@ -864,10 +873,7 @@ class reader {
       fail(l.name("num_attention_heads"), std::to_string(heads_) + " heads do not divide 2 x hidden_size (" + std::to_string(2 * hidden_) + ")");
     }
     const std::uint64_t attn_dim = 2 * hidden_ / heads_;
-    if (const auto written = optional_integer(l, "attention_head_dim", 1, max_head_dim); written && *written != attn_dim) {
-      fail(l.name("attention_head_dim"), std::to_string(*written) + ", but Zamba2Config derives 2 x hidden_size / num_attention_heads = " +
-                                             std::to_string(attn_dim) + " and ignores this key");
-    }
+    refuse_other_than_derived(l, "attention_head_dim", attn_dim, "Zamba2Config derives 2 x hidden_size / num_attention_heads");
     (void)l.find("num_mem_blocks");
     // Which layers are hybrid: layers_block_type ("mamba" / "hybrid"; Zamba2Config derives
     // hybrid_layer_ids from it), else hybrid_layer_ids, else Zamba2Config's default pattern, which is

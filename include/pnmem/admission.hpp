@@ -239,7 +239,7 @@ struct window_walk {
 //     k*(d+1) + rise*(d+1)/span > L, and the ceil only adds.
 //   * lo <= a + d < hi: cost(lo) <= limit and cost(hi) > limit lie on the same line, as no breakpoint
 //     lies strictly between them.
-// The products are taken in 128 bits (detail::mul_div_floor), so the solve is exact for any model and
+// The products are taken in 128 bits where they do not fit in 64, so the solve is exact for any model and
 // any limit, 2^64-1 (a die's garbage free bytes) included.
 //
 // Always inlined: called with the seed's model (a constant), the compiler then folds the walk's anchors
@@ -305,7 +305,7 @@ struct window_walk {
       const std::uint64_t peak = !table || next_anchor >= count ? activation_peak_bytes(act, window)
                                  : next_anchor == 0           ? act.anchors[0].peak_bytes
                                                               : interpolate_up(act.anchors[next_anchor - 1], act.anchors[next_anchor], window);
-      if (sat_add(sat_add(sat_add(sat_mul(full, window), share), m.state_bytes_per_seq), peak) > limit) {
+      if (sat_add(sat_add(sat_mul(below, window), m.state_bytes_per_seq), peak) > limit) {
         hi = window;
       } else {
         lo = window;
@@ -500,12 +500,7 @@ struct window_walk {
   if (room < a.peak_bytes) return static_cast<int>(lo);  // only when a is at or below lo
   const std::uint64_t rise = sat_sub(b.peak_bytes, a.peak_bytes);
   if (rise == 0) return n1;  // then b fits too, so b is at or past top
-  const std::uint64_t span = b.tokens - a.tokens;
-  std::uint64_t num = 0;
-  // d in 64 bits when the product fits (any real host), else in 128.
-  const u128 d = !mul_overflows(room - a.peak_bytes, span, num) ? u128{num / rise}
-                                                                 : static_cast<u128>(room - a.peak_bytes) * span / rise;
-  const u128 n = a.tokens + d;
+  const u128 n = a.tokens + static_cast<u128>(mul_div_floor(room - a.peak_bytes, b.tokens - a.tokens, rise));
   return n >= top ? n1 : n <= lo ? static_cast<int>(lo) : static_cast<int>(n);
 }
 

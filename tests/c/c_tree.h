@@ -56,7 +56,11 @@ static void tree_write(const char* rel, const char* text) {
   for (int i = 0; i < tree_n_files; ++i) {
     if (strcmp(tree_files[i], path) == 0) return;
   }
-  if (tree_n_files < TREE_MAX_FILES) snprintf(tree_files[tree_n_files++], sizeof tree_files[0], "%s", path);
+  if (tree_n_files == TREE_MAX_FILES) {
+    fprintf(stderr, "%s: more than %d files in the tree: raise TREE_MAX_FILES (tests/c/c_tree.h)\n", tree_program, TREE_MAX_FILES);
+    exit(1);
+  }
+  snprintf(tree_files[tree_n_files++], sizeof tree_files[0], "%s", path);
 }
 
 /* Removes the files written and the tree. */

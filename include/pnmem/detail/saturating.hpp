@@ -75,6 +75,8 @@ __extension__ typedef unsigned __int128 u128;
 constexpr std::uint64_t to_u64_sat(u128 v) noexcept { return v > u64_max ? u64_max : static_cast<std::uint64_t>(v); }
 
 constexpr std::uint64_t mul_div_floor(std::uint64_t a, std::uint64_t b, std::uint64_t c) noexcept {
+  std::uint64_t p = 0;
+  if (!mul_overflows(a, b, p)) return p / c;  // the product fits (any real host's bytes): a 64-bit division
   return to_u64_sat(static_cast<u128>(a) * b / c);
 }
 
