@@ -409,6 +409,16 @@ int pnmem_model_cost_from_hf_config(const char* json, size_t len, const pnmem_en
                    });
 }
 
+int pnmem_model_cost_from_hf_config_file(const char* path, const pnmem_engine_rule* engine, pnmem_model* model,
+                                         char* err, size_t err_len) {
+  return cost_into(__func__, {{path, "path"}}, model, err, err_len,
+                   [&](std::string& why) -> std::optional<pnmem::model_files::model_description> {
+                     const std::optional<pnmem::engine_rule> e = engine_of(engine, why);
+                     if (!e) return std::nullopt;
+                     return taken(pnmem::model_files::read_hf_config_file(path, *e), why);
+                   });
+}
+
 int pnmem_model_cost_from_gguf_file(const char* path, const pnmem_engine_rule* engine, pnmem_model* model, char* err,
                                     size_t err_len) {
   return cost_into(__func__, {{path, "path"}}, model, err, err_len,

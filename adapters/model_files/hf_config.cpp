@@ -97,6 +97,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <string>
@@ -105,6 +106,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pnmem/cost_model.hpp"
+#include "pnmem/model_files/model_json.hpp"
 
 namespace pnmem::model_files {
 
@@ -1004,6 +1006,24 @@ read_result<model_description> read_hf_config(std::string_view json_text, const 
   } catch (const json::exception& e) {
     return read_result<model_description>::fail(std::string("config.json: malformed: ") + e.what());
   }
+}
+
+read_result<model_description> read_hf_config_file(const std::string& path, const engine_rule& engine) {
+  // A directory is a model's: its config.json (a path that is no directory, or cannot be looked at,
+  // is opened as given, and the open says what is wrong with it).
+  std::error_code ec;
+  std::string file = path;
+  if (std::filesystem::is_directory(path, ec)) file += path.empty() || path.back() != '/' ? "/config.json" : "config.json";
+  const read_result<std::string> text = read_text_file(file);
+  if (!text) return read_result<model_description>::fail(text.error);  // names the file already
+  read_result<model_description> d = read_hf_config(*text.value, engine);
+  if (!d) {
+    // "config.json: not JSON: ..." names the file by its kind; here it has its path.
+    constexpr std::string_view kind = "config.json: ";
+    if (d.error.compare(0, kind.size(), kind) == 0) d.error.erase(0, kind.size());
+    d.error = file + ": " + d.error;
+  }
+  return d;
 }
 
 }  // namespace pnmem::model_files

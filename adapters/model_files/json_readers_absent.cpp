@@ -23,4 +23,8 @@ read_result<model_description> read_hf_config(std::string_view, const engine_rul
   return read_result<model_description>::fail(std::string("config.json: ") + without_json);
 }
 
+read_result<model_description> read_hf_config_file(const std::string& path, const engine_rule&) {
+  return read_result<model_description>::fail(path + ": " + without_json);
+}
+
 }  // namespace pnmem::model_files

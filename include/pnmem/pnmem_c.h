@@ -452,8 +452,10 @@ static inline int pnmem_model_shape_init(pnmem_model_shape* shape) {
 
 /* Each fills model's cost fields (as pnmem_model_cost_from_json: struct_size and the request
  * fields are left) from layer groups, a Hugging Face config.json (`len` bytes; Python's json:
- * NaN and Infinity read), or a GGUF file's metadata (only the metadata is read), under `engine`'s
- * rule (NULL: the exact rule). 0 on success; -1 if a pointer is NULL, a struct is not valid, or
+ * NaN and Infinity read), the config.json at `path` (a file, or a model's directory holding one,
+ * as a downloaded snapshot does; the message then starts with the file read), or a GGUF file's
+ * metadata (only the metadata is read), under `engine`'s rule (NULL: the exact rule). 0 on
+ * success; -1 if a pointer is NULL, a struct is not valid, or
  * the input is refused: then err (when not NULL and err_len > 0) gets the message naming the key
  * or field, truncated to err_len - 1 bytes and NUL-terminated, and *model is not touched.
  * Locks nothing. */
@@ -461,6 +463,8 @@ PNMEM_C_API int pnmem_model_cost_from_shape(const pnmem_model_shape* shape, cons
                                             pnmem_model* model, char* err, size_t err_len);
 PNMEM_C_API int pnmem_model_cost_from_hf_config(const char* json, size_t len, const pnmem_engine_rule* engine,
                                                 pnmem_model* model, char* err, size_t err_len);
+PNMEM_C_API int pnmem_model_cost_from_hf_config_file(const char* path, const pnmem_engine_rule* engine,
+                                                     pnmem_model* model, char* err, size_t err_len);
 PNMEM_C_API int pnmem_model_cost_from_gguf_file(const char* path, const pnmem_engine_rule* engine,
                                                 pnmem_model* model, char* err, size_t err_len);
 /* The layer groups a config.json holds (what pnmem_model_cost_from_hf_config derives the costs from). */

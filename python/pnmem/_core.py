@@ -754,14 +754,17 @@ class Model:
 
     @classmethod
     def from_hf_config(cls, path: Any, engine: Any = None, **request: Any) -> "Model":
-        """The cost from a Hugging Face config.json (the file at `path`), under `engine`'s rule (None or
-        "exact": the model's own need; "vllm", "llama.cpp", an Engine or an EngineRule with that engine's
-        settings). Request fields as keywords. Error names the key the config got wrong."""
-        f = "pnmem_model_cost_from_hf_config"
-        data = _file_bytes(f, path)
+        """The cost from a Hugging Face config.json: the file at `path`, or the config.json in `path` when it
+        is a model's directory (a downloaded snapshot, as vLLM's model path is), under `engine`'s rule (None
+        or "exact": the model's own need; "vllm", "llama.cpp", an Engine or an EngineRule with that engine's
+        settings). Request fields as keywords. Error names the file read and the key the config got wrong."""
+        f = "pnmem_model_cost_from_hf_config_file"
+        if not isinstance(path, (str, os.PathLike)):
+            raise ArgumentTypeError(f"{f}: path must be a str or os.PathLike, not {type(path).__name__}", f)
+        encoded = os.fsencode(path)
         rule = _engine_rule(f, engine)._to_c(f)
-        return cls._from_c_reader(f, request, lambda c, err: _lib.pnmem_model_cost_from_hf_config(
-            data, len(data), ctypes.byref(rule), ctypes.byref(c), err, len(err)))
+        return cls._from_c_reader(f, request, lambda c, err: _lib.pnmem_model_cost_from_hf_config_file(
+            encoded, ctypes.byref(rule), ctypes.byref(c), err, len(err)))
 
     @classmethod
     def from_gguf(cls, path: Any, engine: Any = None, **request: Any) -> "Model":
@@ -849,16 +852,6 @@ def _text_bytes(function: str, name: str, text: Any) -> bytes:
     if isinstance(text, (bytes, bytearray)):
         return bytes(text)
     raise ArgumentTypeError(f"{function}: {name} must be str or bytes, not {type(text).__name__}", function)
-
-
-def _file_bytes(function: str, path: Any) -> bytes:
-    if not isinstance(path, (str, os.PathLike)):
-        raise ArgumentTypeError(f"{function}: path must be a str or os.PathLike, not {type(path).__name__}", function)
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(64 << 20)
-    except OSError as e:
-        raise Error(f"{function}: {os.fsdecode(path)}: {e.strerror or e}", function) from e
 
 
 def _model_c(function: str, model: Model) -> _ffi.pnmem_model:

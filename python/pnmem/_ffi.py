@@ -335,6 +335,8 @@ PROTOTYPES = {
                                             c_void_p, c_size_t]),
     "pnmem_model_cost_from_hf_config": (c_int, [c_char_p, c_size_t, POINTER(pnmem_engine_rule), POINTER(pnmem_model),
                                                 c_void_p, c_size_t]),
+    "pnmem_model_cost_from_hf_config_file": (c_int, [c_char_p, POINTER(pnmem_engine_rule), POINTER(pnmem_model),
+                                                     c_void_p, c_size_t]),
     "pnmem_model_cost_from_gguf_file": (c_int, [c_char_p, POINTER(pnmem_engine_rule), POINTER(pnmem_model), c_void_p,
                                                 c_size_t]),
     "pnmem_model_shape_from_hf_config": (c_int, [c_char_p, c_size_t, POINTER(pnmem_model_shape), c_void_p, c_size_t]),

@@ -505,6 +505,12 @@ static void bad_new_arguments(int running) {
     CHECK(pnmem_model_cost_from_hf_config("{\"x\": NaN}", 10, NULL, &m, err, sizeof err) == -1);
     CHECK(strstr(err, "num_hidden_layers: missing") != NULL);
     CHECK(memcmp(&m, &before, sizeof m) == 0);
+    CHECK(pnmem_model_cost_from_hf_config_file(NULL, NULL, &m, err, sizeof err) == -1);
+    CHECK(strcmp(err, "path is NULL") == 0);
+    CHECK(pnmem_model_cost_from_hf_config_file("/nonexistent/model", NULL, &m, err, sizeof err) == -1);
+    CHECK(strstr(err, "/nonexistent/model: No such file or directory") == err);
+    CHECK(pnmem_model_cost_from_hf_config_file("/", NULL, &m, err, sizeof err) == -1); /* a directory: its config.json */
+    CHECK(strstr(err, "/config.json: No such file or directory") == err);
     CHECK(pnmem_model_cost_from_gguf_file(NULL, NULL, &m, err, sizeof err) == -1);
     CHECK(strcmp(err, "path is NULL") == 0);
     CHECK(pnmem_model_cost_from_gguf_file("/nonexistent/model.gguf", NULL, &m, err, sizeof err) == -1);

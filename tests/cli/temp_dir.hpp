@@ -29,10 +29,14 @@ class temp_dir {
 
   // Writes `text` to NAME in the directory; its path.
   std::string write(const std::string& name, std::string_view text) const {
-    std::ofstream out(root_ / name, std::ios::binary);
+    write_file((root_ / name).string(), text);
+    return path(name);
+  }
+  // Writes `text` to the file at `path` (a subdirectory's, say), replacing what it held.
+  static void write_file(const std::string& path, std::string_view text) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << text;
     REQUIRE(out.good());
-    return path(name);
   }
   // The path NAME would have in the directory (the file need not exist).
   std::string path(const std::string& name) const { return (root_ / name).string(); }

@@ -565,6 +565,15 @@ TEST_CASE("pnmem model --from-hf-config: a Llama-3-8B config.json gives 131072 B
   CHECK(group.at("kv_heads") == 8);
   CHECK(group.at("key_dim") == 128);
   CHECK(d.at("engine").at("engine") == "exact");
+  // The model's directory (a downloaded snapshot) stands for its config.json.
+  const process_result from_dir = run({"model", "--from-hf-config", dir.path("")});
+  CHECK(from_dir.exit_code == 0);
+  CHECK(from_dir.out == r.out);
+  const std::string bare = dir.path("snapshot");
+  REQUIRE(std::filesystem::create_directory(bare));
+  const process_result none = run({"model", "--from-hf-config", bare});
+  CHECK(none.exit_code == 2);
+  CHECK(none.err == "pnmem: error: --from-hf-config: \"" + bare + "\": " + bare + "/config.json: No such file or directory\n");
 
   // Read back by admit: need = 131072 x n + the description's own activation table, interpolated.
   const std::string file = dir.write("llama.json", r.out);

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../cli/temp_dir.hpp"
 #include "engine_reference.hpp"
 #include "model_files_support.hpp"
 #include "pnmem/model_files/model_json.hpp"
@@ -507,6 +508,34 @@ TEST_CASE("names, head_dim null, num_key_value_heads absent") {
   CHECK(d.name == "meta-llama/Meta-Llama-3-8B");
   CHECK(d.shape->groups[0].key_dim == 64);   // 512 / 8
   CHECK(d.shape->groups[0].kv_heads == 8);   // = num_attention_heads
+}
+
+TEST_CASE("read_hf_config_file: a config.json, or a model's directory holding one (a downloaded snapshot)") {
+  const pnmem::test::temp_dir dir;
+  const std::string text = model_fixture("qwen3-next-80b-a3b-thinking.config.json");
+  const std::string file = dir.write("config.json", text);
+  engine_rule vllm;
+  vllm.engine = kv_engine::vllm;
+  const model_description want = read_ok(text, vllm);
+  for (const std::string& path : {file, dir.path(""), dir.path(".")}) {
+    CAPTURE(path);
+    const auto r = read_hf_config_file(path, vllm);
+    REQUIRE_MESSAGE(r.value.has_value(), r.error);
+    CHECK(r.value->cost == want.cost);
+    CHECK(r.value->cost.kv_block_tokens == 544);
+  }
+  // The errors start with the file read: the one named, or the directory's config.json.
+  const std::string bare = dir.path("model");
+  std::filesystem::create_directory(bare);
+  CHECK(read_hf_config_file(bare).error == bare + "/config.json: No such file or directory");
+  CHECK(read_hf_config_file(dir.path("nope.json")).error == dir.path("nope.json") + ": No such file or directory");
+  const std::string broken = dir.path("broken");
+  std::filesystem::create_directory(broken);
+  pnmem::test::temp_dir::write_file(broken + "/config.json", "{\"num_hidden_layers\": 2}");
+  CHECK(read_hf_config_file(broken).error == broken + "/config.json: hidden_size: missing");
+  pnmem::test::temp_dir::write_file(broken + "/config.json", "{");
+  const std::string not_json = read_hf_config_file(broken).error;
+  CHECK(not_json.rfind(broken + "/config.json: not JSON: ", 0) == 0);  // the path once, not "config.json: " again
 }
 
 TEST_CASE("bad configs: an error naming the key, never a value") {

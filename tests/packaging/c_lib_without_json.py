@@ -7,7 +7,7 @@ Configures the source tree with -Djson=disabled (the tool, tests and benchmarks 
 include directory first on the path whose nlohmann/json.hpp is an #error: a source that still included it
 would fail to compile, so the build proves that nothing in libpnmem_c or what it links needs nlohmann-json,
 wherever the system has it installed. Builds libpnmem_c alone, then a C program against it that checks:
-pnmem_model_cost_from_json and pnmem_model_cost_from_hf_config return -1 with a line that names the
+pnmem_model_cost_from_json and pnmem_model_cost_from_hf_config(_file) return -1 with a line that names the
 missing dependency and what reads a model instead; the GGUF reader is still there (a missing file is its
 own error); pnmem_admit answers as in any build. Exit 0 when all hold, 1 otherwise; 77 in a sanitized
 build (B_SANITIZE not "none"): a build option is checked once, by the unsanitized leg, not again per leg.
@@ -33,6 +33,9 @@ int main(void) {
   CHECK(pnmem_model_cost_from_hf_config("{}", 2, NULL, &m, err, sizeof err) == -1);
   printf("from_hf_config: %s\n", err);
   CHECK(strncmp(err, "config.json: this pnmem was built without nlohmann-json", 55) == 0);
+  CHECK(pnmem_model_cost_from_hf_config_file("/m/config.json", NULL, &m, err, sizeof err) == -1);
+  printf("from_hf_config_file: %s\n", err);
+  CHECK(strncmp(err, "/m/config.json: this pnmem was built without nlohmann-json", 58) == 0);
   CHECK(pnmem_model_cost_from_gguf_file("/nonexistent/model.gguf", NULL, &m, err, sizeof err) == -1);
   printf("from_gguf_file: %s\n", err);
   CHECK(strstr(err, "nlohmann") == NULL);  /* the GGUF reader is built: its own error */

@@ -3,6 +3,7 @@ ArgumentTypeError for what Python refuses before C), never a crash."""
 import dataclasses
 import os
 import re
+import shutil
 import threading
 
 import pnmem
@@ -289,6 +290,15 @@ def test_from_hf_config_prices_mla_as_one_latent_row():
     assert m.kv == pnmem.KvFormat.BF16 and m.normal_kv == pnmem.KvFormat.BF16
 
 
+def test_from_hf_config_reads_a_model_directory(tmp_path):
+    # vLLM's model path is a downloaded snapshot's directory: its config.json is the model's.
+    shutil.copy(fixture("qwen3-next-80b-a3b-thinking.config.json"), tmp_path / "config.json")
+    from_dir = pnmem.Model.from_hf_config(tmp_path, engine="vllm")
+    assert from_dir == pnmem.Model.from_hf_config(tmp_path / "config.json", engine="vllm")
+    assert from_dir.kv_block_tokens == 544 and from_dir.state_bytes_per_seq == 36 * 544 * 2048
+    assert pnmem.Model.from_hf_config(str(tmp_path) + "/") == pnmem.Model.from_hf_config(tmp_path)
+
+
 def test_from_hf_config_under_each_engine():
     path = fixture("qwen3-next-80b-a3b-thinking.config.json")
     exact = pnmem.Model.from_hf_config(path)
@@ -307,11 +317,16 @@ def test_from_hf_config_under_each_engine():
 def test_from_hf_config_errors_name_the_key(tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text('{"model_type": "brand_new", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256}')
-    with pytest.raises(pnmem.Error, match=r"pnmem_model_cost_from_hf_config: head_dim: missing") as e:
+    with pytest.raises(pnmem.Error, match=r"pnmem_model_cost_from_hf_config_file: .*config\.json: head_dim: missing") as e:
         pnmem.Model.from_hf_config(bad)
-    assert e.value.function == "pnmem_model_cost_from_hf_config"
+    assert e.value.function == "pnmem_model_cost_from_hf_config_file"
+    with pytest.raises(pnmem.Error, match=r"pnmem_model_cost_from_hf_config_file: .*config\.json: head_dim: missing"):
+        pnmem.Model.from_hf_config(tmp_path)  # the model's directory: its config.json
     with pytest.raises(pnmem.Error, match=r"nope\.json"):
         pnmem.Model.from_hf_config(tmp_path / "nope.json")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(pnmem.Error, match=r"empty/config\.json: No such file"):
+        pnmem.Model.from_hf_config(tmp_path / "empty")
     with pytest.raises(pnmem.ArgumentError, match="engine \"sglang\""):
         pnmem.Model.from_hf_config(fixture("llama-3-8b.config.json"), engine="sglang")
     with pytest.raises(pnmem.ArgumentTypeError):

@@ -42,10 +42,9 @@ std::string without_path(std::string why, const std::string& path) {
   return why;
 }
 
-mf::model_description read_hf_config_file(const char* flag, const std::string& path, const pnmem::engine_rule& engine) {
-  const mf::read_result<std::string> text = mf::read_text_file(path);
-  if (!text) throw usage_error(describe_bad_value(flag, path, without_path(text.error, path)));
-  mf::read_result<mf::model_description> d = mf::read_hf_config(*text.value, engine);
+// A config.json, or a model's directory holding one.
+mf::model_description read_hf_config_path(const char* flag, const std::string& path, const pnmem::engine_rule& engine) {
+  mf::read_result<mf::model_description> d = mf::read_hf_config_file(path, engine);
   if (!d) throw usage_error(describe_bad_value(flag, path, without_path(d.error, path)));
   if (d.value->source.empty()) d.value->source = "hf-config";
   return std::move(*d.value);
@@ -166,9 +165,9 @@ class model_command final : public subcommand {
 
 void model_command::add_options(CLI::App& app) {
   add_text_option(app, "--from-hf-config", hf_config_,
-                  "A Hugging Face config.json (what vLLM and SGLang load): layers, KV heads, head dim, sliding "
-                  "window, torch_dtype")
-      ->type_name("FILE");
+                  "A Hugging Face config.json (what vLLM and SGLang load), or a model's directory holding one: "
+                  "layers, KV heads, head dim, sliding window, torch_dtype")
+      ->type_name("FILE|DIR");
   add_text_option(app, "--from-gguf", gguf_,
                   "A GGUF file (what llama.cpp loads): its header and metadata only, never the tensors")
       ->type_name("FILE");
@@ -207,7 +206,7 @@ mf::model_description model_command::describe() const {
   const std::string engine_flag = engine_.given() ? "--engine" : "";
   mf::model_description d;
   if (hf_config_) {
-    d = model_.apply_overrides(read_hf_config_file("--from-hf-config", *hf_config_, engine));
+    d = model_.apply_overrides(read_hf_config_path("--from-hf-config", *hf_config_, engine));
   } else if (gguf_) {
     d = model_.apply_overrides(read_gguf_metadata("--from-gguf", *gguf_, engine));
   } else {

@@ -1,6 +1,6 @@
 // tools/pnmem/model_command.hpp - `pnmem model`: a model description, from the files engines have.
 //
-//   pnmem model (--from-hf-config FILE | --from-gguf FILE | --model FILE |
+//   pnmem model (--from-hf-config FILE|DIR | --from-gguf FILE | --model FILE |
 //                --layers L --kv-heads H --head-dim D [--kv-dtype FORMAT])
 //               [--kv-bytes-per-token B] [--state-bytes-per-seq B]
 //               [--activation-anchors T:B,... | --activation-coefficients F,P,Q]

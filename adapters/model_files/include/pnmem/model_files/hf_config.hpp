@@ -18,6 +18,7 @@
 //   num_key_value_heads: 6 does not divide num_attention_heads (32)
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "pnmem/model_files/model_description.hpp"
@@ -25,5 +26,11 @@
 namespace pnmem::model_files {
 
 read_result<model_description> read_hf_config(std::string_view json_text, const engine_rule& engine = exact_engine);
+
+// The config.json at `path`, or in `path` when it is a model's directory (a downloaded snapshot: what
+// transformers' AutoConfig.from_pretrained and vLLM read), priced as read_hf_config prices its text.
+// An error starts with the file it read: "<path>: No such file or directory", "<dir>/config.json:
+// num_hidden_layers: missing".
+read_result<model_description> read_hf_config_file(const std::string& path, const engine_rule& engine = exact_engine);
 
 }  // namespace pnmem::model_files
