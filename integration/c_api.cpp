@@ -291,6 +291,16 @@ std::optional<pnmem::model_files::model_description> taken(pnmem::model_files::r
   return std::move(r.value);
 }
 
+// cost_into's fill for a model file's reader: `read(rule)` under the caller's engine rule.
+template <class Read>
+auto read_under(const pnmem_engine_rule* engine, Read read) {
+  return [engine, read](std::string& why) -> std::optional<pnmem::model_files::model_description> {
+    const std::optional<pnmem::engine_rule> e = engine_of(engine, why);
+    if (!e) return std::nullopt;
+    return taken(read(*e), why);
+  };
+}
+
 }  // namespace
 
 extern "C" {
@@ -401,32 +411,23 @@ int pnmem_model_cost_from_json(const char* json, size_t len, pnmem_model* model,
 
 int pnmem_model_cost_from_hf_config(const char* json, size_t len, const pnmem_engine_rule* engine, pnmem_model* model,
                                     char* err, size_t err_len) {
-  return cost_into(__func__, {{json, "json"}}, model, err, err_len,
-                   [&](std::string& why) -> std::optional<pnmem::model_files::model_description> {
-                     const std::optional<pnmem::engine_rule> e = engine_of(engine, why);
-                     if (!e) return std::nullopt;
-                     return taken(pnmem::model_files::read_hf_config(std::string_view(json, len), *e), why);
-                   });
+  return cost_into(__func__, {{json, "json"}}, model, err, err_len, read_under(engine, [&](const pnmem::engine_rule& e) {
+                     return pnmem::model_files::read_hf_config(std::string_view(json, len), e);
+                   }));
 }
 
 int pnmem_model_cost_from_hf_config_file(const char* path, const pnmem_engine_rule* engine, pnmem_model* model,
                                          char* err, size_t err_len) {
-  return cost_into(__func__, {{path, "path"}}, model, err, err_len,
-                   [&](std::string& why) -> std::optional<pnmem::model_files::model_description> {
-                     const std::optional<pnmem::engine_rule> e = engine_of(engine, why);
-                     if (!e) return std::nullopt;
-                     return taken(pnmem::model_files::read_hf_config_file(path, *e), why);
-                   });
+  return cost_into(__func__, {{path, "path"}}, model, err, err_len, read_under(engine, [&](const pnmem::engine_rule& e) {
+                     return pnmem::model_files::read_hf_config_file(path, e);
+                   }));
 }
 
 int pnmem_model_cost_from_gguf_file(const char* path, const pnmem_engine_rule* engine, pnmem_model* model, char* err,
                                     size_t err_len) {
-  return cost_into(__func__, {{path, "path"}}, model, err, err_len,
-                   [&](std::string& why) -> std::optional<pnmem::model_files::model_description> {
-                     const std::optional<pnmem::engine_rule> e = engine_of(engine, why);
-                     if (!e) return std::nullopt;
-                     return taken(pnmem::model_files::read_gguf_file(path, *e), why);
-                   });
+  return cost_into(__func__, {{path, "path"}}, model, err, err_len, read_under(engine, [&](const pnmem::engine_rule& e) {
+                     return pnmem::model_files::read_gguf_file(path, e);
+                   }));
 }
 
 int pnmem_model_cost_from_shape(const pnmem_model_shape* shape, const pnmem_engine_rule* engine, pnmem_model* model,

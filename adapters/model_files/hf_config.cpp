@@ -1012,8 +1012,7 @@ read_result<model_description> read_hf_config_file(const std::string& path, cons
   // A directory is a model's: its config.json (a path that is no directory, or cannot be looked at,
   // is opened as given, and the open says what is wrong with it).
   std::error_code ec;
-  std::string file = path;
-  if (std::filesystem::is_directory(path, ec)) file += path.empty() || path.back() != '/' ? "/config.json" : "config.json";
+  const std::string file = std::filesystem::is_directory(path, ec) ? (std::filesystem::path(path) / "config.json").string() : path;
   const read_result<std::string> text = read_text_file(file);
   if (!text) return read_result<model_description>::fail(text.error);  // names the file already
   read_result<model_description> d = read_hf_config(*text.value, engine);

@@ -758,24 +758,22 @@ class Model:
         is a model's directory (a downloaded snapshot, as vLLM's model path is), under `engine`'s rule (None
         or "exact": the model's own need; "vllm", "llama.cpp", an Engine or an EngineRule with that engine's
         settings). Request fields as keywords. Error names the file read and the key the config got wrong."""
-        f = "pnmem_model_cost_from_hf_config_file"
-        if not isinstance(path, (str, os.PathLike)):
-            raise ArgumentTypeError(f"{f}: path must be a str or os.PathLike, not {type(path).__name__}", f)
-        encoded = os.fsencode(path)
-        rule = _engine_rule(f, engine)._to_c(f)
-        return cls._from_c_reader(f, request, lambda c, err: _lib.pnmem_model_cost_from_hf_config_file(
-            encoded, ctypes.byref(rule), ctypes.byref(c), err, len(err)))
+        return cls._from_c_file("pnmem_model_cost_from_hf_config_file", path, engine, request)
 
     @classmethod
     def from_gguf(cls, path: Any, engine: Any = None, **request: Any) -> "Model":
         """The cost from a GGUF file's metadata (never its tensors), under `engine`'s rule (as from_hf_config)."""
-        f = "pnmem_model_cost_from_gguf_file"
+        return cls._from_c_file("pnmem_model_cost_from_gguf_file", path, engine, request)
+
+    @classmethod
+    def _from_c_file(cls, f: str, path: Any, engine: Any, request: dict[str, Any]) -> "Model":
+        """A C reader `f` of the model file at `path` (f(path, rule, model, err, err_len)), under `engine`'s rule."""
         if not isinstance(path, (str, os.PathLike)):
             raise ArgumentTypeError(f"{f}: path must be a str or os.PathLike, not {type(path).__name__}", f)
         encoded = os.fsencode(path)
         rule = _engine_rule(f, engine)._to_c(f)
-        return cls._from_c_reader(f, request, lambda c, err: _lib.pnmem_model_cost_from_gguf_file(
-            encoded, ctypes.byref(rule), ctypes.byref(c), err, len(err)))
+        read = getattr(_lib, f)
+        return cls._from_c_reader(f, request, lambda c, err: read(encoded, ctypes.byref(rule), ctypes.byref(c), err, len(err)))
 
     @property
     def kv_bytes_per_token(self) -> int:
