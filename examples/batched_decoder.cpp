@@ -377,7 +377,7 @@ int main(int argc, char** argv) {
       //    The cache is allocated now: rung 4a is asked again (the gate may have held the
       //    request while the level moved); admitted compact, it stays compact, so it never
       //    takes more than admission priced.
-      kv_cache kv{pool, model.cost, kv_format_now(m.kv == model.cost.compact_kv)};
+      kv_cache kv{pool, model.cost, kv_format_now(pnmem::request_kv_format(m) == model.cost.compact_kv)};
       bool bounded = false;
       {
         kv_cache act{pool};

@@ -638,6 +638,8 @@ int64_t pnmem_retry_after_ms(const pnmem_admit_answer* a, const char** basis) {
   });
 }
 
+int64_t pnmem_retry_after_seconds(int64_t after_ms) { return pnmem::retry_after_seconds(after_ms); }
+
 int pnmem_model_load_init_sized(pnmem_model_load* load, size_t struct_size) {
   return init_versioned(__func__, load, struct_size, pnmem::c_abi::model_load_size_v1, pnmem::c_abi::default_model_load);
 }
@@ -910,7 +912,7 @@ int pnmem_plan_eviction(const pnmem_model* model, const int* slot_tokens, int n_
     pnmem::eviction_admission a;
     a.considered = true;
     a.evict_bytes = bytes_to_free;
-    a.plan = pnmem::plan_eviction(m->cost, m->kv, slot_tokens, n_slots, bytes_to_free, limits_from_c(limits),
+    a.plan = pnmem::plan_eviction(m->cost, pnmem::request_kv_format(*m), slot_tokens, n_slots, bytes_to_free, limits_from_c(limits),
                                   each.data());
     put_slots(slot_tokens, n_slots, each, per_slot);
     *out = eviction_to_c(a);

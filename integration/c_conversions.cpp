@@ -393,10 +393,18 @@ void cost_to_c(const model_cost& m, pnmem_model& out) noexcept {
 // --- Versioned structs -------------------------------------------------------------
 
 pnmem_model default_model() noexcept {
-  const model_desc d{};  // the C++ defaults: Q4, host path, no window, tightest die, 1 slot, the seed's model
+  const model_desc d{};  // the C++ defaults: the model's own KV format, host path, no window, tightest die,
+                         // 1 slot, the seed's model
   pnmem_model out{};
   out.struct_size = static_cast<std::uint32_t>(sizeof(pnmem_model));
-  out.kv = to_c(d.kv);
+  if (d.kv) {
+    out.kv = to_c(*d.kv);
+  } else {
+    // PNMEM_KV_UNSET: the model's normal_kv (see unset_model for why the bytes are copied).
+    const int unset = kv_unset_raw;
+    static_assert(sizeof out.kv == sizeof unset);
+    std::memcpy(&out.kv, &unset, sizeof unset);
+  }
   out.gpu_resident = d.gpu_resident ? 1 : 0;
   out.max_window = d.max_window;
   out.die = d.die;
@@ -568,8 +576,9 @@ std::optional<model_desc> model_from_c(const pnmem_model& in, std::string& why) 
           "the engine): fill it with pnmem_model_cost_from_json, _from_hf_config or _from_shape, or set the "
           "cost fields and normal_kv, or start from pnmem_model_init_reference (the seed's model) or "
           "pnmem_model_init_preallocated";
-  } else if (!kv) why = not_a_format("kv", c.kv);
-  else if (!normal) why = not_a_format("normal_kv", c.normal_kv);
+  } else if (!kv && raw_int(c.kv) != kv_unset_raw) {
+    why = not_a_format("kv", c.kv) + " or PNMEM_KV_UNSET (the model's normal_kv)";
+  } else if (!normal) why = not_a_format("normal_kv", c.normal_kv);
   else if (!compact) why = not_a_format("compact_kv", c.compact_kv);
   else if (c.die < no_die || c.die >= max_dies) {
     why = "model->die is " + std::to_string(c.die) + ": outside [-1, " + std::to_string(PNMEM_MAX_DIES) + ")";
@@ -612,7 +621,7 @@ std::optional<model_desc> model_from_c(const pnmem_model& in, std::string& why) 
   }
   if (!why.empty()) return std::nullopt;
 
-  m.kv = *kv;
+  m.kv = kv;  // unset: the model's normal_kv
   m.gpu_resident = c.gpu_resident != 0;
   m.max_window = c.max_window;
   m.die = c.die;

@@ -50,28 +50,50 @@ int reference_fit(int n_max, kv_format kv, std::uint64_t limit) {
 std::uint64_t cost(int n, kv_format kv = kv_format::q4) { return host_cost_bytes(n, kv); }
 }  // namespace
 
+TEST_CASE("a request that names no KV format is priced in the model's own (its normal_kv), one that names one in that") {
+  const mem_state box = with_budget(8 * GiB);
+  // The seed's model keeps fp32 KV: 1000 tokens x 40960 B, plus its activation peak at 1000 tokens (between
+  // the 0 and 1024 anchors, 256 MiB + 1000 x 128 MiB / 1024).
+  constexpr std::uint64_t seed_fp32_1000 = 1000ull * 40960 + 256 * MiB + 1000ull * 128 * MiB / 1024;
+  CHECK(admit_request({.n_prompt = 1000}, box).need_bytes == seed_fp32_1000);
+  CHECK(admit_request({.n_prompt = 1000, .kv = kv_format::fp32}, box).need_bytes == seed_fp32_1000);
+  CHECK(admit_request({.n_prompt = 1000, .kv = kv_format::q4}, box).need_bytes ==
+        1000ull * 5898 + 256 * MiB + 1000ull * 128 * MiB / 1024);
+  // A bf16 model (Llama-3-8B's KV: 32 layers x 8 KV heads x 128 dims, K and V, 2 bytes each), no activation:
+  // its requests are bf16 unless they say otherwise, never the seed's Q4.
+  model_cost llama;
+  llama.full_kv_bytes_per_token[static_cast<std::size_t>(kv_format::bf16)] = 131072;
+  llama.full_kv_bytes_per_token[static_cast<std::size_t>(kv_format::q4_0)] = 36864;
+  llama.normal_kv = kv_format::bf16;
+  llama.compact_kv = kv_format::q4_0;
+  CHECK(request_kv_format(std::nullopt, llama) == kv_format::bf16);
+  CHECK(request_kv_format(kv_format::q4_0, llama) == kv_format::q4_0);
+  CHECK(admit_request(llama, {.n_prompt = 8192}, box).need_bytes == 8192ull * 131072);
+  CHECK(admit_request(llama, {.n_prompt = 8192, .kv = kv_format::q4_0}, box).need_bytes == 8192ull * 36864);
+}
+
 TEST_CASE("1. the PSI-full stall guard comes first") {
   const mem_state stalled = host_state(64 * GiB, 60 * GiB, 0.0, 15.0);
   for (bool gpu : {false, true}) {
     CAPTURE(gpu);
-    CHECK_RESULT(admit_request({.n_prompt = 10, .gpu_resident = gpu}, stalled), verdict::reject, 0,
+    CHECK_RESULT(admit_request({.n_prompt = 10, .kv = kv_format::q4, .gpu_resident = gpu}, stalled), verdict::reject, 0,
                  admit_reason::psi_stall, no_die, 0, 0);
     // A named die did not decide it: the whole box did.
-    CHECK_RESULT(admit_request({.n_prompt = 10, .gpu_resident = gpu, .die = 0}, add_die(stalled, 1, 16 * GiB)),
+    CHECK_RESULT(admit_request({.n_prompt = 10, .kv = kv_format::q4, .gpu_resident = gpu, .die = 0}, add_die(stalled, 1, 16 * GiB)),
                  verdict::reject, 0, admit_reason::psi_stall, no_die, 0, 0);
   }
   // Just below the threshold the stall guard lets it through (the blip is TIGHT, not a reject).
-  CHECK(admit_request({.n_prompt = 10, .gpu_resident = true}, host_state(64 * GiB, 60 * GiB, 0.0, 14.99)).verdict ==
+  CHECK(admit_request({.n_prompt = 10, .kv = kv_format::q4, .gpu_resident = true}, host_state(64 * GiB, 60 * GiB, 0.0, 14.99)).verdict ==
         verdict::admit);
-  CHECK(admit_request({.n_prompt = 10}, host_state(64 * GiB, 60 * GiB, 0.0, 14.99)).verdict == verdict::admit);
+  CHECK(admit_request({.n_prompt = 10, .kv = kv_format::q4}, host_state(64 * GiB, 60 * GiB, 0.0, 14.99)).verdict == verdict::admit);
   // Before the reserve check too: a stalled box inside its reserve says psi_stall.
-  CHECK_RESULT(admit_request({.n_prompt = 10}, host_state(total, 0, 0.0, 30.0)), verdict::reject, 0,
+  CHECK_RESULT(admit_request({.n_prompt = 10, .kv = kv_format::q4}, host_state(total, 0, 0.0, 30.0)), verdict::reject, 0,
                admit_reason::psi_stall, no_die, 0, 0);
-  CHECK_RESULT(admit_request({.n_prompt = 10, .gpu_resident = true}, host_state(total, 0, 0.0, 30.0)),
+  CHECK_RESULT(admit_request({.n_prompt = 10, .kv = kv_format::q4, .gpu_resident = true}, host_state(total, 0, 0.0, 30.0)),
                verdict::reject, 0, admit_reason::psi_stall, no_die, 0, 0);
   policy p;
   p.psi_full_reject_bp = 500;
-  CHECK(admit_request({.n_prompt = 10, .gpu_resident = true}, host_state(64 * GiB, 60 * GiB, 0.0, 5.0), p).reason ==
+  CHECK(admit_request({.n_prompt = 10, .kv = kv_format::q4, .gpu_resident = true}, host_state(64 * GiB, 60 * GiB, 0.0, 5.0), p).reason ==
         admit_reason::psi_stall);
 }
 
@@ -114,17 +136,17 @@ TEST_CASE("2. GPU-resident fast path: host cost 0, reserve line, window cap") {
 
 TEST_CASE("3. host path: admit when the whole prompt fits") {
   const std::uint64_t need = host_cost_bytes(1000, kv_format::q4);
-  CHECK_RESULT(admit_request({.n_prompt = 1000}, with_budget(need)), verdict::admit, 1000, admit_reason::fits, no_die,
+  CHECK_RESULT(admit_request({.n_prompt = 1000, .kv = kv_format::q4}, with_budget(need)), verdict::admit, 1000, admit_reason::fits, no_die,
                need, need);
   // One byte short: a cap, to the largest window that fits.
-  CHECK_RESULT(admit_request({.n_prompt = 1000}, with_budget(need - 1)), verdict::cap, 999, admit_reason::host_budget,
+  CHECK_RESULT(admit_request({.n_prompt = 1000, .kv = kv_format::q4}, with_budget(need - 1)), verdict::cap, 999, admit_reason::host_budget,
                no_die, need, need - 1);
   // The same boundary on a die that binds: its index is named on the cap, never on the admit.
   const mem_state roomy_host = with_budget(8 * GiB);
-  CHECK_RESULT(admit_request({.n_prompt = 1000, .die = 1}, add_die(add_die(roomy_host, 1, 16 * GiB), need, 16 * GiB)),
+  CHECK_RESULT(admit_request({.n_prompt = 1000, .kv = kv_format::q4, .die = 1}, add_die(add_die(roomy_host, 1, 16 * GiB), need, 16 * GiB)),
                verdict::admit, 1000, admit_reason::fits, no_die, need, need);
   CHECK_RESULT(
-      admit_request({.n_prompt = 1000, .die = 1}, add_die(add_die(roomy_host, 1, 16 * GiB), need - 1, 16 * GiB)),
+      admit_request({.n_prompt = 1000, .kv = kv_format::q4, .die = 1}, add_die(add_die(roomy_host, 1, 16 * GiB), need - 1, 16 * GiB)),
       verdict::cap, 999, admit_reason::die_vram, 1, need, need - 1);
 }
 
@@ -167,20 +189,20 @@ TEST_CASE("3. host path: the seed's mini, 8 GiB, fp32 KV on the CPU path") {
 
 TEST_CASE("3. host path: reserve, nothing fits, zero-length prompts") {
   // Inside the reserve: need is the cost of what was asked (the window, if smaller), limit the avail.
-  CHECK_RESULT(admit_request({.n_prompt = 1}, host_state(total, reserve)), verdict::reject, 0,
+  CHECK_RESULT(admit_request({.n_prompt = 1, .kv = kv_format::q4}, host_state(total, reserve)), verdict::reject, 0,
                admit_reason::host_reserve, no_die, cost(1), reserve);
   CHECK_RESULT(admit_request({.n_prompt = 20000, .kv = kv_format::fp32, .die = 0, .max_window = 1000},
                              add_die(host_state(total, reserve - 5), 1, 16 * GiB)),
                verdict::reject, 0, admit_reason::host_reserve, no_die, cost(1000, kv_format::fp32), reserve - 5);
   // Fixed buffers alone (peak(0) = 256 MiB) do not fit: reject, not a cap to 0.
   CHECK(cost(0) == 256 * MiB);
-  CHECK_RESULT(admit_request({.n_prompt = 1000}, with_budget(256 * MiB - 1)), verdict::reject, 0,
+  CHECK_RESULT(admit_request({.n_prompt = 1000, .kv = kv_format::q4}, with_budget(256 * MiB - 1)), verdict::reject, 0,
                admit_reason::host_budget, no_die, cost(1000), 256 * MiB - 1);
   // Exactly the fixed buffers: a 0-token prefix fits, which is still a reject.
-  CHECK_RESULT(admit_request({.n_prompt = 1000}, with_budget(256 * MiB)), verdict::reject, 0,
+  CHECK_RESULT(admit_request({.n_prompt = 1000, .kv = kv_format::q4}, with_budget(256 * MiB)), verdict::reject, 0,
                admit_reason::host_budget, no_die, cost(1000), 256 * MiB);
   // An empty prompt that fits is admitted.
-  CHECK_RESULT(admit_request({.n_prompt = 0}, with_budget(256 * MiB)), verdict::admit, 0, admit_reason::fits, no_die,
+  CHECK_RESULT(admit_request({.n_prompt = 0, .kv = kv_format::q4}, with_budget(256 * MiB)), verdict::admit, 0, admit_reason::fits, no_die,
                256 * MiB, 256 * MiB);
 }
 
@@ -229,49 +251,49 @@ TEST_CASE("3. host path: the die's free VRAM bounds it too, and is named when it
   const std::uint64_t need = host_cost_bytes(2000, kv_format::q4);
   SUBCASE("die smaller than the host budget binds") {
     const mem_state s = add_die(add_die(with_budget(8 * GiB), 8 * GiB, 16 * GiB), need - 1, 16 * GiB);
-    CHECK_RESULT(admit_request({.n_prompt = 2000, .die = 1}, s), verdict::cap, 1999, admit_reason::die_vram, 1, need,
+    CHECK_RESULT(admit_request({.n_prompt = 2000, .kv = kv_format::q4, .die = 1}, s), verdict::cap, 1999, admit_reason::die_vram, 1, need,
                  need - 1);
   }
   SUBCASE("host smaller than the die binds") {
     const mem_state s = add_die(with_budget(need - 1), 8 * GiB, 16 * GiB);
-    CHECK_RESULT(admit_request({.n_prompt = 2000, .die = 0}, s), verdict::cap, 1999, admit_reason::host_budget, no_die,
+    CHECK_RESULT(admit_request({.n_prompt = 2000, .kv = kv_format::q4, .die = 0}, s), verdict::cap, 1999, admit_reason::host_budget, no_die,
                  need, need - 1);
   }
   SUBCASE("equal budgets: the host is named (the die binds only when strictly smaller)") {
     const mem_state s = add_die(with_budget(need - 1), need - 1, 16 * GiB);
-    CHECK_RESULT(admit_request({.n_prompt = 2000, .die = 0}, s), verdict::cap, 1999, admit_reason::host_budget, no_die,
+    CHECK_RESULT(admit_request({.n_prompt = 2000, .kv = kv_format::q4, .die = 0}, s), verdict::cap, 1999, admit_reason::host_budget, no_die,
                  need, need - 1);
   }
   SUBCASE("a die too small for anything rejects with its index") {
     const mem_state s = add_die(with_budget(8 * GiB), 1 * MiB, 16 * GiB);
-    CHECK_RESULT(admit_request({.n_prompt = 2000, .die = 0}, s), verdict::reject, 0, admit_reason::die_vram, 0, need,
+    CHECK_RESULT(admit_request({.n_prompt = 2000, .kv = kv_format::q4, .die = 0}, s), verdict::reject, 0, admit_reason::die_vram, 0, need,
                  1 * MiB);
   }
   SUBCASE("a die with budget 0 is not measured and does not bound") {
     const mem_state s = add_die(with_budget(8 * GiB), 0, 0);
-    CHECK_RESULT(admit_request({.n_prompt = 2000, .die = 0}, s), verdict::admit, 2000, admit_reason::fits, no_die, need,
+    CHECK_RESULT(admit_request({.n_prompt = 2000, .kv = kv_format::q4, .die = 0}, s), verdict::admit, 2000, admit_reason::fits, no_die, need,
                  8 * GiB);
   }
   SUBCASE("no die named: only the host bounds") {
     const mem_state s = add_die(with_budget(8 * GiB), 1, 16 * GiB);
-    CHECK_RESULT(admit_request({.n_prompt = 2000}, s), verdict::admit, 2000, admit_reason::fits, no_die, need, 8 * GiB);
+    CHECK_RESULT(admit_request({.n_prompt = 2000, .kv = kv_format::q4}, s), verdict::admit, 2000, admit_reason::fits, no_die, need, 8 * GiB);
   }
 }
 
 TEST_CASE("3. host path: the window applies before the memory check") {
   SUBCASE("window fits: CAP for the window") {
-    const admit_result r = admit_request({.n_prompt = 20000, .max_window = 1000}, with_budget(8 * GiB));
+    const admit_result r = admit_request({.n_prompt = 20000, .kv = kv_format::q4, .max_window = 1000}, with_budget(8 * GiB));
     CHECK_RESULT(r, verdict::cap, 1000, admit_reason::window, no_die, cost(1000), 8 * GiB);
     // Exactly at the window's cost, and with a die named that has room: still the window, no die.
-    CHECK_RESULT(admit_request({.n_prompt = 20000, .die = 0, .max_window = 1000},
+    CHECK_RESULT(admit_request({.n_prompt = 20000, .kv = kv_format::q4, .die = 0, .max_window = 1000},
                                add_die(with_budget(8 * GiB), cost(1000), 16 * GiB)),
                  verdict::cap, 1000, admit_reason::window, no_die, cost(1000), cost(1000));
   }
   SUBCASE("window does not fit either: CAP below the window, memory named") {
     const std::uint64_t budget = cost(500);
-    const admit_result r = admit_request({.n_prompt = 20000, .max_window = 1000}, with_budget(budget));
+    const admit_result r = admit_request({.n_prompt = 20000, .kv = kv_format::q4, .max_window = 1000}, with_budget(budget));
     CHECK_RESULT(r, verdict::cap, 500, admit_reason::host_budget, no_die, cost(1000), budget);
-    CHECK_RESULT(admit_request({.n_prompt = 20000, .die = 0, .max_window = 1000},
+    CHECK_RESULT(admit_request({.n_prompt = 20000, .kv = kv_format::q4, .die = 0, .max_window = 1000},
                                add_die(with_budget(8 * GiB), budget, 16 * GiB)),
                  verdict::cap, 500, admit_reason::die_vram, 0, cost(1000), budget);
   }
@@ -279,14 +301,14 @@ TEST_CASE("3. host path: the window applies before the memory check") {
 
 TEST_CASE("bad requests are named, not guessed") {
   const mem_state s = add_die(host_state(total, 4 * GiB), 8 * GiB, 16 * GiB);
-  CHECK_RESULT(admit_request({.n_prompt = -1}, s), verdict::reject, 0, admit_reason::bad_request, no_die, 0, 0);
-  CHECK_RESULT(admit_request({.n_prompt = -1, .gpu_resident = true}, s), verdict::reject, 0, admit_reason::bad_request,
+  CHECK_RESULT(admit_request({.n_prompt = -1, .kv = kv_format::q4}, s), verdict::reject, 0, admit_reason::bad_request, no_die, 0, 0);
+  CHECK_RESULT(admit_request({.n_prompt = -1, .kv = kv_format::q4, .gpu_resident = true}, s), verdict::reject, 0, admit_reason::bad_request,
                no_die, 0, 0);
   // The die asked for is named, so the caller sees which one was wrong.
-  CHECK_RESULT(admit_request({.n_prompt = 10, .die = 1}, s), verdict::reject, 0, admit_reason::bad_request, 1, 0, 0);
-  CHECK_RESULT(admit_request({.n_prompt = 10, .die = -7}, s), verdict::reject, 0, admit_reason::bad_request, -7, 0, 0);
+  CHECK_RESULT(admit_request({.n_prompt = 10, .kv = kv_format::q4, .die = 1}, s), verdict::reject, 0, admit_reason::bad_request, 1, 0, 0);
+  CHECK_RESULT(admit_request({.n_prompt = 10, .kv = kv_format::q4, .die = -7}, s), verdict::reject, 0, admit_reason::bad_request, -7, 0, 0);
   // Bad input is bad before any pressure is looked at.
-  CHECK(admit_request({.n_prompt = -1}, host_state(total, 0, 0.0, 50.0)).reason == admit_reason::bad_request);
+  CHECK(admit_request({.n_prompt = -1, .kv = kv_format::q4}, host_state(total, 0, 0.0, 50.0)).reason == admit_reason::bad_request);
 }
 
 TEST_CASE("a host that was not sampled does not reject (fail open)") {
@@ -294,10 +316,10 @@ TEST_CASE("a host that was not sampled does not reject (fail open)") {
   // No host bound at all: the limit is "everything".
   CHECK_RESULT(admit_request({.n_prompt = 4096, .kv = kv_format::fp32}, unknown), verdict::admit, 4096,
                admit_reason::fits, no_die, cost(4096, kv_format::fp32), u64_max);
-  CHECK_RESULT(admit_request({.n_prompt = 4096, .gpu_resident = true}, unknown), verdict::admit, 4096,
+  CHECK_RESULT(admit_request({.n_prompt = 4096, .kv = kv_format::q4, .gpu_resident = true}, unknown), verdict::admit, 4096,
                admit_reason::fits, no_die, 0, 0);
   // ...but a named die still bounds it.
-  CHECK_RESULT(admit_request({.n_prompt = 4096, .die = 0}, add_die(unknown, 1 * MiB, 16 * GiB)), verdict::reject, 0,
+  CHECK_RESULT(admit_request({.n_prompt = 4096, .kv = kv_format::q4, .die = 0}, add_die(unknown, 1 * MiB, 16 * GiB)), verdict::reject, 0,
                admit_reason::die_vram, 0, cost(4096), 1 * MiB);
 }
 
@@ -462,13 +484,13 @@ TEST_CASE("names of verdicts and reasons") {
 TEST_CASE("the stall guard rejects a stall that held over the window, never one interval's blip") {
   mem_state s = host_state(64 * GiB, 60 * GiB);
   s.host_psi_full_rate = 100.0;  // one interval fully stalled: not a reason to refuse work
-  CHECK(admit_request({.n_prompt = 10, .gpu_resident = true}, s).verdict == verdict::admit);
-  CHECK(admit_request({.n_prompt = 10}, s).verdict == verdict::admit);
+  CHECK(admit_request({.n_prompt = 10, .kv = kv_format::q4, .gpu_resident = true}, s).verdict == verdict::admit);
+  CHECK(admit_request({.n_prompt = 10, .kv = kv_format::q4}, s).verdict == verdict::admit);
   s.host_psi_full_sustained = 15.0;  // held at 15 % over the window, before avg10 catches up
-  CHECK(admit_request({.n_prompt = 10, .gpu_resident = true}, s).reason == admit_reason::psi_stall);
-  CHECK(admit_request({.n_prompt = 10}, s).reason == admit_reason::psi_stall);
+  CHECK(admit_request({.n_prompt = 10, .kv = kv_format::q4, .gpu_resident = true}, s).reason == admit_reason::psi_stall);
+  CHECK(admit_request({.n_prompt = 10, .kv = kv_format::q4}, s).reason == admit_reason::psi_stall);
   s.host_psi_full_sustained = 14.99;
-  CHECK(admit_request({.n_prompt = 10, .gpu_resident = true}, s).verdict == verdict::admit);
+  CHECK(admit_request({.n_prompt = 10, .kv = kv_format::q4, .gpu_resident = true}, s).verdict == verdict::admit);
 }
 
 TEST_CASE("the segment solve finds the same largest window as a plain binary search") {
@@ -690,7 +712,7 @@ TEST_CASE("a prompt past the configured window is capped `window`; within it but
   const mem_state roomy = host_state(64 * GiB, 60 * GiB);
   for (const bool gpu : {true, false}) {
     CAPTURE(gpu);
-    request_spec rq{.n_prompt = 12000, .gpu_resident = gpu, .max_window = 16384, .prefill_window = 8192};
+    request_spec rq{.n_prompt = 12000, .kv = kv_format::q4, .gpu_resident = gpu, .max_window = 16384, .prefill_window = 8192};
     admit_result r = admit_request(rq, roomy);
     CHECK(r.verdict == verdict::cap);
     CHECK(r.reason == admit_reason::prefill_window);
@@ -708,12 +730,12 @@ TEST_CASE("a prompt past the configured window is capped `window`; within it but
     CHECK(r.reason == admit_reason::window);
     CHECK(r.fit_tokens == 16384);
 
-    rq = {.n_prompt = 12000, .gpu_resident = gpu, .max_window = 0, .prefill_window = 8192};  // no configured window
+    rq = {.n_prompt = 12000, .kv = kv_format::q4, .gpu_resident = gpu, .max_window = 0, .prefill_window = 8192};  // no configured window
     r = admit_request(rq, roomy);
     CHECK(r.reason == admit_reason::prefill_window);
     CHECK(r.fit_tokens == 8192);
 
-    rq = {.n_prompt = 8192, .gpu_resident = gpu, .max_window = 16384, .prefill_window = 8192};  // exactly the clamp
+    rq = {.n_prompt = 8192, .kv = kv_format::q4, .gpu_resident = gpu, .max_window = 16384, .prefill_window = 8192};  // exactly the clamp
     CHECK(admit_request(rq, roomy).verdict == verdict::admit);
   }
   // Memory still binds inside the clamped window: a host path that cannot hold it is capped by memory.
@@ -731,7 +753,7 @@ TEST_CASE("in a 1 GiB container admission keeps a 256 MiB reserve, as the level 
   const std::uint64_t r = host_reserve_bytes(s);
   REQUIRE(r == 256 * MiB);
   // GPU-resident: outside the reserve, admitted (the seed's 1 GiB minimum rejected it as host_reserve).
-  CHECK(admit_request({.n_prompt = 100, .gpu_resident = true}, s).verdict == verdict::admit);
+  CHECK(admit_request({.n_prompt = 100, .kv = kv_format::q4, .gpu_resident = true}, s).verdict == verdict::admit);
   // Host path: the budget is avail - the container's reserve.
   const admit_result h = admit_request({.n_prompt = 100, .kv = kv_format::q4}, s);
   CHECK(h.verdict == verdict::admit);
@@ -749,7 +771,7 @@ TEST_CASE("in a 1 GiB container admission keeps a 256 MiB reserve, as the level 
   // At the reserve: every check says host_reserve, as the level says CRITICAL.
   const mem_state at = container_state(64 * GiB, 1 * GiB, r);
   CHECK(derive_level(at) == mem_level::critical);
-  CHECK(admit_request({.n_prompt = 1, .gpu_resident = true}, at).reason == admit_reason::host_reserve);
+  CHECK(admit_request({.n_prompt = 1, .kv = kv_format::q4, .gpu_resident = true}, at).reason == admit_reason::host_reserve);
   CHECK(admit_host_bytes(1, at).reason == admit_reason::host_reserve);
   CHECK(admit_load_spike(at).reason == admit_reason::host_reserve);
   // One byte above it: the level is TIGHT and admission has one byte of budget.

@@ -68,9 +68,9 @@ static_assert(admit_request({.n_prompt = 8192, .kv = kv_format::fp32}, make(8_Gi
 // that names the budget that bound it, and the die only when the die did. A 100-token Q4
 // prompt needs its KV plus the peak interpolated between the 0 and 1024 anchors.
 constexpr std::uint64_t need_100 = 100 * 5898 + 256_MiB + 100 * 128_MiB / 1024;
-static_assert(admit_request({.n_prompt = 100}, make(8_GiB, 1288490188 + 256_MiB)) ==
+static_assert(admit_request({.n_prompt = 100, .kv = kv_format::q4}, make(8_GiB, 1288490188 + 256_MiB)) ==
               admit_result{verdict::reject, 0, admit_reason::host_budget, no_die, need_100, 256_MiB});
-static_assert(admit_request({.n_prompt = 100, .die = 1},
+static_assert(admit_request({.n_prompt = 100, .kv = kv_format::q4, .die = 1},
                             with_die(with_die(make(64_GiB, 60_GiB), 8_GiB, 16_GiB), 256_MiB, 16_GiB)) ==
               admit_result{verdict::reject, 0, admit_reason::die_vram, 1, need_100, 256_MiB});
 // The CAP solve at a compile-time boundary: cost(1024) in Q4 is 1024 * 5898 + 384 MiB.

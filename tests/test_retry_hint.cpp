@@ -249,7 +249,7 @@ TEST_CASE("retry_after on the fake clock: the hint shrinks as the memory comes b
   h.total_bytes = 16 * GiB;
   const model_desc m{};  // the seed's model
   const int tokens = 12'000;
-  const std::uint64_t need = host_cost_bytes(m.cost, tokens, m.kv);
+  const std::uint64_t need = host_cost_bytes(m.cost, tokens, request_kv_format(m));
   const std::uint64_t reserve = box_reserve_bytes(16 * GiB, opts.policy);
   REQUIRE(need > 1 * GiB);
   // The ramp: avail falls 50 MiB per 100 ms for 2 s, to well under need + reserve.

@@ -278,7 +278,7 @@ int run_workload(const workload_options& o) {
           continue;
         }
         const int tokens = a.answer.fit_tokens;
-        serve(tokens, r.decode, m.kv, [&] {
+        serve(tokens, r.decode, pnmem::request_kv_format(m), [&] {
           a.held.settle();
           watcher.poll_now();  // a fresh sample: the ledger forgets the promise, others see the memory
         });

@@ -37,6 +37,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 
@@ -110,7 +111,9 @@ struct admit_result {
 // What the engine asks about one request.
 struct request_spec {
   int n_prompt = 0;                // prompt tokens
-  kv_format kv = kv_format::q4;    // KV cache format of the model's state
+  // The format the request's KV cache is in; unset (the default): the model's own, model_cost::normal_kv
+  // (request_kv_format). Every binding defaults so (C: PNMEM_KV_UNSET, Python: None, the tool: no --kv).
+  std::optional<kv_format> kv{};
   bool gpu_resident = false;       // model and KV live on the die(s)
   int die = no_die;                // die whose free VRAM also bounds the host path; no_die = none
   int max_window = 0;              // context window limit; <= 0 = none
@@ -122,6 +125,12 @@ struct request_spec {
   // the model's kv_bytes_per_encoder_item on the host path, whatever the prompt's length. Negative: bad_request.
   int encoder_items = 0;
 };
+
+// The format a request's KV is priced in: the one asked for, else the model's own (its normal format:
+// a bf16 model's KV is bf16 unless the engine says it keeps it otherwise).
+constexpr kv_format request_kv_format(const std::optional<kv_format>& asked, const model_cost& m) noexcept {
+  return asked ? *asked : m.normal_kv;
+}
 
 namespace detail {
 
@@ -596,10 +605,11 @@ struct prompt_bound {
   // 3. Host path. The budget is the smaller of host bytes above the reserve and the
   //    die's free VRAM; whichever is smaller is what binds, and is named. The encoder items' KV does
   //    not depend on the prompt's length: it comes off the budget the tokens are solved in.
-  const std::uint64_t items = encoder_kv_bytes(m, rq.kv, static_cast<std::uint64_t>(rq.encoder_items));
+  const kv_format kv = request_kv_format(rq.kv, m);
+  const std::uint64_t items = encoder_kv_bytes(m, kv, static_cast<std::uint64_t>(rq.encoder_items));
   if (detail::inside_host_reserve(s, reserve)) {
     return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die,
-                       sat_add(host_cost_bytes(m, n, rq.kv), items), s.host_avail_bytes);
+                       sat_add(host_cost_bytes(m, n, kv), items), s.host_avail_bytes);
   }
   std::uint64_t limit = detail::host_known(s) ? s.host_avail_bytes - reserve : detail::u64_max;
   admit_reason binding = admit_reason::host_budget;
@@ -613,7 +623,7 @@ struct prompt_bound {
     }
   }
 
-  const std::uint64_t need = sat_add(host_cost_bytes(m, n, rq.kv), items);
+  const std::uint64_t need = sat_add(host_cost_bytes(m, n, kv), items);
   if (need <= limit) {
     return windowed ? make_result(verdict::cap, n, window_reason, no_die, need, limit)
                     : make_result(verdict::admit, n, admit_reason::fits, no_die, need, limit);
@@ -621,7 +631,7 @@ struct prompt_bound {
   if (sat_add(host_cost_at_zero(m), items) > limit) {
     return make_result(verdict::reject, 0, binding, binding_die, need, limit);
   }
-  const int lo = largest_fitting_prompt(m, n, rq.kv, limit - items);
+  const int lo = largest_fitting_prompt(m, n, kv, limit - items);
   if (lo == 0) return make_result(verdict::reject, 0, binding, binding_die, need, limit);
   return make_result(verdict::cap, lo, binding, binding_die, need, limit);
 }

@@ -270,7 +270,8 @@ typedef enum pnmem_kv_format {
   PNMEM_KV_Q4_0 = 6
 } pnmem_kv_format;
 #define PNMEM_KV_FORMATS 7
-/* A model's normal_kv as pnmem_model_init leaves it: the cost was never set (see pnmem_model). */
+/* A format not given. pnmem_model_init leaves a model's kv so (its requests are priced in the model's
+ * own format, normal_kv) and its normal_kv so (the cost was never set: see pnmem_model). */
 #define PNMEM_KV_UNSET ((pnmem_kv_format)-1)
 #define PNMEM_MAX_ACTIVATION_ANCHORS 8
 #define PNMEM_MAX_KV_WINDOWS 4
@@ -315,8 +316,9 @@ typedef struct pnmem_kv_window {
 typedef struct pnmem_model {
   uint32_t struct_size; /* sizeof(pnmem_model) as the caller compiled it: pnmem_model_init sets it */
 
-  /* The request (defaults: Q4, not GPU-resident, no window, die -1, 1 slot). */
-  pnmem_kv_format kv; /* the format of this model's KV cache (fixed at its allocation) */
+  /* The request (defaults: the model's own KV format, not GPU-resident, no window, die -1, 1 slot). */
+  pnmem_kv_format kv; /* the format of this model's KV cache (fixed at its allocation); PNMEM_KV_UNSET
+                       * (the default): normal_kv, the model's own format (a bf16 model is priced in bf16) */
   int gpu_resident;   /* weights and KV on the die(s): the host pays nothing per token */
   int max_window;     /* configured context window; <= 0 = none */
   int die;            /* the die bounding the host path; -1 = the tightest measured die */
@@ -519,7 +521,7 @@ PNMEM_C_API int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_
 PNMEM_C_API int pnmem_explain(const pnmem_admit_answer* a, char* buf, size_t len);
 
 /* When asking again may get more: a suggested wait, in milliseconds, for an answer that was denied
- * or capped for memory, e.g. for an HTTP 503's Retry-After (seconds: (ms + 999) / 1000). Derived
+ * or capped for memory, e.g. for an HTTP 503's Retry-After (seconds: pnmem_retry_after_seconds). Derived
  * from what pnmem sees now (include/pnmem/retry_hint.hpp):
  *   psi_stall       the time the full stall's avg10 and the policy's window need to fall below the
  *                   reject line if no new stall comes ("psi_decay");
@@ -538,6 +540,9 @@ PNMEM_C_API int pnmem_explain(const pnmem_admit_answer* a, char* buf, size_t len
  * Locks the ledger's mutex for a host_budget or host_reserve answer (to read the reservations'
  * expiries); otherwise nothing. */
 PNMEM_C_API int64_t pnmem_retry_after_ms(const pnmem_admit_answer* a, const char** basis);
+/* A hint in milliseconds as an HTTP Retry-After's whole seconds: rounded up (500 -> 1, 1000 -> 1,
+ * 1001 -> 2), so any wait is at least 1 s; 0 and negative values are 0. Locks nothing. */
+PNMEM_C_API int64_t pnmem_retry_after_seconds(int64_t after_ms);
 
 /* --- Model loads: before weights go onto a die, before an upload starts ----------------
  *

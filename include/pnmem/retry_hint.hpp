@@ -89,6 +89,14 @@ struct retry_hint {
   friend constexpr bool operator!=(const retry_hint& a, const retry_hint& b) noexcept { return !(a == b); }
 };
 
+// A hint as an HTTP Retry-After header's whole seconds: rounded up, so a wait of any length is at least
+// 1 s (0 would make a client retry a pressured box at once); 0 ms (no wait helps) is 0, a negative value
+// 0. The C ABI (pnmem_retry_after_seconds) and Python (RetryHint.seconds) round with this.
+constexpr std::int64_t retry_after_seconds(std::int64_t after_ms) noexcept {
+  return after_ms <= 0 ? 0 : after_ms / 1000 + (after_ms % 1000 != 0 ? 1 : 0);
+}
+constexpr std::int64_t retry_after_seconds(const retry_hint& h) noexcept { return retry_after_seconds(h.after_ms); }
+
 // What the hint needs besides the snapshot and the policy (engine/retry_after.hpp fills it in).
 struct retry_outlook {
   std::int64_t now_ns = 0;                // the snapshot's clock now (steady, as mem_state's times)

@@ -566,28 +566,46 @@ def _cost_from_c(m: _ffi.pnmem_model) -> dict[str, Any]:
                 activation_per_token_sq_bytes=m.activation_per_token_sq_bytes)
 
 
+def _request_from_c(m: _ffi.pnmem_model) -> dict[str, Any]:
+    """The request fields of a C model: kv None where C has PNMEM_KV_UNSET (the model's own format)."""
+    return dict(kv=None if m.kv == _KV_UNSET else KvFormat(m.kv), gpu_resident=bool(m.gpu_resident),
+                max_window=m.max_window, die=m.die, max_slots=m.max_slots)
+
+
 def _unset(name: str) -> Any:
-    value: object = _cost_from_c(_UNSET)[name]  # immutable (ints, enums, tuples): shared by every Model
+    """A Model field's default: pnmem_model_init's (the C library's, so one set of defaults serves C and
+    Python): its request fields, and its cost, which it leaves unset."""
+    value: object = {**_cost_from_c(_UNSET), **_request_from_c(_UNSET)}[name]  # immutable: shared by every Model
     return field(default_factory=lambda: value)
+
+
+def _c_engine_rule() -> _ffi.pnmem_engine_rule:
+    e = _ffi.pnmem_engine_rule()
+    if _lib.pnmem_engine_rule_init_sized(ctypes.byref(e), ctypes.sizeof(e)) != 0:
+        raise Error("pnmem_engine_rule_init_sized: refused this package's struct (a libpnmem_c of another "
+                    "version?)", "pnmem_engine_rule_init_sized")
+    return e
+
+
+_RULE = _c_engine_rule()  # pnmem_engine_rule_init's defaults: EngineRule's, so C and Python share them
 
 
 @dataclass(frozen=True)
 class EngineRule:
     """pnmem_engine_rule: what the serving engine keeps of a model's windowed layers and recurrent
-    state (the C header and model_shape.hpp explain each rule). The defaults are each engine's own."""
-    engine: Engine = Engine.EXACT
-    block_tokens: int = 16          # vllm: --block-size
-    max_batched_tokens: int = 8192  # vllm: --max-num-batched-tokens
-    ubatch_tokens: int = 512        # llama.cpp: -ub
-    seqs: int = 1                   # llama.cpp: sequences sharing one unified cache
-    state_copies: int = 1           # vllm: recurrent states per layer and sequence (2 with prefix caching)
-    ssm_state_fp32: bool = False    # vllm: --mamba-ssm-cache-dtype float32
+    state (the C header and model_shape.hpp explain each rule). The defaults are each engine's own, as
+    pnmem_engine_rule_init gives them (16, 8192, 512, 1, 1, off)."""
+    engine: Engine = Engine(_RULE.engine)
+    block_tokens: int = _RULE.block_tokens              # vllm: --block-size
+    max_batched_tokens: int = _RULE.max_batched_tokens  # vllm: --max-num-batched-tokens
+    ubatch_tokens: int = _RULE.ubatch_tokens            # llama.cpp: -ub
+    seqs: int = _RULE.seqs                              # llama.cpp: sequences sharing one unified cache
+    state_copies: int = _RULE.state_copies              # vllm: recurrent states per layer and sequence (2 with prefix caching)
+    ssm_state_fp32: bool = bool(_RULE.ssm_state_fp32)   # vllm: --mamba-ssm-cache-dtype float32
 
     def _to_c(self, function: str) -> _ffi.pnmem_engine_rule:
         f = function
-        e = _ffi.pnmem_engine_rule()
-        if _lib.pnmem_engine_rule_init_sized(ctypes.byref(e), ctypes.sizeof(e)) != 0:
-            raise Error(f"{f}: pnmem_engine_rule_init_sized refused this package's struct", f)
+        e = _c_engine_rule()
         e.engine = _enum(f, "engine.engine", self.engine, Engine)
         for name in ("block_tokens", "max_batched_tokens", "ubatch_tokens", "seqs", "state_copies"):
             setattr(e, name, _int(f, f"engine.{name}", getattr(self, name), 0, 2 ** 32 - 1))
@@ -646,11 +664,11 @@ class Model:
     windows: ((window, bytes per token per KvFormat), ...) for the layers that keep at most `window`
     tokens (sliding, chunked), windows increasing; kv_block_tokens: KV is charged in whole blocks of
     this many tokens (0: per token); kv_bytes_per_encoder_item: cross-attention KV per image."""
-    kv: KvFormat = KvFormat.Q4
-    gpu_resident: bool = False
-    max_window: int = 0
-    die: int = -1
-    max_slots: int = 1
+    kv: Optional[KvFormat] = _unset("kv")  # None: the model's own format (normal_kv), as in C and the tool
+    gpu_resident: bool = _unset("gpu_resident")
+    max_window: int = _unset("max_window")
+    die: int = _unset("die")
+    max_slots: int = _unset("max_slots")
     full_kv_bytes_per_token: tuple[int, ...] = _unset("full_kv_bytes_per_token")
     windows: tuple[tuple[int, tuple[int, ...]], ...] = _unset("windows")
     kv_block_tokens: int = _unset("kv_block_tokens")
@@ -776,9 +794,19 @@ class Model:
         return cls._from_c_reader(f, request, lambda c, err: read(encoded, ctypes.byref(rule), ctypes.byref(c), err, len(err)))
 
     @property
+    def request_kv(self) -> KvFormat:
+        """The format requests on this model are priced in: kv when given, else the model's own (normal_kv)."""
+        if self.kv is not None:
+            return self.kv
+        if self.normal_kv is None:
+            raise ArgumentError("Model.request_kv: the model's cost was never set (Model() has none), so it has no "
+                                "format of its own: give kv, or a cost (Model.from_hf_config, ...)", "Model.request_kv")
+        return self.normal_kv
+
+    @property
     def kv_bytes_per_token(self) -> int:
         """Bytes one token adds in the request's format while shorter than every window."""
-        i = int(self.kv)
+        i = int(self.request_kv)
         return self.full_kv_bytes_per_token[i] + sum(w[1][i] for w in self.windows)
 
     def _to_c(self, function: str, cost_unset_ok: bool = False) -> _ffi.pnmem_model:
@@ -789,7 +817,7 @@ class Model:
                                 "Model.preallocated() (KV allocated at load), Model.reference() (the seed's model), "
                                 "or give the cost fields with normal_kv", f)
         m = _c_model("pnmem_model_init_sized")
-        m.kv = _enum(f, "model.kv", self.kv, KvFormat)
+        m.kv = _KV_UNSET if self.kv is None else _enum(f, "model.kv", self.kv, KvFormat)
         if not isinstance(self.gpu_resident, (bool, int)):
             raise ArgumentTypeError(f"{f}: model.gpu_resident must be a bool", f)
         m.gpu_resident = 1 if self.gpu_resident else 0
@@ -929,8 +957,9 @@ class RetryHint:
 
     @property
     def seconds(self) -> int:
-        """after_ms rounded up to whole seconds: an HTTP Retry-After header's value."""
-        return (self.after_ms + 999) // 1000
+        """after_ms rounded up to whole seconds, as pnmem_retry_after_seconds rounds: an HTTP Retry-After
+        header's value (a 500 ms hint is 1 s, never 0)."""
+        return int(_lib.pnmem_retry_after_seconds(max(-(2 ** 63), min(int(self.after_ms), 2 ** 63 - 1))))
 
 
 def retry_after(answer: Answer) -> RetryHint:
@@ -1648,6 +1677,11 @@ class Eviction:
     slots: tuple[SlotEviction, ...]
 
 
+_EVICTION_DEFAULTS = _lib.pnmem_eviction_limits_default()  # C's floors: 36 tokens and 10 % (eviction_budget.hpp)
+_MIN_KEEP_TOKENS: int = _EVICTION_DEFAULTS.min_keep_tokens
+_MIN_KEEP_PERMILLE: int = _EVICTION_DEFAULTS.min_keep_permille
+
+
 def _eviction_args(f: str, running_tokens: Any, min_keep_tokens: Any,
                    min_keep_permille: Any) -> tuple[list[int], _ffi.pnmem_eviction_limits, Any, Any]:
     try:
@@ -1670,8 +1704,8 @@ def _eviction(e: _ffi.pnmem_eviction, each: Any, n: int) -> Eviction:
 
 
 def plan_eviction(running_tokens: Any, bytes_to_free: int, model: Model, *,
-                  min_keep_tokens: int = 36, min_keep_permille: int = 100) -> Eviction:
-    """pnmem_plan_eviction: which running slots (the tokens each holds, in model.kv) give how much for
+                  min_keep_tokens: int = _MIN_KEEP_TOKENS, min_keep_permille: int = _MIN_KEEP_PERMILLE) -> Eviction:
+    """pnmem_plan_eviction: which running slots (the tokens each holds, in model.request_kv) give how much for
     bytes_to_free: every slot longer than one length cut to it, none below min_keep_tokens and
     min_keep_permille / 1000 of its tokens. enough says whether they give it all."""
     f = "pnmem_plan_eviction"
@@ -1687,7 +1721,8 @@ def plan_eviction(running_tokens: Any, bytes_to_free: int, model: Model, *,
 
 
 def admit_after_eviction(n_tokens: int, running_tokens: Any, model: Model, encoder_items: int = 0,
-                         *, min_keep_tokens: int = 36, min_keep_permille: int = 100) -> tuple[Answer, Eviction]:
+                         *, min_keep_tokens: int = _MIN_KEEP_TOKENS,
+                         min_keep_permille: int = _MIN_KEEP_PERMILLE) -> tuple[Answer, Eviction]:
     """pnmem_admit_after_eviction: pnmem.admit's answer for the request, and (at TIGHT and worse, for a
     host-path request host memory refuses or caps) whether evicting from the running slots admits it
     in full: returns (Answer, Eviction)."""

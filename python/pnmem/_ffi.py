@@ -353,6 +353,7 @@ PROTOTYPES = {
     "pnmem_reserve_bytes": (c_int, [c_uint64, c_int64, POINTER(pnmem_admit_answer), POINTER(c_uint64)]),
     "pnmem_check_bytes": (c_int, [c_uint64, c_int, POINTER(pnmem_admit_answer)]),
     "pnmem_retry_after_ms": (c_int64, [POINTER(pnmem_admit_answer), POINTER(c_char_p)]),
+    "pnmem_retry_after_seconds": (c_int64, [c_int64]),
     "pnmem_reservation_settle": (None, [c_uint64]),
     "pnmem_reservation_cancel": (None, [c_uint64]),
     "pnmem_pending_bytes": (c_uint64, []),

@@ -243,6 +243,10 @@ static void bad_new_arguments(int running) {
   CHECK(pnmem_check_bytes(1, INT_MIN, NULL) == -1);
   CHECK(pnmem_metrics_text(NULL, 1, PNMEM_METRICS_BOX) == -1);
   CHECK(pnmem_retry_after_ms(NULL, NULL) == -1);
+  /* Any whole-seconds value is answered: no pointer, nothing to refuse; never negative. */
+  CHECK(pnmem_retry_after_seconds(INT64_MIN) == 0);
+  CHECK(pnmem_retry_after_seconds(-1) == 0);
+  CHECK(pnmem_retry_after_seconds(INT64_MAX) == INT64_MAX / 1000 + 1);
   CHECK(pnmem_metrics_text(NULL, 0, ~0u) == -1);
   CHECK(memcmp(&m, &garbage, sizeof m) == 0);
   CHECK(pnmem_watcher_options_init(NULL) == -1);
@@ -386,8 +390,11 @@ static void bad_new_arguments(int running) {
   m = valid_model();
   m.kv = (pnmem_kv_format)PNMEM_KV_FORMATS;
   refused(&m, "model->kv is 7: not a pnmem_kv_format");
-  m.kv = (pnmem_kv_format)-1;
-  refused(&m, "model->kv is -1");
+  m.kv = (pnmem_kv_format)-2;
+  refused(&m, "model->kv is -2");
+  m.kv = PNMEM_KV_UNSET; /* the model's own format (normal_kv): valid */
+  a = pattern;
+  CHECK(pnmem_admit(&m, 1, &a) == 0);
   m = valid_model();
   m.normal_kv = (pnmem_kv_format)INT_MAX;
   refused(&m, "model->normal_kv");

@@ -335,7 +335,7 @@ int main(void) {
   memset(&d, 0x5A, sizeof d);
   CHECK(pnmem_model_init_reference(&d) == 0);
   CHECK(d.struct_size == sizeof(pnmem_model));
-  CHECK(d.kv == PNMEM_KV_Q4 && d.gpu_resident == 0 && d.max_window == 0 && d.die == -1 && d.max_slots == 1);
+  CHECK(d.kv == PNMEM_KV_UNSET && d.gpu_resident == 0 && d.max_window == 0 && d.die == -1 && d.max_slots == 1);
   CHECK(d.full_kv_bytes_per_token[PNMEM_KV_Q4] == 5898);
   CHECK(d.full_kv_bytes_per_token[PNMEM_KV_FP32] == 40960);
   CHECK(d.full_kv_bytes_per_token[PNMEM_KV_F16] == 20480);
@@ -355,7 +355,7 @@ int main(void) {
     pnmem_model u;
     memset(&u, 0x5A, sizeof u);
     CHECK(pnmem_model_init(&u) == 0);
-    CHECK(u.struct_size == sizeof u && u.kv == PNMEM_KV_Q4 && u.die == -1 && u.max_slots == 1);
+    CHECK(u.struct_size == sizeof u && u.kv == PNMEM_KV_UNSET && u.die == -1 && u.max_slots == 1);
     CHECK(u.normal_kv == PNMEM_KV_UNSET);
     CHECK(u.full_kv_bytes_per_token[PNMEM_KV_Q4] == 0 && u.n_anchors == 0 && u.activation_fixed_bytes == 0);
     pnmem_admit_answer ua;
@@ -382,6 +382,18 @@ int main(void) {
     u.normal_kv = PNMEM_KV_Q4;
     CHECK(pnmem_admit(&u, 1500, &ua) == 0);
     CHECK(ua.need_bytes == 4096ULL * 1500); /* priced with its own cost, nothing of the seed's */
+    /* kv left at PNMEM_KV_UNSET: the model's own format. A bf16 model's request is priced in bf16, not in
+     * another format's bytes (Q4 was pnmem_model_init's default before 0.3: a bf16 KV priced 3.5x low). */
+    CHECK(pnmem_model_init(&u) == 0);
+    u.full_kv_bytes_per_token[PNMEM_KV_Q4] = 37552;
+    u.full_kv_bytes_per_token[PNMEM_KV_BF16] = 131072;
+    u.normal_kv = PNMEM_KV_BF16;
+    CHECK(u.kv == PNMEM_KV_UNSET);
+    CHECK(pnmem_admit(&u, 1500, &ua) == 0);
+    CHECK(ua.need_bytes == 131072ULL * 1500);
+    u.kv = PNMEM_KV_Q4; /* told: that format */
+    CHECK(pnmem_admit(&u, 1500, &ua) == 0);
+    CHECK(ua.need_bytes == 37552ULL * 1500);
   }
 
   /* pnmem_watcher_options_init: the C++ watcher's defaults. */

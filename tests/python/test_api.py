@@ -114,11 +114,24 @@ def test_explain_bad_arguments():
 
 def test_model_defaults_are_the_seeds():
     m = pnmem.Model.reference()
-    assert m.kv == pnmem.KvFormat.Q4 and m.die == -1 and m.max_slots == 1 and not m.gpu_resident
+    assert m.kv is None and m.die == -1 and m.max_slots == 1 and not m.gpu_resident
+    assert m.request_kv == pnmem.KvFormat.FP32  # no kv given: the model's own format
     assert m.full_kv_bytes_per_token[pnmem.KvFormat.FP32] == 40960
     assert m.full_kv_bytes_per_token[pnmem.KvFormat.Q4] == 5898
     assert m.normal_kv == pnmem.KvFormat.FP32 and m.compact_kv == pnmem.KvFormat.Q4
     assert len(m.anchors) == 6 and m.anchors[0] == (0, 256 << 20)
+
+
+def test_a_real_models_kv_is_priced_in_its_own_format():
+    # Llama-3-8B's config.json: bf16, 32 layers x 8 KV heads x 128 dims, K and V: 131072 B a token. With no
+    # kv given, Model, C and the tool price it in bf16 (Q4, Python's old default, was 3.5x too low).
+    m = pnmem.Model.from_hf_config(os.path.join(FIXTURES, "llama-3-8b.config.json"))
+    assert m.kv is None and m.normal_kv == pnmem.KvFormat.BF16 and m.request_kv == pnmem.KvFormat.BF16
+    assert m.kv_bytes_per_token == 131072
+    told = pnmem.Model.from_hf_config(os.path.join(FIXTURES, "llama-3-8b.config.json"), kv=pnmem.KvFormat.Q4_0)
+    assert told.request_kv == pnmem.KvFormat.Q4_0 and told.kv_bytes_per_token == 36864  # 65536 values x 18 B / 32
+    with pytest.raises(pnmem.ArgumentError, match="never set"):
+        pnmem.Model().request_kv
 
 
 def test_model_from_json():

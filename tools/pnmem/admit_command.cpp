@@ -52,9 +52,8 @@ void admit_command::add_options(CLI::App& app) {
   host_.add_to(app, /*required=*/true, /*with_psi=*/true);
   app.add_option("--prompt", prompt_, "Prompt tokens, at least 0")->type_name("N")->required();
   add_text_option(app, "--kv", kv_,
-                  "KV cache format of the request: q4, fp32 (or f32), f16, bf16, fp8, q8_0 or q4_0 (default " +
-                      std::string(pnmem::to_string(pnmem::request_spec{}.kv)) +
-                      "; with any model flag, the model's normal format: fp32 for the seed's)")
+                  "KV cache format of the request: q4, fp32 (or f32), f16, bf16, fp8, q8_0 or q4_0 (default the "
+                  "model's own format: fp32 for the seed's)")
       ->type_name("FORMAT");
   app.add_flag("--gpu-resident", gpu_resident_, "Model and KV live on the die(s): the host pays no per-token cost");
   add_text_option(app, "--die", die_,
@@ -87,7 +86,7 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   pnmem::request_spec rq;
   rq.n_prompt = parse_int_arg("--prompt", prompt_, 0);
   const std::optional<pnmem::model_files::model_description> model = model_.resolve();
-  rq.kv = request_kv_format("--kv", kv_, model, pnmem::request_spec{}.kv);
+  rq.kv = request_kv_arg("--kv", kv_);
   rq.gpu_resident = gpu_resident_;
   if (die_) {
     put_dies(state, {parse_die_spec("--die", *die_)});
@@ -100,6 +99,7 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
 
   const pnmem::mem_level level = pnmem::derive_level(state, p);
   const pnmem::model_cost& cost = model ? model->cost : pnmem::seed_model_cost;
+  const pnmem::kv_format kv = pnmem::request_kv_format(rq.kv, cost);
   const std::vector<int> running =
       running_tokens_ ? parse_running_tokens("--running-tokens", *running_tokens_) : std::vector<int>{};
   if (running_tokens_ && !model) {
@@ -112,7 +112,7 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   const pnmem::eviction_limits limits{};
   std::vector<pnmem::keep_budget_answer> each(running.size());
   const pnmem::eviction_admission ea =
-      pnmem::admit_after_eviction(cost, rq, state, p, kv_evict, rq.kv, running.data(), static_cast<int>(running.size()),
+      pnmem::admit_after_eviction(cost, rq, state, p, kv_evict, kv, running.data(), static_cast<int>(running.size()),
                                   limits, each.data());
   const pnmem::admit_result& r = ea.decision;
 
@@ -122,14 +122,14 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   j["fit_tokens"] = r.fit_tokens;
   j["level"] = std::string(pnmem::to_string(level));
   j["prompt_tokens"] = rq.n_prompt;
-  j["kv"] = std::string(pnmem::to_string(rq.kv));
+  j["kv"] = std::string(pnmem::to_string(kv));
   j["gpu_resident"] = rq.gpu_resident;
   j["max_window"] = rq.max_window;
   if (prefill_window_) j["prefill_window"] = rq.prefill_window;
   if (encoder_items_) j["encoder_items"] = rq.encoder_items;
   j["host_reserve_bytes"] = pnmem::host_reserve_bytes(state, p);
   // Only when a model was given: the seed's answers stay as they were, to the byte.
-  if (model) j["model"] = model_brief_json(*model, rq.kv);
+  if (model) j["model"] = model_brief_json(*model, kv);
   if (running_tokens_) {
     nlohmann::ordered_json e = {{"enabled", kv_evict}, {"considered", ea.considered}, {"after_eviction", ea.after_eviction},
                                 {"evict_bytes", ea.evict_bytes}};
@@ -150,7 +150,7 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   if (rq.encoder_items > 0) t << ", " << rq.encoder_items << " encoder items";
   t << '\n';
   t << "level: " << pnmem::to_string(level) << '\n';
-  if (model) t << model_brief_text(*model, rq.kv) << '\n';
+  if (model) t << model_brief_text(*model, kv) << '\n';
   if (running_tokens_) {
     if (!kv_evict) {
       t << "eviction: off at " << pnmem::to_string(level) << " (rung 4b engages at tight)\n";
@@ -158,7 +158,7 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
       t << "eviction: not considered (" << (r.verdict == pnmem::verdict::admit ? "admitted as it is" : "host memory does not bind")
         << ")\n";
     } else {
-      print_eviction_rule(t, cost, rq.kv, limits);
+      print_eviction_rule(t, cost, kv, limits);
       if (ea.after_eviction) {
         t << "  admit after evicting " << pnmem::format_bytes(ea.evict_bytes) << " from " << ea.plan.slots_cut << " slot"
           << (ea.plan.slots_cut == 1 ? "" : "s") << " (each cut to " << ea.plan.cut_to << " tokens or its floor): all "

@@ -301,11 +301,9 @@ mf::model_description model_options::apply_overrides(mf::model_description d) co
   return d;
 }
 
-pnmem::kv_format request_kv_format(const char* flag, const std::optional<std::string>& kv_text,
-                                   const std::optional<mf::model_description>& model, pnmem::kv_format seed_default) {
+std::optional<pnmem::kv_format> request_kv_arg(const char* flag, const std::optional<std::string>& kv_text) {
   if (kv_text) return parse_kv_arg(flag, *kv_text);
-  if (model) return model->cost.normal_kv;
-  return seed_default;
+  return std::nullopt;
 }
 
 mf::model_description read_model_file(const char* flag, const std::string& path) {

@@ -83,11 +83,9 @@ class model_options {
 // The seed's model as a description (source "seed", with its shape).
 pnmem::model_files::model_description seed_description();
 
-// The KV format a request uses: `kv_text` (the command's --kv) when given; else, with a model given,
-// its normal format; else `seed_default` (what the command answered before models existed).
-pnmem::kv_format request_kv_format(const char* flag, const std::optional<std::string>& kv_text,
-                                   const std::optional<pnmem::model_files::model_description>& model,
-                                   pnmem::kv_format seed_default);
+// The KV format a request asks for: `kv_text` (the command's --kv) when given, else none, and the
+// library prices it in the model's own format (pnmem::request_kv_format), as every binding does.
+std::optional<pnmem::kv_format> request_kv_arg(const char* flag, const std::optional<std::string>& kv_text);
 
 // The pnmem model description in file `path`, or a usage_error `<flag>: "<path>": <reason>` (the file
 // cannot be read, is not JSON, or is not a valid description: the reader's message names the key).

@@ -18,8 +18,9 @@
 // window says `window`; a cap to rung 3's clamp, of a prompt within the configured window,
 // says `prefill_window` (the prompt tokens admitted now; it fits whole once the box recovers).
 //
-//   pnmem::model_desc m{.kv = pnmem::kv_format::q4, .gpu_resident = true, .max_window = 16384,
+//   pnmem::model_desc m{.gpu_resident = true, .max_window = 16384,
 //                       .cost = my_model_cost};   // cost_model.hpp; default: the seed's model
+//   (its KV is priced in the model's own format, my_model_cost.normal_kv, unless .kv names another)
 //   auto a = pnmem::admit(watcher, m, n_prompt_tokens, {.policy = policy, .log = log_line});
 //   if (a.status == pnmem::admit_status::denied) scheduler.notify_pressure(a.level);
 #pragma once
@@ -27,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -43,13 +45,18 @@ namespace pnmem {
 
 // What the engine knows about the model a request runs on.
 struct model_desc {
-  kv_format kv = kv_format::q4;  // the format of the model's KV cache (fixed at its allocation)
+  // The format of the model's KV cache (fixed at its allocation); unset (the default): the model's own,
+  // cost.normal_kv (request_kv_format below), as in C (PNMEM_KV_UNSET), Python (None) and the tool.
+  std::optional<kv_format> kv{};
   bool gpu_resident = false;     // weights and KV on the die(s)
   int max_window = 0;            // configured context window; <= 0 = none
   int die = no_die;              // the die that bounds the host path; no_die = the tightest measured die
   int max_slots = 1;             // configured decode slots (for the ladder plan)
   model_cost cost = seed_model_cost;  // what a token costs the host (cost_model.hpp); default: the seed's model
 };
+
+// The format a model_desc's requests are priced in: its kv when set, else its cost's normal format.
+constexpr kv_format request_kv_format(const model_desc& m) noexcept { return request_kv_format(m.kv, m.cost); }
 
 enum class admit_status : std::uint8_t { admitted, capped, denied, fail_open };
 
@@ -172,8 +179,9 @@ constexpr std::uint64_t ladder_log_key(mem_level level, int configured, int clam
   const mem_level level = s.level;
   const int die = m.die != no_die ? m.die : tightest_die(s);
 
+  const kv_format kv = request_kv_format(m);
   const ladder_plan plan = ladder_plan_for(level, ladder_config{m.max_slots, m.max_window > 0 ? m.max_window : 0,
-                                                                m.kv == m.cost.compact_kv},
+                                                                kv == m.cost.compact_kv},
                                            o.policy);
   // A configured window of 0 (none) is never clamped by rung 3: the plan keeps 0.
   const bool clamped = plan.prefill_window > 0 && plan.prefill_window < m.max_window;
@@ -190,7 +198,7 @@ constexpr std::uint64_t ladder_log_key(mem_level level, int configured, int clam
   // configured window `window` (admission.hpp).
   // Every member, in order (no designated initializers: this header is C++17 too).
   const request_spec rq{/*n_prompt=*/n_tokens,
-                        /*kv=*/m.kv,
+                        /*kv=*/kv,
                         /*gpu_resident=*/m.gpu_resident,
                         /*die=*/die,
                         /*max_window=*/m.max_window,

@@ -45,7 +45,7 @@ admit_eviction_answer admit_after_eviction(const Watcher& w, const model_desc& m
     r.eviction.decision = r.answer.detail;
     if (r.answer.status == admit_status::admitted) return 0;
     const bool kv_evict = ladder_plan_from_state(s, ladder_config{}, o.policy).kv_evict;  // memory, not PSI
-    r.eviction = admit_after_eviction(m.cost, r.answer.request, s, o.policy, kv_evict, m.kv, slot_tokens, n_slots,
+    r.eviction = admit_after_eviction(m.cost, r.answer.request, s, o.policy, kv_evict, request_kv_format(m), slot_tokens, n_slots,
                                       limits, out);
     return 0;
   });

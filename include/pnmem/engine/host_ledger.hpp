@@ -183,7 +183,7 @@ class host_ledger {
       const admit_result& d = out.answer.detail;
       const std::uint64_t need = d.need_bytes <= d.limit_bytes
                                      ? d.need_bytes
-                                     : host_cost_bytes(m.cost, out.answer.fit_tokens, m.kv, encoder_items);
+                                     : host_cost_bytes(m.cost, out.answer.fit_tokens, request_kv_format(m), encoder_items);
       if (need > 0) out.held = hold_locked(need, never);
     }
     return out;

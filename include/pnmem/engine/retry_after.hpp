@@ -7,7 +7,7 @@
 //   auto r = ledger.admit(watcher, model, n_prompt);
 //   if (r.answer.status == pnmem::admit_status::denied) {
 //     const pnmem::retry_hint h = pnmem::retry_after(r.answer, watcher, &ledger);
-//     return http_503(explain(r.answer), /*Retry-After seconds, rounded up*/ (h.after_ms + 999) / 1000);
+//     return http_503(explain(r.answer), /*Retry-After, whole seconds rounded up*/ pnmem::retry_after_seconds(h));
 //   }
 //
 // A hint, not a promise (retry_hint.hpp says what each basis assumes). 0 with basis `none` for an
