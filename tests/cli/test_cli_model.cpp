@@ -397,24 +397,49 @@ TEST_CASE("plan --tokens: what rung 4b's eviction gives back from the running sl
 }
 
 TEST_CASE("admit --running-tokens: at TIGHT a request host memory caps is admitted after eviction, with the bytes") {
-  // Llama f16 without activation: 64k tokens need 8 GiB; 6 GiB available less the 1 GiB reserve is 5.
-  // PSI some 12 % makes it TIGHT (rung 4b on). Short by 8 + 1 - 6 = 3 GiB = 24576 tokens: the 32768 and
-  // 20000 slots cut to (52768 - 24576) / 2 = 14096.
-  const args_t a{"admit", "--host-total", "64GiB", "--host-avail", "6GiB", "--host-reserve", "1GiB", "--psi-some", "12",
+  // Llama f16 without activation: 32k tokens need 4 GiB. Reserve 4 GiB, 4.5 GiB available: the host bands
+  // are TIGHT (below 1.25 x the reserve), memory's own level, so rung 4b is on as the library's live path
+  // has it (ladder_plan_from_state). Short by 4 + 4 - 4.5 = 3.5 GiB = 28672 tokens: the 32768 and 20000
+  // slots cut to (52768 - 28672) / 2 = 12048.
+  const args_t a{"admit", "--host-total", "64GiB", "--host-avail", "4.5GiB", "--host-reserve", "4GiB",
                  "--activation-anchors", "0:0", "--running-tokens", "32768,8192,1000,20000"};
-  const json j = run_json(a + args_t{"--prompt", "65536"} + llama_flags);
+  const json j = run_json(a + args_t{"--prompt", "32768"} + llama_flags);
+  CHECK(j.at("level") == "tight");
   CHECK(j.at("verdict") == "cap");  // the decision as it is stays what it was
   CHECK(j.at("reason") == "host_budget");
   const json& e = j.at("eviction");
   CHECK(e.at("enabled") == true);
   CHECK(e.at("considered") == true);
   CHECK(e.at("after_eviction") == true);
-  CHECK(u64(e.at("evict_bytes")) == 3 * GiB);
-  CHECK(e.at("cut_to_tokens") == 14096);
-  CHECK(u64(e.at("slots").at(0).at("freed_bytes")) == (32768 - 14096) * llama_f16);
-  const process_result text = run(a + args_t{"--prompt", "65536"} + llama_flags);
-  CHECK(text.out.find("  admit after evicting 3.00 GiB from 2 slots (each cut to 14096 tokens or its floor): all 65536 "
+  CHECK(u64(e.at("evict_bytes")) == 7 * GiB / 2);
+  CHECK(e.at("cut_to_tokens") == 12048);
+  CHECK(u64(e.at("slots").at(0).at("freed_bytes")) == (32768 - 12048) * llama_f16);
+  const process_result text = run(a + args_t{"--prompt", "32768"} + llama_flags);
+  CHECK(text.out.find("  admit after evicting 3.50 GiB from 2 slots (each cut to 12048 tokens or its floor): all 32768 "
                       "prompt tokens fit\n") != std::string::npos);
+
+  // TIGHT from PSI alone (some 12 %, memory at OK): the library does not evict for a stall (PN_EVICT_ON_PSI
+  // off, the default), and the tool says so; with PN_EVICT_ON_PSI=1 it does. (Llama f16, 64k tokens: 8 GiB;
+  // 6 GiB available less the 1 GiB reserve is 5; short by 3 GiB: the 32768 and 20000 slots cut to 14096.)
+  const args_t stalled{"admit", "--host-total", "64GiB", "--host-avail", "6GiB", "--host-reserve", "1GiB", "--psi-some", "12",
+                       "--activation-anchors", "0:0", "--running-tokens", "32768,8192,1000,20000", "--prompt", "65536"};
+  const json psi_only = run_json(stalled + llama_flags);
+  CHECK(psi_only.at("level") == "tight");
+  CHECK(psi_only.at("eviction").at("enabled") == false);
+  CHECK(psi_only.at("eviction").at("considered") == false);
+  CHECK(run(stalled + llama_flags).out.find("eviction: off at tight: PSI alone raised the level, memory is at ok") !=
+        std::string::npos);
+  const json on_psi = run_json(stalled + llama_flags, {{"PN_EVICT_ON_PSI", "1"}});
+  CHECK(on_psi.at("eviction").at("enabled") == true);
+  CHECK(on_psi.at("eviction").at("after_eviction") == true);
+  CHECK(on_psi.at("eviction").at("cut_to_tokens") == 14096);
+  // A confirmed full stall rejects: eviction is not considered, and the words name the stall, not memory.
+  const args_t full{"admit", "--host-total", "64GiB", "--host-avail", "4.5GiB", "--host-reserve", "4GiB", "--psi-full", "30",
+                    "--activation-anchors", "0:0", "--running-tokens", "32768,8192,1000,20000", "--prompt", "32768"};
+  const process_result stall = run(full + llama_flags);
+  CHECK(stall.out.find("verdict: reject (psi_stall)") != std::string::npos);
+  CHECK(stall.out.find("eviction: not considered (the box is stalled on memory (PSI full): evicting KV does not end the "
+                       "stall)") != std::string::npos);
   // Too big for what the slots hold: said so, with the most they give.
   const process_result big = run(a + args_t{"--prompt", "1000000"} + llama_flags);
   CHECK(big.out.find("  eviction cannot make room: short by ") != std::string::npos);

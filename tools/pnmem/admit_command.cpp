@@ -27,6 +27,33 @@ namespace pnmem_cli {
 
 namespace {
 
+// Why rung 4b is off at this snapshot (ladder_plan_from_state said so): the words after "off at LEVEL".
+std::string eviction_off_why(const pnmem::mem_state& s, const pnmem::policy& p) {
+  if (p.ladder_disabled) return " (the ladder is disabled)";
+  if (s.level < pnmem::mem_level::tight) return " (rung 4b engages at tight)";
+  const pnmem::level_report r = pnmem::explain_level(s, p);
+  return ": PSI alone raised the level, memory is at " + std::string(pnmem::to_string(pnmem::memory_level(r))) +
+         ", and a stall does not empty the engine's cache (PN_EVICT_ON_PSI=1 evicts on PSI too)";
+}
+
+// Why eviction cannot help a request the library did not consider it for (eviction_admission.hpp).
+std::string eviction_not_considered_why(const pnmem::admit_result& r, const pnmem::request_spec& rq,
+                                        const pnmem::mem_state& s) {
+  using R = pnmem::admit_reason;
+  if (r.verdict == pnmem::verdict::admit) return "admitted as it is";
+  if (rq.gpu_resident) return "GPU-resident: eviction frees host memory, which the request does not use";
+  switch (r.reason) {
+    case R::psi_stall: return "the box is stalled on memory (PSI full): evicting KV does not end the stall";
+    case R::window: return "capped by the model's window, not by memory";
+    case R::prefill_window: return "capped by the ladder's prefill window, not by memory";
+    case R::die_vram: return "die " + std::to_string(r.die) + " binds: eviction frees host memory, not the die's";
+    case R::bad_request: return "a bad request";
+    default: break;
+  }
+  if (s.host_total_bytes == 0) return "host memory not described";
+  return "die " + std::to_string(rq.die) + " cannot hold the whole request: eviction frees host memory, not the die's";
+}
+
 class admit_command final : public one_shot_command {
  public:
   admit_command() : one_shot_command("admit", "Admit, cap or reject one request against a described state") {}
@@ -106,9 +133,11 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
     throw usage_error("--running-tokens: needs the model (--model, --from-hf-config, --from-gguf or --layers ...): "
                       "the bytes a token frees are the model's");
   }
-  // Rung 4b: on at the snapshot's level unless the ladder is disabled. The running slots' KV is in the
-  // request's format.
-  const bool kv_evict = pnmem::ladder_plan_for(level, pnmem::ladder_config{}, p).kv_evict;
+  // Rung 4b as the library's live path decides it (ladder_plan_from_state): at TIGHT and worse, unless
+  // the ladder is disabled, and following the memory levels, not PSI, unless PN_EVICT_ON_PSI. The
+  // running slots' KV is in the request's format.
+  state.level = level;
+  const bool kv_evict = pnmem::ladder_plan_from_state(state, pnmem::ladder_config{}, p).kv_evict;
   const pnmem::eviction_limits limits{};
   std::vector<pnmem::keep_budget_answer> each(running.size());
   const pnmem::eviction_admission ea =
@@ -153,10 +182,9 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   if (model) t << model_brief_text(*model, kv) << '\n';
   if (running_tokens_) {
     if (!kv_evict) {
-      t << "eviction: off at " << pnmem::to_string(level) << " (rung 4b engages at tight)\n";
+      t << "eviction: off at " << pnmem::to_string(level) << eviction_off_why(state, p) << '\n';
     } else if (!ea.considered) {
-      t << "eviction: not considered (" << (r.verdict == pnmem::verdict::admit ? "admitted as it is" : "host memory does not bind")
-        << ")\n";
+      t << "eviction: not considered (" << eviction_not_considered_why(r, rq, state) << ")\n";
     } else {
       print_eviction_rule(t, cost, kv, limits);
       if (ea.after_eviction) {
