@@ -40,7 +40,9 @@ void check_state_matches_sampler(const json& j, const std::string& root) {
   CHECK(j.at("per_die_free").is_array());
   pnmem::mem_state s;
   pnmem::assign_host(s, h);
-  CHECK(j.at("level") == std::string(pnmem::to_string(pnmem::derive_level(s))));
+  // The library's level, except where the host was not read: never "ok" then (issue 39 item 3).
+  CHECK(j.at("level") == (h.total_bytes == 0 ? std::string("unknown") : std::string(pnmem::to_string(pnmem::derive_level(s)))));
+  CHECK(j.at("sampled") == (h.total_bytes != 0));
   CHECK(j.at("host_reserve_bytes") == pnmem::host_reserve_bytes(s));  // a container's where the limit is the total
   const json& p = j.at("provenance");
   CHECK(p.at("cgroup_mode") == std::string(pnmem::to_string(h.provenance.cgroup)));
@@ -64,8 +66,10 @@ TEST_CASE("pnmem sample --root: every fixture, JSON equal to the sampler's own r
                            "garbage_self_cgroup", "container_v1_subtree", "container_v2_subtree"}) {
     CAPTURE(name);
     const auto r = run({"--json", "sample", "--root", fixture(name)});
-    REQUIRE(r.exit_code == 0);
-    CHECK(r.err.empty());
+    // A tree whose meminfo cannot be read answers too, and exits 1 with a warning: nothing read is no "ok".
+    const bool unread = std::string(name) == "truncated" || std::string(name) == "garbage";
+    REQUIRE(r.exit_code == (unread ? 1 : 0));
+    CHECK(r.err.empty() == !unread);
     const json j = json::parse(r.out, nullptr, false);
     REQUIRE(j.is_object());
     check_state_matches_sampler(j, fixture(name));
@@ -81,10 +85,45 @@ TEST_CASE("pnmem sample: the v1 container's limit, in text too") {
 
 TEST_CASE("pnmem sample on a garbage tree says what failed and is not critical") {
   const auto r = run({"--json", "sample", "--root", fixture("garbage")});
-  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.exit_code == 1);
   const json j = json::parse(r.out);
-  CHECK(j.at("level") != "critical");
+  CHECK(j.at("level") == "unknown");
+  CHECK(j.at("sampled") == false);
   CHECK_FALSE(j.at("provenance").at("sources_failed").empty());
+  CHECK(r.err == "pnmem: warning: nothing sampled: meminfo unreadable under --root " + fixture("garbage") + " (" +
+                     fixture("garbage") + "/proc/meminfo): this box's level is unknown, and an engine's admissions "
+                     "here would fail open\n");
+}
+
+TEST_CASE("nothing read never reads as ok: sample, probe, metrics and watch on a root without /proc (issue 39 item 3)") {
+  // An empty tree, and the directory above the fixtures (a --root one level off): no meminfo under either.
+  const pnmem::test::temp_dir empty;
+  for (const std::string& root : {empty.path("."), fixture("..")}) {
+    CAPTURE(root);
+    const auto sample = run({"sample", "--root", root});
+    CHECK(sample.exit_code == 1);
+    CHECK(sample.out.rfind("level: unknown (not sampled: meminfo not found; admissions fail open)\n", 0) == 0);
+    CHECK(sample.out.find("host: not sampled (meminfo not found)\n") != std::string::npos);
+    CHECK(sample.out.find(": ok") == std::string::npos);  // no part of what was not read says ok
+    CHECK(sample.out.find("psi: not read (") != std::string::npos);
+    CHECK(sample.err.find("pnmem: warning: nothing sampled: meminfo not found under --root " + root) == 0);
+    const json j = json::parse(run({"--json", "sample", "--root", root}).out, nullptr, false);
+    REQUIRE(j.is_object());
+    CHECK(j.at("level") == "unknown");
+    CHECK(j.at("sampled") == false);
+    const auto probe = run({"probe", "--root", root});
+    CHECK(probe.exit_code == 1);
+    CHECK(probe.out == "not ready: level unknown (not sampled: meminfo not found, admissions fail open)\n");
+    const auto metrics = run({"metrics", "--root", root});
+    CHECK(metrics.exit_code == 1);
+    CHECK(metrics.out.find("pnmem_source_read{source=\"meminfo\"} 0\n") != std::string::npos);
+    CHECK(metrics.err.find("pnmem: warning: nothing sampled: meminfo not found") == 0);
+    const auto watch = run({"watch", "--root", root, "--count", "2", "--interval", "20"});
+    CHECK(watch.exit_code == 1);
+    CHECK(watch.out.find(" unknown  avail unknown ") != std::string::npos);
+    CHECK(watch.out.find(" ok ") == std::string::npos);
+    CHECK(watch.err.find("pnmem: warning: nothing sampled: meminfo not found") == 0);
+  }
 }
 
 TEST_CASE("pnmem watch --json --count N: N sample lines, level changes as they happen, then exit 0") {
@@ -199,8 +238,10 @@ TEST_CASE("pnmem metrics --root: every fixture gives valid exposition text with 
                            "garbage_self_cgroup", "container_v1_subtree", "container_v2_subtree"}) {
     CAPTURE(name);
     const auto r = run({"metrics", "--root", fixture(name)});
-    REQUIRE(r.exit_code == 0);
-    CHECK(r.err.empty());
+    // The text either way; a tree whose meminfo cannot be read exits 1 with a warning.
+    const bool unread = std::string(name) == "truncated" || std::string(name) == "garbage";
+    REQUIRE(r.exit_code == (unread ? 1 : 0));
+    CHECK(r.err.empty() == !unread);
     const auto ex = pnmem::test::check_exposition(r.out);
     std::string errors;
     for (const auto& e : ex.errors) errors += e + "\n";
@@ -272,15 +313,15 @@ TEST_CASE("pnmem probe: exit status follows the level against --max-level") {
 }
 
 TEST_CASE("pnmem probe: nothing readable is no all-clear: it says what failed, and that admissions fail open") {
-  // An empty tree: no meminfo at all. Ready (pnmem fails open, it does not take the box out of service),
-  // but the line and the JSON say why nothing was judged.
+  // An empty tree: no meminfo at all. Not ready (a pod whose pnmem sees nothing is not protected: the
+  // operator must hear of it), and the line and the JSON say why nothing was judged.
   const pnmem::test::temp_dir empty;
   auto r = run({"probe", "--root", empty.path(".")});
-  CHECK(r.exit_code == 0);
-  CHECK(r.out == "ready: level ok <= tight (not sampled: meminfo not found, admissions fail open; all ok)\n");
+  CHECK(r.exit_code == 1);
+  CHECK(r.out == "not ready: level unknown (not sampled: meminfo not found, admissions fail open)\n");
   // A garbled meminfo, and a psi file that is garbage too.
   r = run({"probe", "--root", fixture("garbage")});
-  CHECK(r.exit_code == 0);
+  CHECK(r.exit_code == 1);
   CHECK(r.out.find("not sampled: meminfo unreadable, admissions fail open") != std::string::npos);
   CHECK(r.out.find("psi unreadable") != std::string::npos);
   r = run({"--json", "probe", "--root", empty.path(".")});

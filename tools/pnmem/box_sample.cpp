@@ -67,6 +67,18 @@ pnmem::mem_state box_options::sample(const pnmem::policy& p) const {
   return pnmem::with_derived_level(s, p);
 }
 
+std::string box_options::unsampled_warning(const pnmem::mem_state& s) const {
+  const std::string_view why = pnmem::host_unsampled_reason(s);
+  if (why.empty()) return {};
+  std::string out = "nothing sampled: " + std::string(why);
+  if constexpr (has_root<pnmem::platform_sampler_options>) {
+    const std::string base = root_.empty() || root_.back() != '/' ? root_ + "/" : root_;
+    if (root_ != default_root<pnmem::platform_sampler_options>()) out += " under --root " + root_;
+    out += " (" + base + "proc/meminfo)";
+  }
+  return out + ": this box's level is unknown, and an engine's admissions here would fail open";
+}
+
 void box_command::add_options(CLI::App& app) {
   box_.add_to(app);
   add_command_options(app);
@@ -75,7 +87,13 @@ void box_command::add_options(CLI::App& app) {
 
 command_output box_command::answer(const pnmem::policy& env_policy) const {
   const pnmem::policy p = policy_.apply(env_policy);
-  return answer_for(box_.sample(p), p);
+  const pnmem::mem_state s = box_.sample(p);
+  command_output out = answer_for(s, p);
+  if (const std::string unread = box_.unsampled_warning(s); !unread.empty()) {
+    out.warnings.push_back(unread);
+    if (out.exit_status == 0) out.exit_status = 1;
+  }
+  return out;
 }
 
 }  // namespace pnmem_cli

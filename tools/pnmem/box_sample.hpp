@@ -34,12 +34,19 @@ class box_options {
   // One snapshot of this box: sampled now, seq 1, level derived under `p`.
   pnmem::mem_state sample(const pnmem::policy& p) const;
 
+  // When the host's memory could not be read in `s` (host_total_bytes 0: every admission would fail
+  // open), what an operator reads on stderr: what was missing and where ("meminfo not found under
+  // --root /tmp/x (/tmp/x/proc/meminfo)"); empty when it was read.
+  std::string unsampled_warning(const pnmem::mem_state& s) const;
+
  private:
   std::string root_;  // --root, where the platform sampler has one
 };
 
 // A one-shot command about one snapshot of this box (sample, metrics, probe): the
-// sampler's options and the level's policy flags around the command's own.
+// sampler's options and the level's policy flags around the command's own. A snapshot whose host
+// memory could not be read is never an all-clear: the command answers (sample says "level:
+// unknown", probe "not ready"), adds a warning naming what was missing, and exits 1.
 class box_command : public one_shot_command {
  public:
   using one_shot_command::one_shot_command;

@@ -10,6 +10,7 @@
 
 #include "arg_parsers.hpp"
 #include "box_sample.hpp"
+#include "state_output.hpp"
 #include "pnmem/level.hpp"
 #include "usage_error.hpp"
 
@@ -35,8 +36,9 @@ std::vector<std::string> unread(const pnmem::mem_state& s) {
 }
 
 // "host critical, psi tight, die 1 tight": the parts above OK, or "all ok", after what could not be
-// read ("not sampled: meminfo unreadable, admissions fail open; all ok" is no all-clear).
-std::string why(const pnmem::level_report& r, const std::vector<std::string>& problems) {
+// read; with nothing read only what could be ("not sampled: meminfo not found, admissions fail open"),
+// never "all ok".
+std::string why(const pnmem::level_report& r, const std::vector<std::string>& problems, bool sampled) {
   std::string levels;
   const auto add = [&levels](const std::string& part, pnmem::mem_level l) {
     if (l == pnmem::mem_level::ok) return;
@@ -49,6 +51,7 @@ std::string why(const pnmem::level_report& r, const std::vector<std::string>& pr
   if (r.worst_die != pnmem::no_die) add("die " + std::to_string(r.worst_die), r.worst_die_level);
   std::string out;
   for (const std::string& p : problems) out += p + "; ";
+  if (levels.empty() && !sampled) return out.substr(0, out.size() - 2);  // nothing read: no "all ok"
   return out + (levels.empty() ? "all ok" : levels);
 }
 
@@ -69,21 +72,22 @@ class probe_command final : public box_command {
     if (!max) {
       throw usage_error(describe_bad_value("--max-level", max_level_, "expected ok, watch, tight or critical"));
     }
-    const bool ready = s.level <= *max;
+    // Nothing read is never ready: the level is unknown, and a pod with a blind pnmem is unprotected.
+    const bool ready = s.host_total_bytes != 0 && s.level <= *max;
     const std::vector<std::string> problems = unread(s);
-    const std::string reason = why(pnmem::explain_level(s, p), problems);
+    const std::string reason = why(pnmem::explain_level(s, p), problems, s.host_total_bytes != 0);
 
     command_output out;
     out.exit_status = ready ? 0 : 1;
     out.json_one_line = true;
     out.json["ready"] = ready;
-    out.json["level"] = std::string(pnmem::to_string(s.level));
+    out.json["level"] = level_word(s);
     out.json["max_level"] = std::string(pnmem::to_string(*max));
     out.json["why"] = reason;
     out.json["sampled"] = s.host_total_bytes != 0;
     out.json["unread"] = problems;
-    out.text = std::string(ready ? "ready: level " : "not ready: level ") + std::string(pnmem::to_string(s.level)) +
-               (ready ? " <= " : " > ") + std::string(pnmem::to_string(*max)) + " (" + reason + ")\n";
+    const std::string compared = s.host_total_bytes == 0 ? "" : (ready ? " <= " : " > ") + std::string(pnmem::to_string(*max));
+    out.text = std::string(ready ? "ready: level " : "not ready: level ") + level_word(s) + compared + " (" + reason + ")\n";
     return out;
   }
 

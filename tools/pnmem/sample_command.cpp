@@ -14,7 +14,10 @@ class sample_command final : public box_command {
 
  private:
   command_output answer_for(const pnmem::mem_state& s, const pnmem::policy& p) const override {
-    return command_output{state_json(s, p), state_text(s, p)};
+    command_output out;
+    out.json = state_json(s, p);
+    out.text = state_text(s, p);
+    return out;
   }
 };
 

@@ -44,6 +44,12 @@ std::string level_name(pnmem::mem_level l) { return std::string(pnmem::to_string
 
 }  // namespace
 
+std::string level_word(const pnmem::mem_state& s) {
+  const std::string name(pnmem::to_string(s.level));
+  if (s.host_total_bytes != 0) return name;
+  return s.level == pnmem::mem_level::ok ? "unknown" : "at least " + name;
+}
+
 nlohmann::ordered_json state_json(const pnmem::mem_state& s, const pnmem::policy& p) {
   nlohmann::ordered_json j;
   pnmem::for_each_host_number([&](std::string_view name, auto field) { j[std::string(name)] = field(s); });
@@ -60,7 +66,8 @@ nlohmann::ordered_json state_json(const pnmem::mem_state& s, const pnmem::policy
   j["per_die_budget"] = die_array(s.per_die_budget_bytes);
   j["per_die_used"] = die_array(s.per_die_used_bytes);
   j["per_die_retiring"] = die_array(s.per_die_retiring_bytes);
-  j["level"] = level_name(s.level);
+  j["level"] = level_word(s);
+  j["sampled"] = s.host_total_bytes != 0;
   j["raw_level"] = level_name(s.raw_level);
   j["host_os_level"] = level_name(s.host_os_level);
   j["seq"] = s.seq;
@@ -92,17 +99,20 @@ std::string state_text(const pnmem::mem_state& s, const pnmem::policy& p) {
   const pnmem::sample_provenance& pv = s.provenance;
   std::ostringstream t;
   t << std::fixed << std::setprecision(2);
-  t << "level: " << pnmem::to_string(s.level);
+  t << "level: " << level_word(s);
   if (s.raw_level != s.level) t << " (raw " << pnmem::to_string(s.raw_level) << ", stepping down after the dwell)";
+  if (s.host_total_bytes == 0) t << " (not sampled: " << pnmem::host_unsampled_reason(s) << "; admissions fail open)";
   t << '\n';
-  t << "host: " << pnmem::to_string(r.host_level);
   if (s.host_total_bytes == 0) {
-    t << " (not sampled)\n";
+    t << "host: not sampled (" << pnmem::host_unsampled_reason(s) << ")\n";
   } else {
+    t << "host: " << pnmem::to_string(r.host_level);
     t << " (avail " << pnmem::format_bytes(s.host_avail_bytes) << " of " << pnmem::format_bytes(s.host_total_bytes)
       << ", reserve " << pnmem::format_bytes(r.host_reserve_bytes) << ")\n";
   }
-  t << "psi: " << pnmem::to_string(r.psi_level) << " (some avg10 " << s.host_psi_some_avg10 << " % rate "
+  // PSI not read (no file under the root, an old kernel, PN_PSI_SOURCE=off) is not "ok" either.
+  t << "psi: " << (pv.psi == pnmem::psi_mode::none ? std::string("not read") : std::string(pnmem::to_string(r.psi_level)))
+    << " (some avg10 " << s.host_psi_some_avg10 << " % rate "
     << s.host_psi_some_rate << " %, full avg10 " << s.host_psi_full_avg10 << " % rate " << s.host_psi_full_rate
     << " % over " << p.psi_full_window_ms << " ms " << s.host_psi_full_sustained << " %; " << pnmem::to_string(pv.psi) << ")\n";
   t << "cgroup: " << pnmem::to_string(pv.cgroup);
@@ -132,7 +142,7 @@ std::string state_text(const pnmem::mem_state& s, const pnmem::policy& p) {
 std::string state_line(const pnmem::mem_state& s) {
   std::ostringstream t;
   t << std::fixed << std::setprecision(2);
-  t << std::left << std::setw(8) << pnmem::to_string(s.level) << " avail ";
+  t << std::left << std::setw(8) << level_word(s) << " avail ";
   if (s.host_total_bytes == 0) {
     t << "unknown";
   } else {

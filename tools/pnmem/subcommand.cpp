@@ -27,6 +27,7 @@ int one_shot_command::run(const pnmem::env_settings_config& env, bool json) cons
     std::cout << out.text;
   }
   std::cout.flush();
+  for (const std::string& w : out.warnings) std::cerr << "pnmem: warning: " << one_line(w) << '\n';
   return std::cout ? out.exit_status : exit_failure;
 }
 

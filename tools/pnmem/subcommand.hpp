@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -62,8 +63,9 @@ class subcommand {
 struct command_output {
   nlohmann::ordered_json json;  // --json: one object
   std::string text;             // a few readable lines, each ending in '\n'
-  int exit_status = 0;          // 0 answered; probe: 1 when the box is not ready
+  int exit_status = 0;          // 0 answered; 1 the box could not be read (sample, metrics), probe not ready
   bool json_one_line = false;   // the object on one line (probe: one line on stdout, either way)
+  std::vector<std::string> warnings;  // each a "pnmem: warning: ..." line on stderr, after the answer
 };
 
 class one_shot_command : public subcommand {

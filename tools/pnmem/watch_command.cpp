@@ -186,10 +186,22 @@ int watch_command::stream(const pnmem::env_settings& env, bool json) const {
   int printed = 0;
   std::uint64_t last_seq = 0;
   const auto interval = o.poll_interval;
+  // The host's memory unread: one warning when it starts (the lines say "unknown"), one line when it is
+  // read again. A run that never read it exits 1, as sample does.
+  bool unread = false;
+  bool ever_read = false;
   for (;;) {
     const pnmem::mem_state s = w.read();
     if (s.seq != last_seq) {
       last_seq = s.seq;
+      if (const std::string warning = box_.unsampled_warning(s); !warning.empty() && !unread) {
+        std::cerr << "pnmem: warning: " << one_line(warning) << '\n' << std::flush;
+        unread = true;
+      } else if (warning.empty()) {
+        if (unread) std::cerr << "pnmem: the host's memory is read again\n" << std::flush;
+        unread = false;
+        ever_read = true;
+      }
       // A stop signal meanwhile does not cut a write short (SA_RESTART; the loop checks after).
       if (textfile) textfile->sample(s, o.policy);
       std::lock_guard<std::mutex> lk(out_mu);
@@ -216,7 +228,7 @@ int watch_command::stream(const pnmem::env_settings& env, bool json) const {
   w.stop();
   if (live) std::cout << '\n';
   std::cout << std::flush;
-  return std::cout ? 0 : 1;
+  return std::cout && (ever_read || last_seq == 0) ? 0 : 1;
 }
 
 }  // namespace
