@@ -685,6 +685,61 @@ TEST_CASE("pnmem model --from-gguf: a Llama-3-8B GGUF header gives 131072 B/toke
   check_usage_error({"model", "--from-gguf", cut}, "--from-gguf: \"" + cut + "\": ");
 }
 
+TEST_CASE("admit, load and plan take every model source pnmem model takes, with its engine rule (issue 39 item 4)") {
+  const temp_dir dir;
+  gguf_writer w(5);
+  w.kv_str("general.architecture", "llama");
+  w.kv_u32("llama.block_count", 32);
+  w.kv_u32("llama.attention.head_count", 32);
+  w.kv_u32("llama.attention.head_count_kv", 8);
+  w.kv_u32("llama.embedding_length", 4096);
+  const std::string gguf = dir.write("llama.gguf", w.bytes());
+  const std::string fixtures = pnmem::test::env_or_fail("PNMEM_MODEL_FIXTURES");
+  const std::string config = fixtures + "/llama-3-8b.config.json";
+  const std::string gemma = fixtures + "/gemma-2-9b.config.json";
+  const args_t box{"--host-total", "64GiB", "--host-avail", "40GiB", "--activation-anchors", "0:0"};
+  for (const args_t& source : {args_t{"--from-hf-config", config}, args_t{"--from-hf-config", fixtures + "/../models/llama-3-8b.config.json"},
+                               args_t{"--from-gguf", gguf}, args_t{"--from-hf-config", gemma, "--engine", "vllm"},
+                               args_t{"--from-hf-config", gemma, "--engine", "llama.cpp", "--ubatch", "256"}}) {
+    CAPTURE(json(source).dump());
+    // The description pnmem model prints, read back with --model, answers exactly as the flags do.
+    const std::string desc = dir.write("m.json", run(args_t{"model"} + source).out);
+    for (const args_t& cmd : {args_t{"admit", "--prompt", "20000"} + box,
+                              args_t{"load", "--weights", "16GiB", "--ctx", "32768", "--die", "40GiB:80GiB"},
+                              args_t{"plan", "--level", "tight", "--slots", "8", "--window", "16384", "--tokens", "30000,500"}}) {
+      CAPTURE(cmd[0]);
+      json by_flags = run_json(cmd + source);
+      json by_file = run_json(cmd + args_t{"--model", desc});
+      by_flags.erase("model");  // its name and source say where it came from: "hf-config" against "file"
+      by_file.erase("model");
+      CHECK(by_flags == by_file);
+    }
+  }
+  // Llama-3-8B is bf16: 20000 tokens of KV are 20000 x 131072 B, priced in bf16 (not Q4) with no --kv.
+  const json a = run_json(args_t{"admit", "--prompt", "20000", "--from-hf-config", config} + box);
+  CHECK(a.at("kv") == "bf16");
+  CHECK(u64(a.at("need_bytes")) == 20000ull * 131072);
+  // The messages that ask for a model name flags the command takes.
+  const process_result r = run({"admit", "--host-total", "64GiB", "--host-avail", "6GiB", "--prompt", "10", "--running-tokens", "5"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err == "pnmem: error: --running-tokens: the bytes a token frees are the model's: give --from-hf-config "
+                 "FILE|DIR, --from-gguf FILE, --model FILE, or --layers L --kv-heads H --head-dim D\n");
+  const std::string help = run({"admit", "--help"}).out + run({"plan", "--help"}).out + run({"load", "--help"}).out;
+  for (const char* flag : {"--from-hf-config", "--from-gguf", "--model", "--layers", "--engine"}) {
+    CAPTURE(flag);
+    CHECK(help.find(std::string("  ") + flag + " ") != std::string::npos);
+  }
+  // Two sources, an engine rule without a model, a directory without a config.json: one line each.
+  check_usage_error(args_t{"admit", "--prompt", "1", "--from-hf-config", config, "--from-gguf", gguf} + box,
+                    "--from-hf-config and --from-gguf: give one model source");
+  check_usage_error(args_t{"admit", "--prompt", "1", "--from-hf-config", config, "--layers", "2", "--kv-heads", "2", "--head-dim", "2"} + box,
+                    "--from-hf-config and --layers");
+  check_usage_error({"admit", "--prompt", "1", "--engine", "vllm", "--host-total", "64GiB", "--host-avail", "40GiB"},
+                    "--engine and its settings need the model");
+  check_usage_error(args_t{"admit", "--prompt", "1", "--from-hf-config", dir.path(".")} + box,
+                    "/config.json: No such file or directory");
+}
+
 // ---------------------------------------------------------------- help
 
 TEST_CASE("--help: pnmem model and the model flags are explained") {

@@ -130,8 +130,8 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   const std::vector<int> running =
       running_tokens_ ? parse_running_tokens("--running-tokens", *running_tokens_) : std::vector<int>{};
   if (running_tokens_ && !model) {
-    throw usage_error("--running-tokens: needs the model (--model, --from-hf-config, --from-gguf or --layers ...): "
-                      "the bytes a token frees are the model's");
+    throw usage_error(std::string("--running-tokens: the bytes a token frees are the model's: give ") +
+                      model_options::sources_words);
   }
   // Rung 4b as the library's live path decides it (ladder_plan_from_state): at TIGHT and worse, unless
   // the ladder is disabled, and following the memory levels, not PSI, unless PN_EVICT_ON_PSI. The

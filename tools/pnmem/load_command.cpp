@@ -88,8 +88,8 @@ command_output load_command::answer(const pnmem::policy& env_policy) const {
     for (const auto& [flag, given] : {std::pair{"--sequences", sequences_.has_value()}, std::pair{"--kv", kv_.has_value()}}) {
       if (given) throw usage_error(std::string(flag) + " needs --ctx N (with --kv-max-ctx the KV bytes are given)");
     }
-    if (model_.given()) {
-      throw usage_error(model_.first_given() +
+    if (const std::string flag = model_.first_given(); !flag.empty()) {
+      throw usage_error(flag +
                         " needs --ctx N (with --kv-max-ctx the KV bytes are given, not computed from a model)");
     }
     model.kv_max_ctx_bytes = parse_bytes_arg("--kv-max-ctx", *kv_max_ctx_);

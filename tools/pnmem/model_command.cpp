@@ -18,7 +18,6 @@
 
 #include "arg_parsers.hpp"
 #include "diagnostics.hpp"
-#include "engine_options.hpp"
 #include "model_options.hpp"
 #include "pnmem/format.hpp"
 #include "pnmem/model_files/gguf.hpp"
@@ -35,27 +34,6 @@ namespace mf = pnmem::model_files;
 
 // The prompt lengths the summary prices.
 constexpr int summary_prompts[] = {1024, 8192, 32768, 131072};
-
-// `why` without a leading "<path>: " (the diagnostic names the file already).
-std::string without_path(std::string why, const std::string& path) {
-  if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
-  return why;
-}
-
-// A config.json, or a model's directory holding one.
-mf::model_description read_hf_config_path(const char* flag, const std::string& path, const pnmem::engine_rule& engine) {
-  mf::read_result<mf::model_description> d = mf::read_hf_config_file(path, engine);
-  if (!d) throw usage_error(describe_bad_value(flag, path, without_path(d.error, path)));
-  if (d.value->source.empty()) d.value->source = "hf-config";
-  return std::move(*d.value);
-}
-
-mf::model_description read_gguf_metadata(const char* flag, const std::string& path, const pnmem::engine_rule& engine) {
-  mf::read_result<mf::model_description> d = mf::read_gguf_file(path, engine);
-  if (!d) throw usage_error(describe_bad_value(flag, path, without_path(d.error, path)));
-  if (d.value->source.empty()) d.value->source = "gguf";
-  return std::move(*d.value);
-}
 
 // "131072 (128.00 KiB)", or "512 B" below a KiB.
 std::string bytes_cell(std::uint64_t b) {
@@ -155,65 +133,36 @@ class model_command final : public subcommand {
   void add_options(CLI::App& app) override;
   mf::model_description describe() const;
 
-  std::optional<std::string> hf_config_;
-  std::optional<std::string> gguf_;
   std::optional<std::string> name_;
   bool summary_ = false;
   model_options model_;
-  engine_options engine_;
 };
 
 void model_command::add_options(CLI::App& app) {
-  add_text_option(app, "--from-hf-config", hf_config_,
-                  "A Hugging Face config.json (what vLLM and SGLang load), or a model's directory holding one: "
-                  "layers, KV heads, head dim, sliding window, torch_dtype")
-      ->type_name("FILE|DIR");
-  add_text_option(app, "--from-gguf", gguf_,
-                  "A GGUF file (what llama.cpp loads): its header and metadata only, never the tensors")
-      ->type_name("FILE");
   add_text_option(app, "--name", name_, "The description's name (free text, e.g. Llama-3-8B)")->type_name("TEXT");
   app.add_flag("--summary", summary_,
                "Also write a readable summary on stderr (stdout stays the JSON): KV bytes per token per format, "
                "state, activation model, host cost at 1k/8k/32k/128k tokens in the normal format");
-  model_.add_to(app, "Model source (one of --model or the shape) and overrides");
-  engine_.add_to(app, "Engine rule (what the serving engine keeps of the layers: with a config.json, a GGUF file, a "
-                      "shape, or a description that has its shape)");
+  model_.add_to(app, "Model source (one of --from-hf-config, --from-gguf, --model or the shape) and overrides");
   app.footer(
       "Give one source: --from-hf-config, --from-gguf, --model, or the shape (--layers, --kv-heads,\n"
       "--head-dim [--kv-dtype]); --kv-bytes-per-token, --state-bytes-per-seq and --activation-* apply on\n"
       "top of it (alone: on top of the seed's model). --engine says whose rule prices windowed layers and\n"
       "state (exact, vllm, llama.cpp). stdout is the description as pnmem's model JSON (format\n"
-      "\"pnmem-model\", version 2), with or without --json; admit, load and plan read it back with\n"
-      "--model FILE:\n"
+      "\"pnmem-model\", version 2), with or without --json. admit, load and plan take the same flags, or\n"
+      "read the description back with --model FILE:\n"
+      "  pnmem admit --from-hf-config config.json --engine vllm --host-total 16GiB --host-avail 8GiB --prompt 8192\n"
       "  pnmem model --from-hf-config config.json --engine vllm > m.json\n"
       "  pnmem admit --model m.json --host-total 16GiB --host-avail 8GiB --prompt 8192");
 }
 
 mf::model_description model_command::describe() const {
-  std::vector<std::string> sources;
-  if (hf_config_) sources.emplace_back("--from-hf-config");
-  if (gguf_) sources.emplace_back("--from-gguf");
-  for (std::string& b : model_.bases_given()) sources.push_back(std::move(b));
-  if (sources.size() > 1) {
-    throw usage_error(sources[0] + " and " + sources[1] + ": give one model source");
+  std::optional<mf::model_description> d = model_.resolve();
+  if (!d) {
+    throw usage_error(std::string("no model given: use ") + model_options::sources_words + "; see pnmem model --help");
   }
-  if (sources.empty() && !model_.given()) {
-    throw usage_error(
-        "no model given: use --from-hf-config FILE, --from-gguf FILE, --model FILE or the shape "
-        "(--layers L --kv-heads H --head-dim D); see pnmem model --help");
-  }
-  const pnmem::engine_rule engine = engine_.resolve();
-  const std::string engine_flag = engine_.given() ? "--engine" : "";
-  mf::model_description d;
-  if (hf_config_) {
-    d = model_.apply_overrides(read_hf_config_path("--from-hf-config", *hf_config_, engine));
-  } else if (gguf_) {
-    d = model_.apply_overrides(read_gguf_metadata("--from-gguf", *gguf_, engine));
-  } else {
-    d = *model_.resolve(engine, engine_flag);
-  }
-  if (name_) d.name = *name_;
-  return d;
+  if (name_) d->name = *name_;
+  return std::move(*d);
 }
 
 int model_command::run(const pnmem::env_settings_config& env, bool /*json*/) const {

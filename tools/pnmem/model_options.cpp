@@ -15,6 +15,8 @@
 #include "arg_parsers.hpp"
 #include "pnmem/detail/printable.hpp"
 #include "pnmem/format.hpp"
+#include "pnmem/model_files/gguf.hpp"
+#include "pnmem/model_files/hf_config.hpp"
 #include "pnmem/model_files/model_json.hpp"
 #include "pnmem/parse.hpp"
 #include "text_option.hpp"
@@ -127,9 +129,39 @@ std::string and_list(const std::vector<std::string>& names) {
   return out;
 }
 
+// `why` without a leading "<path>: " (the diagnostic names the file already).
+std::string without_path(std::string why, const std::string& path) {
+  if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
+  return why;
+}
+
+// A config.json, or a model's directory holding one.
+mf::model_description read_hf_config_path(const char* flag, const std::string& path, const pnmem::engine_rule& engine) {
+  mf::read_result<mf::model_description> d = mf::read_hf_config_file(path, engine);
+  if (!d) throw usage_error(describe_bad_value(flag, path, without_path(d.error, path)));
+  if (d.value->source.empty()) d.value->source = "hf-config";
+  return std::move(*d.value);
+}
+
+mf::model_description read_gguf_metadata(const char* flag, const std::string& path, const pnmem::engine_rule& engine) {
+  mf::read_result<mf::model_description> d = mf::read_gguf_file(path, engine);
+  if (!d) throw usage_error(describe_bad_value(flag, path, without_path(d.error, path)));
+  if (d.value->source.empty()) d.value->source = "gguf";
+  return std::move(*d.value);
+}
+
 }  // namespace
 
-void model_options::add_to(CLI::App& app, const std::string& group_name) {
+void model_options::add_to(CLI::App& app, const std::string& group_name, const std::string& engine_group) {
+  add_text_option(app, "--from-hf-config", hf_config_,
+                  "A Hugging Face config.json (what vLLM and SGLang load), or a model's directory holding one: "
+                  "layers, KV heads, head dim, sliding window, torch_dtype")
+      ->type_name("FILE|DIR")
+      ->group(group_name);
+  add_text_option(app, "--from-gguf", gguf_,
+                  "A GGUF file (what llama.cpp loads): its header and metadata only, never the tensors")
+      ->type_name("FILE")
+      ->group(group_name);
   add_text_option(app, "--model", model_file_,
                   "The model's costs from a pnmem model description (JSON, as pnmem model prints it)")
       ->type_name("FILE")
@@ -169,15 +201,18 @@ void model_options::add_to(CLI::App& app, const std::string& group_name) {
                   "a table")
       ->type_name("F,P,Q")
       ->group(group_name);
+  engine_.add_to(app, engine_group);
 }
 
 bool model_options::given() const {
-  return model_file_ || layers_ || kv_heads_ || head_dim_ || kv_dtype_ || kv_bytes_per_token_ ||
+  return hf_config_ || gguf_ || model_file_ || layers_ || kv_heads_ || head_dim_ || kv_dtype_ || kv_bytes_per_token_ ||
          state_bytes_per_seq_ || activation_anchors_ || activation_coefficients_;
 }
 
 std::string model_options::first_given() const {
   const std::pair<const char*, const std::optional<std::string>*> all[] = {
+      {"--from-hf-config", &hf_config_},
+      {"--from-gguf", &gguf_},
       {"--model", &model_file_},
       {"--layers", &layers_},
       {"--kv-heads", &kv_heads_},
@@ -191,11 +226,13 @@ std::string model_options::first_given() const {
   for (const auto& [name, value] : all) {
     if (value->has_value()) return name;
   }
-  return {};
+  return engine_.given() ? "--engine" : "";
 }
 
 std::vector<std::string> model_options::bases_given() const {
   std::vector<std::string> out;
+  if (hf_config_) out.emplace_back("--from-hf-config");
+  if (gguf_) out.emplace_back("--from-gguf");
   if (model_file_) out.emplace_back("--model");
   if (layers_) {
     out.emplace_back("--layers");
@@ -209,14 +246,22 @@ std::vector<std::string> model_options::bases_given() const {
   return out;
 }
 
-std::optional<mf::model_description> model_options::resolve(const pnmem::engine_rule& engine,
-                                                             const std::string& engine_flag) const {
-  if (!given()) return std::nullopt;
-  const bool shape = layers_ || kv_heads_ || head_dim_;
-  if (model_file_ && (shape || kv_dtype_)) {
-    throw usage_error("--model and " + bases_given().at(1) +
-                      ": give a model description or a shape (--layers, --kv-heads, --head-dim), not both");
+std::optional<mf::model_description> model_options::resolve() const {
+  const pnmem::engine_rule engine = engine_.resolve();
+  if (!given()) {
+    if (engine_.given()) {
+      throw usage_error(std::string("--engine and its settings need the model they price: ") + sources_words);
+    }
+    return std::nullopt;
   }
+  const std::string engine_flag = engine_.given() ? "--engine" : "";
+  const bool shape = layers_ || kv_heads_ || head_dim_;
+  const std::vector<std::string> bases = bases_given();
+  if (bases.size() > 1) {
+    throw usage_error(bases[0] + " and " + bases[1] + ": give one model source (" + sources_words + ")");
+  }
+  if (hf_config_) return apply_overrides(read_hf_config_path("--from-hf-config", *hf_config_, engine));
+  if (gguf_) return apply_overrides(read_gguf_metadata("--from-gguf", *gguf_, engine));
   if (kv_dtype_ && !shape) {
     throw usage_error("--kv-dtype needs the shape it is the format of: --layers, --kv-heads and --head-dim");
   }
@@ -261,7 +306,11 @@ std::optional<mf::model_description> model_options::resolve(const pnmem::engine_
     d.cost.compact_kv = shaped.compact_kv;
     d.source = "flags";
   } else {
-    d = seed_description();
+    d = seed_description();  // overrides alone: on top of the seed's model, under the engine's rule
+    if (!engine_flag.empty()) {
+      d.cost = pnmem::from_shape(*d.shape, engine);
+      d.engine = engine;
+    }
   }
   return apply_overrides(std::move(d));
 }

@@ -1,8 +1,10 @@
 // tools/pnmem/model_options.hpp - the flags that describe a model's costs (admit, load, plan, model).
 //
-// A model is a base, then overrides:
+// A model is a base, then overrides, under an engine's rule:
 //
 //   base (at most one)
+//     --from-hf-config FILE|DIR         a Hugging Face config.json, or a model's directory holding one
+//     --from-gguf FILE                  a GGUF file's metadata
 //     --model FILE                      a pnmem model description (pnmem model prints one)
 //     --layers L --kv-heads H --head-dim D [--kv-dtype FORMAT]
 //                                       the KV of L layers x H KV heads x D dims, K and V
@@ -16,8 +18,12 @@
 //     --activation-anchors T:B,...      1 to 8 tokens:peak pairs, tokens increasing, peaks not decreasing
 //     --activation-coefficients F,P,Q   peak(N) = F + P x N + Q x N^2
 //
-// With none of these flags a command answers for the seed's model exactly as before (resolve() is
-// empty and the command adds nothing to its output).
+//   engine rule (engine_options.hpp): --engine exact|vllm|llama.cpp and its settings, for a base with
+//     layer groups (a config.json, a GGUF file, a shape, a description that has its shape)
+//
+// Every command that takes a model takes all of these (admit, load, plan, model). With none of them a
+// command answers for the seed's model exactly as before (resolve() is empty and the command adds
+// nothing to its output).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine_options.hpp"
 #include "pnmem/cost_model.hpp"
 #include "pnmem/model_shape.hpp"
 #include "pnmem/model_files/model_description.hpp"
@@ -39,36 +46,46 @@ namespace pnmem_cli {
 
 class model_options {
  public:
-  // Registers --model, the shape flags and the overrides on `app`, under `group_name` in --help.
-  void add_to(CLI::App& app, const std::string& group_name = default_group_name);
+  // Registers the model's sources, the shape flags and the overrides on `app` under `group_name` in
+  // --help, and the engine flags under `engine_group`.
+  void add_to(CLI::App& app, const std::string& group_name = default_group_name,
+              const std::string& engine_group = default_engine_group);
 
   static constexpr const char* default_group_name =
       "Model (without these flags: the seed's model; pnmem model --help explains them)";
+  static constexpr const char* default_engine_group =
+      "Engine rule (what the serving engine keeps of the model's layers: with --from-hf-config, --from-gguf, "
+      "the shape, or a description that has its shape)";
 
-  // Whether any of the flags was given.
+  // Whether any of the model flags was given (the engine flags alone are not a model).
   bool given() const;
 
-  // The first of the flags given, by name ("--model", "--kv-bytes-per-token", ...); "" when none.
+  // The first of the flags given, by name ("--from-hf-config", "--kv-bytes-per-token", "--engine", ...);
+  // "" when none.
   std::string first_given() const;
 
-  // The base flags given, one name each ("--model", "--layers"): for a command with its own sources
-  // (pnmem model --from-hf-config) to refuse two bases.
+  // The base flags given, one name each ("--from-hf-config", "--model", "--layers").
   std::vector<std::string> bases_given() const;
 
   // The model the flags describe, or nothing when none was given (the seed's model applies).
-  // Throws usage_error naming the flag on a bad value, a conflict, or a file that cannot be read
-  // or is not a model description. `engine` (pnmem model's --engine flags, `engine_flag` the first of
-  // them, empty when none was given) derives the shape's costs: a description is derived again from
-  // its shape (one without a shape is refused), the --layers shape's KV is the rule's.
-  std::optional<pnmem::model_files::model_description> resolve(const pnmem::engine_rule& engine = pnmem::exact_engine,
-                                                               const std::string& engine_flag = {}) const;
+  // Throws usage_error naming the flag on a bad value, a conflict (two bases), an engine flag without
+  // a model, or a file that cannot be read or is not what the flag says. The engine flags derive the
+  // costs from the layer groups: a config.json's, a GGUF file's, the --layers shape's KV, or a
+  // description's (one without a shape is refused).
+  std::optional<pnmem::model_files::model_description> resolve() const;
 
+  // The model's sources, for a message that asks for one ("give " + sources_words).
+  static constexpr const char* sources_words =
+      "--from-hf-config FILE|DIR, --from-gguf FILE, --model FILE, or --layers L --kv-heads H --head-dim D";
+
+ private:
   // `base` with the overrides applied (--kv-bytes-per-token, --state-bytes-per-seq, --activation-*).
   // A description whose costs were changed loses its shape (no longer the derivation) and its source
   // gains "+flags".
   pnmem::model_files::model_description apply_overrides(pnmem::model_files::model_description base) const;
 
- private:
+  std::optional<std::string> hf_config_;
+  std::optional<std::string> gguf_;
   std::optional<std::string> model_file_;
   std::optional<std::string> layers_;
   std::optional<std::string> kv_heads_;
@@ -78,6 +95,7 @@ class model_options {
   std::optional<std::string> state_bytes_per_seq_;
   std::optional<std::string> activation_anchors_;
   std::optional<std::string> activation_coefficients_;
+  engine_options engine_;
 };
 
 // The seed's model as a description (source "seed", with its shape).

@@ -116,8 +116,8 @@ command_output plan_command::answer(const pnmem::policy& env_policy) const {
   const std::uint64_t asked = wanted ? parse_bytes_arg("--free", free_) : std::numeric_limits<std::uint64_t>::max();
   if (wanted && tokens_.empty()) throw usage_error("--free: needs --tokens (the running slots' lengths)");
   if (!tokens_.empty() && !model) {
-    throw usage_error("--tokens: needs the model (--model, --from-hf-config, --from-gguf or --layers ...): "
-                      "the bytes a token frees are the model's");
+    throw usage_error(std::string("--tokens: the bytes a token frees are the model's: give ") +
+                      model_options::sources_words);
   }
 
   command_output out;
