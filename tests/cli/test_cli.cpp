@@ -715,6 +715,18 @@ TEST_CASE("--help prints usage on stdout and exits 0") {
                                          "in a container max(min(1.00 GiB, limit/4), 15.00 % of the limit)") !=
         std::string::npos);
   CHECK(run({"load", "--help"}).out.find("overrides PN_LOAD_SPIKE_BYTES; default 2.40 GiB") != std::string::npos);
+  // The exit statuses --help lists are the ones the commands give (issue 39 item 7): 1 for an answer that
+  // is not all clear (probe not ready; a box whose memory could not be read), 2 for a bad argument.
+  CHECK(top.out.find("Exit status: 0 answered, whatever the verdict; 1 answered but not all clear (probe: not\n"
+                     "ready; calibrate: a fit above --max-margin; sample, metrics, watch, probe: this box's memory\n"
+                     "could not be read), or another failure said on stderr; 2 a bad argument") != std::string::npos);
+  const process_result admit_reject = run({"admit", "--host-total", "8GiB", "--host-avail", "1GiB", "--prompt", "10"});
+  CHECK(admit_reject.out.rfind("verdict: reject", 0) == 0);
+  CHECK(admit_reject.exit_code == 0);  // answered, whatever the verdict
+  CHECK(run({"probe", "--root", pnmem::test::fixture("v1_limit"), "--max-level", "ok"}).exit_code == 1);
+  CHECK(run({"probe", "--root", pnmem::test::fixture("v1_limit")}).exit_code == 0);
+  CHECK(run({"sample", "--root", pnmem::test::fixture("garbage")}).exit_code == 1);
+  CHECK(run({"level", "--host-total", "8GiB"}).exit_code == 2);
   const process_result version = run({"--version"});
   CHECK(version.exit_code == 0);
   CHECK(version.out == std::string(pnmem::version_string) + "\n");

@@ -7,7 +7,9 @@
 // sampler (pnmem/platform_sampler.hpp).
 //
 // Exit status: 0 answered (whatever the verdict), 2 bad argument (one line on
-// stderr, nothing on stdout), 1 anything else. PN_* variables set the policy,
+// stderr, nothing on stdout), 1 answered but not an all-clear (probe not ready, calibrate
+// over its margin, a box whose memory could not be read) or anything else (help_footer says
+// it to the user). PN_* variables set the policy,
 // the watcher's cadence and the PSI source; a bad one is a warning line on stderr and its
 // default stays.
 
@@ -102,8 +104,11 @@ std::string help_footer() {
   }
   policy += " each subcommand's flags override them. Bytes: 1073741824, 512KiB, 1.5GiB.";
   return wrap(policy, 95) +
-         "\n--json may come before or after the subcommand. Exit status: 0 answered (whatever the\n"
-         "verdict), 2 bad argument, 1 other failure.";
+         "\n--json may come before or after the subcommand.\n"
+         "Exit status: 0 answered, whatever the verdict; 1 answered but not all clear (probe: not\n"
+         "ready; calibrate: a fit above --max-margin; sample, metrics, watch, probe: this box's memory\n"
+         "could not be read), or another failure said on stderr; 2 a bad argument (one line on\n"
+         "stderr, nothing on stdout).";
 }
 
 int run(int argc, char** argv) {
