@@ -861,7 +861,12 @@ std::optional<admit_answer> answer_from_c(const pnmem_admit_answer& a, std::stri
   out.detail.fit_tokens = a.fit_tokens;
   out.detail.need_bytes = a.need_bytes;
   out.detail.limit_bytes = a.limit_bytes;
+  out.window = a.window;
   if (const std::optional<mem_level> l = level_from_c(a.level)) out.level = *l;
+  // Below TIGHT the ladder never clamps the window (rung 3): the window used is the model's own, and
+  // explain may say "the model's window". At TIGHT and worse it may be the clamp: explain says only
+  // what is sure.
+  if (out.level < mem_level::tight) out.request.max_window = a.window;
   return out;
 }
 

@@ -1,6 +1,7 @@
 // The engine wrapper (pnmem/engine/admit.hpp): the seed's pn_admit order.
 #include "pnmem/engine/admit.hpp"
 #include "pnmem/engine/admit_after_eviction.hpp"
+#include "pnmem/engine/explain.hpp"
 #include "pnmem/engine/host_ledger.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/model_shape.hpp"
@@ -169,6 +170,26 @@ TEST_CASE("the two window reasons tell a configured cap from a pressure cap with
   CHECK(a.window == 2048);
   CHECK(a.window_clamped);
   CHECK(admit(tight, m, 5000).reason == admit_reason::window);
+}
+
+TEST_CASE("explain: a prompt past the window at TIGHT starts the prefill window now, and says so (issue 39 item 8)") {
+  const model_desc m{.kv = kv_format::q4, .gpu_resident = true, .max_window = 4096, .max_slots = 4};
+  const fake_watcher ok = at(host_state(64 * GiB, 60 * GiB));
+  const fake_watcher tight = at(host_state(64 * GiB, 60 * GiB, 0.0, 1.0));
+  // At OK the window is what cut it.
+  CHECK(explain(admit(ok, m, 5000)) == "capped (window): 4096 tokens, the model's window: the prompt is longer, level ok");
+  // At TIGHT the reason stays `window` (the prompt is too long at any level: truncate it to the window), but
+  // only the clamp's 2048 start now: the words must not call 2048 the model's window.
+  const admit_answer a = admit(tight, m, 5000);
+  CHECK(a.fit_tokens == 2048);
+  CHECK(explain(a) == "capped (window): 2048 tokens now, the ladder's prefill window at this level: the prompt is "
+                      "longer than the model's window, 4096 tokens, level tight");
+  CHECK(explain(admit(tight, m, 3000)) == "capped (prefill_window): 2048 tokens now, the ladder's prefill window at this "
+                                          "level: the rest of the prompt in later chunks, level tight");
+  // An answer whose configured window is not known (a C answer at TIGHT) says only what is sure.
+  admit_answer unknown = a;
+  unknown.request.max_window = 0;
+  CHECK(explain(unknown) == "capped (window): 2048 tokens start now: the prompt is longer than the model's window, level tight");
 }
 
 TEST_CASE("at OK nothing is clamped or logged; a prompt inside the window is admitted") {

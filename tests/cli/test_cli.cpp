@@ -444,6 +444,14 @@ TEST_CASE("text mode: a few readable lines that carry the answer") {
        "die 0 has 7.00 GiB (7516192768 B) free above its reserve\n"},
       {{"load", "--weights", "1GiB", "--kv-max-ctx", "1GiB", "--die", "8GiB:8GiB"},
        "load_spike: not checked (give --host-total and --host-avail)"},
+      // Past the window with the ladder's clamp in force: the clamp's tokens start now, and the words do not
+      // call them the model's window (issue 39 item 8).
+      {{"admit", "--host-total", "64GiB", "--host-avail", "60GiB", "--prompt", "5000", "--max-window", "4096",
+        "--prefill-window", "2048", "--gpu-resident"},
+       "verdict: cap (window): 2048 tokens now, the ladder's prefill window at this level: the prompt is longer than "
+       "the model's window, 4096 tokens\n"},
+      {{"admit", "--host-total", "64GiB", "--host-avail", "60GiB", "--prompt", "5000", "--max-window", "4096", "--gpu-resident"},
+       "verdict: cap (window): 4096 tokens, the model's window: the prompt is longer\n"},
   };
   for (const auto& r : rows) {
     CAPTURE(r.expect);

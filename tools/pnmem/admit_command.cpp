@@ -167,7 +167,7 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   }
 
   std::ostringstream t;
-  t << verdict_line("verdict", r, pnmem::answer_kind::request) << '\n';
+  t << verdict_line("verdict", r, rq) << '\n';
   t << "fit_tokens: " << r.fit_tokens << " of " << rq.n_prompt << " prompt tokens";
   if (rq.max_window > 0 && rq.prefill_window > 0) {
     t << " (window " << rq.max_window << ", prefill window " << rq.prefill_window << ")";

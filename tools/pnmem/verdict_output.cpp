@@ -22,7 +22,8 @@ nlohmann::ordered_json verdict_json(const pnmem::admit_result& r) {
   return j;
 }
 
-std::string verdict_line(std::string_view label, const pnmem::admit_result& r, pnmem::answer_kind kind) {
+namespace {
+std::string verdict_line_of(std::string_view label, const pnmem::admit_result& r, const pnmem::admit_answer& a) {
   std::string out(label);
   out += ": ";
   out += pnmem::to_string(r.verdict);
@@ -30,10 +31,21 @@ std::string verdict_line(std::string_view label, const pnmem::admit_result& r, p
   out += pnmem::to_string(r.reason);
   out += "): ";
   // pnmem_explain's words for this kind of answer (the level is a line of its own here).
-  const std::string words = pnmem::detail::answer_words(pnmem::answer_from(r, kind, pnmem::mem_level::ok));
+  const std::string words = pnmem::detail::answer_words(a);
   if (!words.empty()) return out + words;
   if (r.die != pnmem::no_die) out += "on die " + std::to_string(r.die) + ": ";
   return out + "need " + pnmem::format_need_bytes(r.need_bytes) + ", limit " + pnmem::format_limit_bytes(r.limit_bytes);
+}
+}  // namespace
+
+std::string verdict_line(std::string_view label, const pnmem::admit_result& r, pnmem::answer_kind kind) {
+  return verdict_line_of(label, r, pnmem::answer_from(r, kind, pnmem::mem_level::ok));
+}
+
+std::string verdict_line(std::string_view label, const pnmem::admit_result& r, const pnmem::request_spec& rq) {
+  pnmem::admit_answer a = pnmem::answer_from(r, pnmem::answer_kind::request, pnmem::mem_level::ok);
+  a.request = rq;
+  return verdict_line_of(label, r, a);
 }
 
 }  // namespace pnmem_cli

@@ -22,4 +22,8 @@ nlohmann::ordered_json verdict_json(const pnmem::admit_result& r);
 // the verdict, its reason, and pnmem_explain's words for this kind of answer (engine/explain.hpp).
 std::string verdict_line(std::string_view label, const pnmem::admit_result& r, pnmem::answer_kind kind);
 
+// The same for a request, whose windows the words name (a prompt capped to the model's window, or to the
+// ladder's prefill window below it).
+std::string verdict_line(std::string_view label, const pnmem::admit_result& r, const pnmem::request_spec& rq);
+
 }  // namespace pnmem_cli

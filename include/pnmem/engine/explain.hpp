@@ -73,7 +73,17 @@ inline std::string answer_words(const admit_answer& a) {
         if (unlimited) return tokens + " need " + needs + ", no limit known";
         return tokens + " need " + needs + " of the " + room + " there is room for";
       }
-      if (st == S::capped && r == R::window) return tokens + ", the model's window: the prompt is longer" + cost;
+      if (st == S::capped && r == R::window) {
+        // The prompt is longer than the model's window. The tokens that start now are the window, or
+        // the ladder's prefill window below it at TIGHT and worse (a.request says which, when it is known).
+        const int configured = a.request.max_window;
+        if (configured > 0 && a.fit_tokens < configured) {
+          return tokens + " now, the ladder's prefill window at this level: the prompt is longer than the model's window, " +
+                 std::to_string(configured) + " tokens" + cost;
+        }
+        if (configured > 0) return tokens + ", the model's window: the prompt is longer" + cost;
+        return tokens + " start now: the prompt is longer than the model's window" + cost;
+      }
       if (st == S::capped && r == R::prefill_window) {
         return tokens + " now, the ladder's prefill window at this level: the rest of the prompt in later chunks" + cost;
       }
