@@ -423,10 +423,10 @@ TEST_CASE("admit_model_load: weights + KV@max ctx + 1.5 GiB within die free - di
   }
 }
 
-TEST_CASE("admit_model_load_die: slice + 1.5 GiB scratch within the die's free VRAM") {
+TEST_CASE("admit_model_load_die: slice + 1.5 GiB scratch within the die's free VRAM less its reserve") {
   const std::uint64_t need = 6 * GiB + 1 * GiB + 3 * GiB / 2;
-  const mem_state s = add_die(add_die(host_state(total, 4 * GiB), need, 80 * GiB), need - 1, 80 * GiB);
-  // No die reserve here (the seed's rule): the whole free VRAM is the limit.
+  const std::uint64_t reserve = 1 * GiB;  // PN_DIE_RESERVE_BYTES' default, as a whole load keeps it
+  const mem_state s = add_die(add_die(host_state(total, 4 * GiB), need + reserve, 80 * GiB), need + reserve - 1, 80 * GiB);
   CHECK_RESULT(admit_model_load_die(6 * GiB, 1 * GiB, s, 0), verdict::admit, 0, admit_reason::fits, 0, need, need);
   CHECK_RESULT(admit_model_load_die(6 * GiB, 1 * GiB, s, 1), verdict::reject, 0, admit_reason::die_vram, 1, need,
                need - 1);
@@ -436,6 +436,14 @@ TEST_CASE("admit_model_load_die: slice + 1.5 GiB scratch within the die's free V
   CHECK_RESULT(admit_model_load_die(UINT64_MAX, 1, s, 0), verdict::reject, 0, admit_reason::die_vram, 0, u64_max,
                need);
   CHECK(default_policy.die_scratch_bytes == 1610612736);
+  // The policy's die reserve, whatever it is: the slice and the whole load keep the same one (issue 39 item 9).
+  policy p;
+  p.die_reserve_bytes = 3 * GiB;
+  CHECK_RESULT(admit_model_load_die(6 * GiB, 1 * GiB, s, 0, p), verdict::reject, 0, admit_reason::die_vram, 0, need,
+               need - 2 * GiB);
+  CHECK(admit_model_load({6 * GiB, 1 * GiB}, s, 0, p).limit_bytes == admit_model_load_die(6 * GiB, 1 * GiB, s, 0, p).limit_bytes);
+  p.die_reserve_bytes = 0;
+  CHECK(admit_model_load_die(6 * GiB, 1 * GiB, s, 1, p).verdict == verdict::admit);
 }
 
 TEST_CASE("admit_load_spike: 2.4 GiB must fit above the host reserve") {

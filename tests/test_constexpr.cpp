@@ -78,8 +78,11 @@ static_assert(detail::largest_fitting_prompt(5000, kv_format::q4, 1024 * 5898 + 
 static_assert(detail::largest_fitting_prompt(5000, kv_format::q4, 1024 * 5898 + 384_MiB - 1) == 1023);
 static_assert(admit_model_load({10_GiB, 2_GiB}, with_die(make(8_GiB, 4_GiB), 20_GiB, 79_GiB)).verdict ==
               verdict::admit);
-static_assert(admit_model_load_die(6_GiB, 1_GiB, with_die(make(8_GiB, 4_GiB), 9_GiB, 79_GiB), 0).verdict ==
+// A slice: 6 + 1 GiB and the 1.5 GiB scratch, in the die's free VRAM less its 1 GiB reserve (as a whole load).
+static_assert(admit_model_load_die(6_GiB, 1_GiB, with_die(make(8_GiB, 4_GiB), 19_GiB / 2, 79_GiB), 0).verdict ==
               verdict::admit);
+static_assert(admit_model_load_die(6_GiB, 1_GiB, with_die(make(8_GiB, 4_GiB), 19_GiB / 2 - 1, 79_GiB), 0).verdict ==
+              verdict::reject);
 static_assert(admit_load_spike(make(8_GiB, 3_GiB)).reason == admit_reason::host_budget);
 
 // --- parsing ---

@@ -729,14 +729,16 @@ constexpr admit_result admit_model_load(const model_load_spec& m, const mem_stat
 }
 
 // Seed pn_admit_model_load_die: one die's slice of a multi-die split. The slice
-// plus the die scratch must fit in that die's free VRAM (no host term: the GPU
-// path's scratch is bounded).
+// plus the die scratch must fit in that die's free VRAM less the die reserve, as a whole
+// load's does (no host term: the GPU path's scratch is bounded). The seed checked a slice
+// against the die's whole free VRAM, so a split could fill a die that a whole load of the
+// same bytes could not (docs/design.md, where pnmem differs from the seed).
 constexpr admit_result admit_model_load_die(std::uint64_t weights_slice_bytes, std::uint64_t kv_slice_bytes,
                                             const mem_state& s, int die,
                                             const policy& p = default_policy) noexcept {
   using detail::sat_add;
   const std::uint64_t need = sat_add(sat_add(weights_slice_bytes, kv_slice_bytes), p.die_scratch_bytes);
-  return detail::fit_on_die(s, die, need, 0);
+  return detail::fit_on_die(s, die, need, p.die_reserve_bytes);
 }
 
 // Host-byte admission: may the engine allocate `bytes` more host memory now? For what engines allocate

@@ -595,7 +595,8 @@ static inline int pnmem_model_load_init(pnmem_model_load* load) {
  * Locks nothing. */
 PNMEM_C_API int pnmem_admit_model_load(const pnmem_model_load* load, pnmem_admit_answer* out);
 /* One die's slice of a model split over several dies: the slice (weights + KV) + the die
- * scratch must fit in load->die's free VRAM (no die reserve: the seed's rule). Returns as
+ * scratch must fit in load->die's free VRAM less the die reserve, as a whole load's must (the
+ * seed's slice kept no reserve: docs/design.md). Returns as
  * pnmem_admit_model_load. Locks nothing. */
 PNMEM_C_API int pnmem_admit_model_load_die(const pnmem_model_load* load, pnmem_admit_answer* out);
 /* The host dequant/staging burst of a weight upload (PN_LOAD_SPIKE_BYTES, 2.4 GiB by

@@ -441,8 +441,9 @@ int main() {
 
   // --- Model loads: the C answers are admission.hpp's on the same snapshot; by hand where die 0
   // (1 GiB free of 16) and die 1 (1024 GiB free) decide. Whole model: weights + KV + the 1.5 GiB
-  // die scratch within free - the 1 GiB die reserve (1023 GiB on die 1, 0 on die 0); a slice:
-  // within free (1024 GiB, 1 GiB), equality fitting. Die -1 picks die 1, the roomiest.
+  // die scratch within free - the 1 GiB die reserve (1023 GiB on die 1, 0 on die 0), equality fitting;
+  // a slice within the same (a slice keeps the die reserve a whole load keeps; the seed's slice did not).
+  // Die -1 picks die 1, the roomiest, for a whole load; a slice must name its die.
   CHECK(p.die_reserve_bytes == gib && p.die_scratch_bytes == 3 * gib / 2);
   {
     struct load_case {
@@ -461,9 +462,8 @@ int main() {
         {0, 0, 0, PNMEM_DENIED, "die_vram", PNMEM_DENIED, "die_vram"},            // the scratch alone: 1.5 > 1 GiB
         {0, 0, 2, PNMEM_DENIED, "bad_request", PNMEM_DENIED, "bad_request"},      // die 2 was never fed
         {1000 * gib, 43 * gib / 2, 1, PNMEM_ADMITTED, "fits", PNMEM_ADMITTED, "fits"},  // need 1023 GiB: whole at its limit
-        {1000 * gib, 43 * gib / 2 + 1, 1, PNMEM_DENIED, "die_vram", PNMEM_ADMITTED, "fits"},
-        {1000 * gib, 45 * gib / 2, 1, PNMEM_DENIED, "die_vram", PNMEM_ADMITTED, "fits"},  // need 1024 GiB: the slice's limit
-        {1000 * gib, 45 * gib / 2 + 1, 1, PNMEM_DENIED, "die_vram", PNMEM_DENIED, "die_vram"},
+        {1000 * gib, 43 * gib / 2 + 1, 1, PNMEM_DENIED, "die_vram", PNMEM_DENIED, "die_vram"},  // one byte over
+        {1000 * gib, 45 * gib / 2, 1, PNMEM_DENIED, "die_vram", PNMEM_DENIED, "die_vram"},  // need 1024 GiB: no reserve left
         {UINT64_MAX, UINT64_MAX, -1, PNMEM_DENIED, "die_vram", PNMEM_DENIED, "bad_request"},  // saturates, never wraps
     };
     for (const load_case& lc : load_cases) {

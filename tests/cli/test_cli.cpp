@@ -22,7 +22,9 @@ using pnmem::test::args_t;
 using pnmem::test::lines_of;
 using pnmem::test::process_result;
 using pnmem::test::run;
+using pnmem::test::env_t;
 using pnmem::test::run_json;
+using pnmem::test::run_ok;
 
 std::string bytes(std::uint64_t v) { return std::to_string(v); }
 std::string name(pnmem::mem_level l) { return std::string(pnmem::to_string(l)); }
@@ -407,6 +409,23 @@ TEST_CASE("load: without the host the spike is not evaluated; the flags override
   // (bad_request) for a die nobody asked about), only the host burst is.
   CHECK(spike.at("model_load").is_null());
   CHECK(spike.at("per_die") == json::array());
+}
+
+TEST_CASE("load: a die's slice keeps the die reserve the whole load keeps, from PN_DIE_RESERVE_BYTES or the flag (issue 39 item 9)") {
+  // 11 GiB free on each die: the whole load and each slice are checked against 11 GiB less the reserve.
+  const args_t a{"load", "--weights", "20GiB", "--kv-max-ctx", "1GiB", "--die", "11GiB:23GiB", "--die", "11GiB:23GiB"};
+  for (const auto& [env, reserve] : {std::pair{env_t{}, 1 * GiB}, std::pair{env_t{{"PN_DIE_RESERVE_BYTES", "2GiB"}}, 2 * GiB}}) {
+    CAPTURE(reserve);
+    const json j = run_json(a, env);
+    CHECK(j.at("model_load").at("limit_bytes").get<std::uint64_t>() == 11 * GiB - reserve);
+    for (const json& slice : j.at("per_die")) CHECK(slice.at("limit_bytes").get<std::uint64_t>() == 11 * GiB - reserve);
+    const std::string text = run_ok(a, env);
+    CHECK(text.find("free above its reserve\nper_die: reject (die_vram): the slice (its weights and KV, scratch) needs "
+                    "12.00 GiB (12884901888 B), die 0 has only " + pnmem::format_bytes(11 * GiB - reserve)) != std::string::npos);
+  }
+  args_t no_reserve = a;
+  no_reserve.insert(no_reserve.end(), {"--die-reserve", "0"});
+  CHECK(run_json(no_reserve).at("per_die").at(0).at("limit_bytes").get<std::uint64_t>() == 11 * GiB);
 }
 
 TEST_CASE("load: without --die the model load is not checked; with neither dies nor host, a usage error") {

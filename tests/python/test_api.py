@@ -209,8 +209,11 @@ def test_model_load_checks(watcher):
         assert a.status == pnmem.Status.DENIED and a.reason == pnmem.Reason.DIE_VRAM and a.die == 0
         assert a.need_bytes == 7 * GIB // 2
         assert pnmem.admit_model_load(0, 0, die=0).status == pnmem.Status.DENIED
-        a = pnmem.admit_model_load_die(0, 0, 0)  # the 1.5 GiB scratch fits in 2 GiB (no die reserve)
-        assert a.status == pnmem.Status.ADMITTED and a.reason == pnmem.Reason.FITS
+        a = pnmem.admit_model_load_die(0, 0, 0)  # the 1.5 GiB scratch > 2 GiB free - 1 GiB reserve, as a whole load
+        assert a.status == pnmem.Status.DENIED and a.reason == pnmem.Reason.DIE_VRAM and a.limit_bytes == GIB
+        pnmem.set_die(0, 3 * GIB, 16 * GIB, 13 * GIB, 0)
+        a = pnmem.admit_model_load_die(0, 0, 0)  # 1.5 GiB in 3 - 1 GiB
+        assert a.status == pnmem.Status.ADMITTED and a.reason == pnmem.Reason.FITS and a.limit_bytes == 2 * GIB
         assert pnmem.admit_model_load_die(0, 0, 1).reason == pnmem.Reason.BAD_REQUEST  # not fed
         spike = pnmem.admit_load_spike()
         assert spike.status in (pnmem.Status.ADMITTED, pnmem.Status.DENIED) and spike.need_bytes > 0

@@ -124,7 +124,7 @@ inline std::string answer_words(const admit_answer& a) {
       const bool whole = a.kind == answer_kind::model_load;
       const std::string what = whole ? "the load (weights, KV at the longest context, scratch) needs " + needs
                                      : "the slice (its weights and KV, scratch) needs " + needs;
-      const std::string has = whole ? room + " free above its reserve" : room + " free";
+      const std::string has = room + " free above its reserve";
       if (st == S::admitted && r == R::fits) return what + ", " + die + " has " + has;
       if (st == S::denied && r == R::die_vram) return what + ", " + die + " has only " + has;
       if (st == S::denied && r == R::bad_request) {
