@@ -172,6 +172,41 @@ TEST_CASE("pnmem watch --textfile: the last sample's exposition, nothing else le
   CHECK(names_in(dir.path("")) == std::set<std::string>{"pnmem.prom"});
 }
 
+TEST_CASE("the textfile holds the series pnmem metrics prints: the same names and labels, psi_mode aside (issue 39 item 10)") {
+  // On this box (real /proc): watch may arm a PSI trigger and say psi_mode="trigger", a one-shot metrics
+  // polls and says "poll"; docs/operators.md says so. Every other series and label is the same.
+  const pnmem::test::temp_dir dir;
+  const std::string target = dir.path("pnmem.prom");
+  const auto w = run({"watch", "--count", "1", "--textfile", target});
+  REQUIRE(w.exit_code == 0);
+  const auto m = run({"metrics"});
+  REQUIRE(m.exit_code == 0);
+  const auto file = pnmem::test::check_exposition(*read_file(target));
+  const auto one = pnmem::test::check_exposition(m.out);
+  auto series = [](const pnmem::test::exposition& ex, std::string& psi_mode) {
+    std::set<std::string> out;
+    for (const auto& sample : ex.samples) {
+      std::string key = sample.name;
+      for (const auto& [k, v] : sample.labels) {
+        if (sample.name == "pnmem_provenance_info" && k == "psi_mode") {
+          psi_mode = v;
+          continue;
+        }
+        key += " " + k + "=" + v;
+      }
+      out.insert(key);
+    }
+    return out;
+  };
+  std::string file_mode;
+  std::string one_mode;
+  CHECK(series(file, file_mode) == series(one, one_mode));
+  CHECK(one_mode != "trigger");  // one sample has nothing to wait on
+  CHECK((file_mode == "trigger" || file_mode == one_mode));
+  CHECK(file.types == one.types);
+  CHECK(file.helps == one.helps);
+}
+
 TEST_CASE("pnmem watch --textfile-interval: written at the first sample, then not before the interval") {
   const pnmem::test::temp_dir dir;
   const std::string target = dir.path("pnmem.prom");
