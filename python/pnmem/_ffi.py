@@ -5,7 +5,8 @@ with the C types (tests/python/test_layout.py compares each offset and size with
 C enums are `int` (the C ABI's static_asserts check sizeof(enum) == sizeof(int)).
 
 The library is loaded from, in order (the first that loads and has every function wins):
-  1. $PNMEM_LIBRARY, a path to libpnmem_c.so; when it is set it is the only place tried;
+  1. $PNMEM_LIBRARY, the path of libpnmem_c.so or of the directory holding it; when it is set it is the
+     only place tried;
   2. the installed location: `pkg-config --variable=libdir pnmem-c`, then the same for `pnmem`;
   3. a build tree next to this package's source checkout: <checkout>/build*/integration/libpnmem_c.so
      (newest first);
@@ -453,6 +454,8 @@ def load_library() -> tuple[ctypes.CDLL, str]:
 
     env = os.environ.get("PNMEM_LIBRARY")
     if env:
+        if os.path.isdir(env):  # a directory: the library in it (a build's integration/, an install's lib/)
+            env = os.path.join(env, LIBRARY_NAME)
         lib = attempt("$PNMEM_LIBRARY", env)
         if lib is not None:
             return lib, env
@@ -482,7 +485,7 @@ def load_library() -> tuple[ctypes.CDLL, str]:
     if lib is not None:
         return lib, LIBRARY_NAME
     raise LibraryNotFound("pnmem: cannot find libpnmem_c; tried, in order:\n" + "\n".join(tried) +
-                          "\nSet PNMEM_LIBRARY to the path of libpnmem_c.so, or PKG_CONFIG_PATH to the pkgconfig "
+                          "\nSet PNMEM_LIBRARY to the path of libpnmem_c.so (or its directory), or PKG_CONFIG_PATH to the pkgconfig "
                           "directory of an installed pnmem.", name="pnmem")
 
 

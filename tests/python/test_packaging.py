@@ -79,6 +79,20 @@ def test_pnmem_library_that_does_not_load_is_named(tmp_path):
         assert "LibraryNotFound" in r.stderr and "$PNMEM_LIBRARY" in r.stderr and path in r.stderr
 
 
+def test_pnmem_library_may_name_the_directory(tmp_path):
+    # A build's integration/ (or an install's lib/) as $PNMEM_LIBRARY loads the libpnmem_c.so in it, as the
+    # file itself does (it was "Is a directory", with nothing else tried).
+    lib = os.environ["PNMEM_LIBRARY"]
+    for given in (lib, os.path.dirname(lib), os.path.dirname(lib) + "/"):
+        r = subprocess.run([sys.executable, "-c", "import pnmem, os; print(os.path.realpath(pnmem.library_path))"],
+                           capture_output=True, text=True, timeout=60, env=child_env(PNMEM_LIBRARY=given), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == os.path.realpath(lib)
+    # A directory without the library: named, as a missing file is.
+    r = run_import(child_env(PNMEM_LIBRARY=str(tmp_path)), tmp_path)
+    assert r.returncode != 0 and "$PNMEM_LIBRARY" in r.stderr and str(tmp_path / "libpnmem_c.so") in r.stderr
+
+
 def test_nothing_found_names_every_place(tmp_path):
     # The package copied outside any checkout, no pkg-config path, no PNMEM_LIBRARY.
     import shutil
