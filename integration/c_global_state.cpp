@@ -26,7 +26,7 @@ global_state::global_state() {
   sink_.store(&default_sink, std::memory_order_release);
   // First: the library's defaults (watcher_options{}, the sampler's options, the gate's) would
   // report them on stderr. Analysis-free: no other thread sees the state yet.
-  for (const config_error& e : take_env_errors()) pending_.push_back("pnmem: " + e.to_string());
+  for (const config_error& e : take_env_errors()) pending_.push_back(e.log_line());
   if (!pending_.empty()) has_pending_.store(true, std::memory_order_release);
   // Last: fully built.
   detail::fork_registry::get().add(this, detail::fork_registry::rank_c_state,

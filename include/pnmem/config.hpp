@@ -59,6 +59,8 @@ struct config_error {
   std::string to_string() const {
     return variable + "=\"" + detail::printable(value) + "\": " + message + "; keeping " + kept;
   }
+  // The line every part of pnmem logs for it (the C++ runtime, the C library, the tool): "pnmem: " + to_string().
+  std::string log_line() const { return "pnmem: " + to_string(); }
 };
 
 struct env_config {
@@ -365,7 +367,7 @@ class env_cache {
       log = log_;
     }
     for (const config_error& e : errors) {
-      const std::string line = "pnmem: " + e.to_string();
+      const std::string line = e.log_line();
       if (log && *log) {
         (*log)(line);
       } else {

@@ -649,7 +649,7 @@ TEST_CASE("bad arguments: pnmem's words, not the argument parser's, and every ra
   const process_result reserve =
       run({"level", "--host-total", "8GiB", "--host-avail", "4GiB"}, {{"PN_HOST_RESERVE_BYTES", "x\x1b"}});
   CHECK(reserve.err ==
-        "pnmem: warning: PN_HOST_RESERVE_BYTES=\"x\\x1b\": not a number; keeping max(1.00 GiB, 15.00 % of MemTotal); "
+        "pnmem: PN_HOST_RESERVE_BYTES=\"x\\x1b\": not a number; keeping max(1.00 GiB, 15.00 % of MemTotal); "
         "in a container max(min(1.00 GiB, limit/4), 15.00 % of the limit)\n");
 
   // calibrate's description is whole in both helps.
@@ -686,7 +686,7 @@ TEST_CASE("environment: a bad variable warns on one line and the default stays")
   json_args.insert(json_args.end(), a.begin(), a.end());
   const process_result r = run(json_args, {{"PN_PSI_FULL_REJECT", "abc"}});
   CHECK(r.exit_code == 0);
-  CHECK(r.err == "pnmem: warning: PN_PSI_FULL_REJECT=\"abc\": not a number; keeping 15.00 %\n");
+  CHECK(r.err == "pnmem: PN_PSI_FULL_REJECT=\"abc\": not a number; keeping 15.00 %\n");
   const json j = json::parse(r.out);
   CHECK(j.at("reason") == "psi_stall");  // the 15 % default still applies
 
@@ -695,7 +695,7 @@ TEST_CASE("environment: a bad variable warns on one line and the default stays")
   CHECK(two.exit_code == 0);
   const auto lines = lines_of(two.err);
   REQUIRE(lines.size() == 2);
-  for (const auto& l : lines) CHECK(l.rfind("pnmem: warning: PN_", 0) == 0);
+  for (const auto& l : lines) CHECK(l.rfind("pnmem: PN_", 0) == 0);
   CHECK(two.out.find("max_slots: 1") != std::string::npos);
 }
 

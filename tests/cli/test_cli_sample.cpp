@@ -449,7 +449,7 @@ TEST_CASE("the tool honours PN_PSI_SOURCE, the poll intervals and the dwell") {
   // A bad value: the tool's own warning, once, and the default.
   const auto bad = run({"--json", "sample", "--root", root}, {{"PN_PSI_SOURCE", "both"}});
   REQUIRE(bad.exit_code == 0);
-  CHECK(bad.err == "pnmem: warning: PN_PSI_SOURCE=\"both\": not a PSI source (use host, cgroup or off); keeping host\n");
+  CHECK(bad.err == "pnmem: PN_PSI_SOURCE=\"both\": not a PSI source (use host, cgroup or off); keeping host\n");
 
   // watch: its defaults are the environment's.
   const auto help = run({"watch", "--help"},

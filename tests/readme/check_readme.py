@@ -37,7 +37,17 @@ blocks are read from the pages at run time (no second copies). Each fenced block
                   modules are not installed, so their names are Any (pnmem's still are not). When
                   this interpreter cannot import mypy (apt-get install mypy), each block's mypy
                   part is NOT CHECKED, with one line saying so.
-  ``` (no lang)   output: left alone.
+  ``` (no lang)   output. One whose first line starts `$ ` is a transcript: its commands run here, in
+                  order, and what each prints must be what the page shows (doc_outputs.py says how, and
+                  how a `<!-- output: ... -->` comment before it marks what varies from box to box);
+                  one after `<!-- synopsis: pnmem -->` must name every flag of each command's --help and
+                  no other. Any other: left alone.
+  ```python       (above) A block whose first line is `# NAME.py: python3 NAME.py` is written to NAME.py
+                  and run with that command, so a transcript can show what `$ python3 NAME.py` prints.
+
+A paragraph after `<!-- list: meson options -->` or `<!-- list: test suites -->` must name every
+option or suite of this build and no other; one after `<!-- build counts: OPTIONS; ... -->` must give
+the steps and objects a fresh `meson setup` with those options has (doc_outputs.py).
 
 A block that needs something this build lacks (the CUDA toolkit, the tool) is reported as
 "NOT CHECKED: ..." and the test exits 77 (Meson: SKIP), never 0, unless a block failed (1).
@@ -58,6 +68,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+import doc_outputs
 
 COMPILERS_CXX = {"g++", "c++", "clang++"}
 COMPILERS_C = {"gcc", "cc", "clang"}
@@ -214,6 +226,7 @@ class Runner:
         except SyntaxError as e:
             fail(where, f"not valid Python: {e}")
             return
+        named = re.match(r"^#\s*([\w.-]+\.py):\s*(python3? \1)\s*$", lines[0]) if lines else None
         sketch = bool(lines) and lines[0].startswith("# sketch")
         self.mypy_block(where, src, sketch)
         if sketch:
@@ -226,8 +239,13 @@ class Runner:
         env.pop("LD_LIBRARY_PATH", None)
         env["PYTHONPATH"] = os.path.join(self.a.source_root, "python")
         env["PNMEM_LIBRARY"] = self.a.python_lib
-        p = subprocess.run([sys.executable, "-c", src], cwd=self.work, capture_output=True, text=True,
-                           timeout=120, env=env)
+        if named:  # the file a transcript may run again: `$ python3 NAME.py`
+            with open(os.path.join(self.work, named.group(1)), "w") as f:
+                f.write(src)
+            argv = [sys.executable, named.group(1)]
+        else:
+            argv = [sys.executable, "-c", src]
+        p = subprocess.run(argv, cwd=self.work, capture_output=True, text=True, timeout=120, env=env)
         out = (p.stdout + p.stderr).strip()
         (ok if p.returncode == 0 else fail)(where, f"python exit {p.returncode}: {out[-400:]}")
 
@@ -479,6 +497,8 @@ def main():
     pages = a.page or default_pages(a.source_root)
 
     found = []  # (page, line, lang, lines) over every page, in page order
+    markers = {}  # (page, line) -> the <!-- NAME: TEXT --> comment before that block
+    lists = []  # (page, line, kind, paragraph)
     for page in pages:
         path = os.path.join(a.source_root, page)
         if not os.path.isfile(path):
@@ -489,7 +509,23 @@ def main():
         page_blocks = blocks(text, page)
         print(f"page: {page}: {len(page_blocks)} code blocks", flush=True)
         found += [(page, n, lang, lines) for n, lang, lines in page_blocks]
+        page_lines = text.split("\n")
+        for n, _, _ in page_blocks:
+            m = doc_outputs.marker_before(page_lines, n)
+            if m:
+                markers[(page, n)] = m
+        for i, line in enumerate(page_lines):
+            m = re.match(r"^\s*<!--\s*(list|build counts):\s*(.*?)\s*-->\s*$", line)
+            if m:
+                para = []
+                for follow in page_lines[i + 1:]:
+                    if not follow.strip() and para:
+                        break
+                    para.append(follow)
+                lists.append((page, i + 1, m.group(1), m.group(2), " ".join(para)))
     r = Runner(a)
+    outputs = doc_outputs.Outputs(r, ok, fail, skip)
+    transcripts = []  # run after every block is built: a transcript may run any page's program
     try:
         # Write every program first: a sh block, on any page, may build any of them.
         programs, defined_at = {}, {}
@@ -528,14 +564,37 @@ def main():
             elif lang == "python":
                 r.python_block(where, lines)
             elif lang in ("", "text", "console"):
-                pass  # output, as a terminal shows it
+                marker = markers.get((page, n))
+                if lines and lines[0].startswith("$ "):
+                    mode = marker[1] if marker and marker[0] == "output" else "exact"
+                    transcripts.append((f"{page}:{n}", mode, doc_outputs.transcript_steps(lines)))
+                elif marker and marker[0] == "output":
+                    fail(where, "an <!-- output: ... --> comment before a block that is not a transcript "
+                                "(its first line must be `$ COMMAND`)")
+                elif marker and marker[0] == "synopsis":
+                    if a.tool and os.path.isfile(a.tool):
+                        doc_outputs.check_synopsis(where, lines, a.tool, ok, fail)
+                    else:
+                        skip(where, "the synopsis of the pnmem tool, which this build did not build")
+                # else: output shown without its command (checked elsewhere, e.g. test_c_explain), or prose
             else:
                 skip(where, f"no checker for ```{lang} blocks")
+        for where, mode, steps in transcripts:
+            outputs.check_transcript(where, mode, steps)
+        for page, n, what, kind, para in lists:
+            if what == "list":
+                doc_outputs.check_list(f"{page}:{n}", kind, para, a.build_root, a.meson, ok, fail)
+            else:
+                doc_outputs.check_build_counts(f"{page}:{n}", kind, para, a.source_root, a.meson, r.work, ok, fail)
     finally:
         shutil.rmtree(r.work, ignore_errors=True)
 
     print(f"\n{len(pages)} pages, {len(found)} code blocks: {len(checked)} checked, {len(failures)} failed, "
           f"{len(not_checked)} NOT CHECKED")
+    print(f"{len(outputs.not_run)} transcripts not run, each with the page's reason:" if outputs.not_run else
+          "every transcript ran")
+    for m in outputs.not_run:
+        print(f"  not run: {m}")
     for m in not_checked:
         print(f"NOT CHECKED: {m}")
     for m in failures:

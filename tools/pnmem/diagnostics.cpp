@@ -73,7 +73,8 @@ bool stdout_ok() {
 }
 
 void print_warnings(const std::vector<pnmem::config_error>& errors) {
-  for (const auto& e : errors) std::cerr << "pnmem: warning: " << one_line(e.to_string()) << '\n';
+  // The library's own line for each (config_error::log_line), as an engine's log shows it.
+  for (const auto& e : errors) std::cerr << one_line(e.log_line()) << '\n';
 }
 
 }  // namespace pnmem_cli

@@ -26,7 +26,7 @@ bool stdout_ok();
 // Called first thing: std::cout keeps the errno of its first failed write, for stdout_ok's line.
 void keep_stdout_errors();
 
-// "pnmem: warning: <error>" for each bad PN_* variable.
+// "pnmem: <error>" for each bad PN_* variable: the line the library logs (config_error::log_line).
 void print_warnings(const std::vector<pnmem::config_error>& errors);
 
 }  // namespace pnmem_cli
