@@ -37,6 +37,10 @@
 namespace pnmem {
 
 // What every selection keeps, whatever the scores.
+// The pooling kernel of observation_scores when the engine has no other (SnapKV's 7: a kept token's three
+// neighbours on each side stay with it). Python's observation_scores defaults to it.
+inline constexpr int default_observation_kernel = 7;
+
 struct keep_window {
   int sinks = 4;    // the first tokens
   int recent = 32;  // the last tokens (SnapKV's observation window)
