@@ -4,7 +4,7 @@
   check_readme.py SOURCE_ROOT BUILD_ROOT --cxx CMD --cc CMD [--extra-flags FLAGS] [--cuda yes|no] [--meson CMD]
                   [--tool PATH] [--python-lib PATH] [--page PATH]...
 
-The pages are README.md, CHANGES.md and every docs/*.md (or the --page paths, relative to SOURCE_ROOT). Their
+The pages are README.md, CHANGES.md, python/README.md and every docs/*.md (or the --page paths, relative to SOURCE_ROOT). Their
 blocks are read from the pages at run time (no second copies). Each fenced block:
 
   ```cpp / ```c   A complete program whose first line names it and says how to build it,
@@ -473,7 +473,7 @@ def check_citations(page, text, src_root):
 
 def default_pages(src_root):
     docs = sorted(f"docs/{f}" for f in os.listdir(os.path.join(src_root, "docs")) if f.endswith(".md"))
-    return ["README.md", "CHANGES.md"] + docs
+    return ["README.md", "CHANGES.md", "python/README.md"] + docs
 
 
 def main():
