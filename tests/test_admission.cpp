@@ -425,8 +425,8 @@ TEST_CASE("admit_model_load: weights + KV@max ctx + 1.5 GiB within die free - di
 
 TEST_CASE("admit_model_load_die: slice + 1.5 GiB scratch within the die's free VRAM less its reserve") {
   const std::uint64_t need = 6 * GiB + 1 * GiB + 3 * GiB / 2;
-  const std::uint64_t reserve = 1 * GiB;  // PN_DIE_RESERVE_BYTES' default, as a whole load keeps it
-  const mem_state s = add_die(add_die(host_state(total, 4 * GiB), need + reserve, 80 * GiB), need + reserve - 1, 80 * GiB);
+  const std::uint64_t die_reserve = 1 * GiB;  // PN_DIE_RESERVE_BYTES' default, as a whole load keeps it
+  const mem_state s = add_die(add_die(host_state(total, 4 * GiB), need + die_reserve, 80 * GiB), need + die_reserve - 1, 80 * GiB);
   CHECK_RESULT(admit_model_load_die(6 * GiB, 1 * GiB, s, 0), verdict::admit, 0, admit_reason::fits, 0, need, need);
   CHECK_RESULT(admit_model_load_die(6 * GiB, 1 * GiB, s, 1), verdict::reject, 0, admit_reason::die_vram, 1, need,
                need - 1);

@@ -414,7 +414,9 @@ TEST_CASE("load: without the host the spike is not evaluated; the flags override
 TEST_CASE("load: a die's slice keeps the die reserve the whole load keeps, from PN_DIE_RESERVE_BYTES or the flag (issue 39 item 9)") {
   // 11 GiB free on each die: the whole load and each slice are checked against 11 GiB less the reserve.
   const args_t a{"load", "--weights", "20GiB", "--kv-max-ctx", "1GiB", "--die", "11GiB:23GiB", "--die", "11GiB:23GiB"};
-  for (const auto& [env, reserve] : {std::pair{env_t{}, 1 * GiB}, std::pair{env_t{{"PN_DIE_RESERVE_BYTES", "2GiB"}}, 2 * GiB}}) {
+  for (const auto& c : {std::pair{env_t{}, 1 * GiB}, std::pair{env_t{{"PN_DIE_RESERVE_BYTES", "2GiB"}}, 2 * GiB}}) {
+    const env_t& env = c.first;
+    const std::uint64_t reserve = c.second;  // (not a structured binding: clang 14 cannot capture one in CAPTURE)
     CAPTURE(reserve);
     const json j = run_json(a, env);
     CHECK(j.at("model_load").at("limit_bytes").get<std::uint64_t>() == 11 * GiB - reserve);

@@ -662,16 +662,22 @@ class gguf_writer {
   std::string bytes_;
 };
 
-}  // namespace
-
-TEST_CASE("pnmem model --from-gguf: a Llama-3-8B GGUF header gives 131072 B/token in f16") {
-  const temp_dir dir;
+// A Llama-3-8B GGUF header: 32 blocks, 32 query heads, 8 KV heads, embedding 4096 (head dim 4096 / 32 = 128).
+gguf_writer llama_gguf() {
   gguf_writer w(5);
   w.kv_str("general.architecture", "llama");
   w.kv_u32("llama.block_count", 32);
   w.kv_u32("llama.attention.head_count", 32);
   w.kv_u32("llama.attention.head_count_kv", 8);
-  w.kv_u32("llama.embedding_length", 4096);  // head dim 4096 / 32 = 128
+  w.kv_u32("llama.embedding_length", 4096);
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("pnmem model --from-gguf: a Llama-3-8B GGUF header gives 131072 B/token in f16") {
+  const temp_dir dir;
+  const gguf_writer w = llama_gguf();
   const std::string file = dir.write("llama.gguf", w.bytes());
   const process_result r = run({"model", "--from-gguf", file});
   INFO("stderr: ", r.err);
@@ -687,13 +693,7 @@ TEST_CASE("pnmem model --from-gguf: a Llama-3-8B GGUF header gives 131072 B/toke
 
 TEST_CASE("admit, load and plan take every model source pnmem model takes, with its engine rule (issue 39 item 4)") {
   const temp_dir dir;
-  gguf_writer w(5);
-  w.kv_str("general.architecture", "llama");
-  w.kv_u32("llama.block_count", 32);
-  w.kv_u32("llama.attention.head_count", 32);
-  w.kv_u32("llama.attention.head_count_kv", 8);
-  w.kv_u32("llama.embedding_length", 4096);
-  const std::string gguf = dir.write("llama.gguf", w.bytes());
+  const std::string gguf = dir.write("llama.gguf", llama_gguf().bytes());
   const std::string fixtures = pnmem::test::env_or_fail("PNMEM_MODEL_FIXTURES");
   const std::string config = fixtures + "/llama-3-8b.config.json";
   const std::string gemma = fixtures + "/gemma-2-9b.config.json";
