@@ -52,6 +52,15 @@
 // on their expiry, read only when it holds any. A pnmem::watcher's live snapshot is kept by the
 // ledger and refreshed in place (nothing is copied until the watcher publishes), with
 // MemAvailable less the promised bytes written into it. Figures: BENCHMARKS.md.
+//
+// One box, many processes. A ledger made with a box_link (engine/box_book.hpp; an adapter's join,
+// pnmem/linux/box_ledger.hpp, gives one) counts in the book every process of the box shares: its
+// answers take off MemAvailable what every joined process has promised and not yet had sampled, and
+// add what any of them credited, as a ledger does for its own. Its own reservations are still its own
+// (their handles, their time to live, size(), expiry_covering()). Each operation takes the segment's
+// lock inside the ledger's mutex; a lock that cannot be had makes the ledger leave the box for good
+// (one log line) and count only its own promises. After fork() the child's ledger leaves the box its
+// parent joined and forgets the reservations it inherited (they are its parent's to settle).
 #pragma once
 
 #include <algorithm>
@@ -61,8 +70,10 @@
 #include <cstdlib>
 #include <deque>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -76,6 +87,7 @@
 #include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/admission.hpp"
 #include "pnmem/engine/admit.hpp"
+#include "pnmem/engine/box_book.hpp"
 #include "pnmem/host_room.hpp"
 #include "pnmem/live_state.hpp"
 #include "pnmem/mem_state.hpp"
@@ -150,11 +162,15 @@ class host_ledger {
 
   using clock_fn = std::int64_t (*)();
 
-  explicit host_ledger(clock_fn now = &steady_now_ns) : now_(now) {
+  explicit host_ledger(clock_fn now = &steady_now_ns) : host_ledger(nullptr, now) {}
+
+  // A ledger that counts in a box book every process of the box shares (box_book.hpp); null: its own.
+  explicit host_ledger(std::shared_ptr<box_link> box, clock_fn now = &steady_now_ns) : now_(now), box_(std::move(box)) {
+    if (box_ != nullptr && (box_->seg == nullptr || box_->lock == nullptr || box_->unlock == nullptr)) box_.reset();
     detail::fork_registry::get().add(this, detail::fork_registry::rank_ledger,
                                      {[](void* l) noexcept { static_cast<host_ledger*>(l)->lock_for_fork(); },
                                       [](void* l) noexcept { static_cast<host_ledger*>(l)->unlock_after_fork(); },
-                                      [](void* l) noexcept { static_cast<host_ledger*>(l)->unlock_after_fork(); }});
+                                      [](void* l) noexcept { static_cast<host_ledger*>(l)->child_after_fork(); }});
   }
   host_ledger(const host_ledger&) = delete;
   host_ledger& operator=(const host_ledger&) = delete;
@@ -172,6 +188,7 @@ class host_ledger {
       out.answer = pnmem::admit(w, m, n_tokens, encoder_items, o);  // fail open, as admit does
       return out;
     }
+    const box_scope box(*this);
     out.answer = with_budget_locked(w, out.pending_bytes, [&](const mem_state& s) {
       return detail::admit_snapshot_inline(s, m, n_tokens, encoder_items, o);
     });
@@ -207,6 +224,7 @@ class host_ledger {
   admission reserve_bytes(const Watcher& w, std::uint64_t bytes, const reserve_options& o) PNMEM_EXCLUDES(mu_) {
     admission out;
     detail::lock_guard lk(mu_);
+    const box_scope box(*this);
     bytes_answer_locked(w, bytes, o.policy, out);
     if (out.answer.status == admit_status::admitted && bytes > 0) {  // never on fail_open
       const std::int64_t now = now_();
@@ -224,6 +242,7 @@ class host_ledger {
   admission check_bytes(const Watcher& w, std::uint64_t bytes, const pnmem::policy& p) PNMEM_EXCLUDES(mu_) {
     admission out;
     detail::lock_guard lk(mu_);
+    const box_scope box(*this);
     bytes_answer_locked(w, bytes, p, out);
     return out;
   }
@@ -236,6 +255,7 @@ class host_ledger {
   template <class Watcher>
   std::uint64_t pending_bytes(const Watcher& w) PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
+    const box_scope box(*this);
     std::uint64_t pending = 0;
     with_budget_locked(w, pending, [](const mem_state&) { return 0; });
     return pending;
@@ -250,17 +270,20 @@ class host_ledger {
     if (bytes == 0) return;
     const std::int64_t now = now_();
     detail::lock_guard lk(mu_);
+    const box_scope box(*this);
     insert_in_time_order(credits_, settled_entry{bytes, now});
     credited_ += bytes;
+    if (box_held_ != nullptr) box_credit(*box_held_->seg, box_held_->holder, bytes, now);
   }
 
   // Bytes credited and not yet in the watcher's newest snapshot.
   template <class Watcher>
   std::uint64_t credited_bytes(const Watcher& w) PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
+    const box_scope box(*this);
     std::uint64_t pending = 0;
     with_budget_locked(w, pending, [](const mem_state&) { return 0; });
-    return detail::to_u64_sat(credited_);
+    return credited_now_;
   }
 
   // The host's room on the budget every answer uses (MemAvailable less the pending bytes plus the
@@ -270,11 +293,12 @@ class host_ledger {
   host_room room(const Watcher& w, const pnmem::policy& p) PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
     if (!w.running()) return host_room{};
+    const box_scope box(*this);
     std::uint64_t pending = 0;
     host_room out = with_budget_locked(w, pending, [&](const mem_state& s) { return room_for(s, p); });
     if (out.sampled) {
       out.pending_bytes = pending;
-      out.credited_bytes = detail::to_u64_sat(credited_);
+      out.credited_bytes = credited_now_;
     }
     return out;
   }
@@ -291,6 +315,23 @@ class host_ledger {
 
   // The ledger's clock (steady_clock unless another was given), in nanoseconds.
   std::int64_t now_ns() const { return now_(); }
+
+  // Whether its answers count the box book's promises (it joined one, and has not left it), and the
+  // book's scope ("" when not).
+  bool box_joined() const PNMEM_EXCLUDES(mu_) {
+    detail::lock_guard lk(mu_);
+    return box_ != nullptr && !box_forked_;
+  }
+  std::string box_scope_name() const PNMEM_EXCLUDES(mu_) {
+    detail::lock_guard lk(mu_);
+    return box_ != nullptr && !box_forked_ ? std::string(box_->scope) : std::string();
+  }
+  // The processes joined to its box book (0 when it counts alone).
+  std::uint32_t box_processes() PNMEM_EXCLUDES(mu_) {
+    detail::lock_guard lk(mu_);
+    const box_scope box(*this);
+    return box_held_ != nullptr ? box_held_->seg->holders_live : 0;
+  }
 
   // When unsettled reservations with a time to live will have given back at least `bytes` by expiring
   // (the soonest expiry by which their bytes add up to it), on the ledger's clock; -1 when all of them
@@ -323,6 +364,78 @@ class host_ledger {
   // were in the child (its handles are copies of the parent's, and settle or cancel there as here).
   void lock_for_fork() noexcept PNMEM_NO_THREAD_SAFETY_ANALYSIS { mu_.lock(); }
   void unlock_after_fork() noexcept PNMEM_NO_THREAD_SAFETY_ANALYSIS { mu_.unlock(); }
+  // The child of a fork: its box link is its parent's (the parent's holder, liveness lock and
+  // reservations); the next operation lets go of it and joins afresh (box_scope).
+  void child_after_fork() noexcept PNMEM_NO_THREAD_SAFETY_ANALYSIS {
+    if (box_ != nullptr) box_forked_ = true;
+    mu_.unlock();
+  }
+
+  // The box book's lock for one operation, taken inside mu_ and released at the end of the scope. A
+  // lock that cannot be had makes the ledger leave the box: this operation and every later one count
+  // only this process's promises (the book's adapter says why in a log line). In a fork's child, first
+  // lets go of the parent's link and joins as a holder of its own.
+  class box_scope {
+   public:
+    explicit box_scope(host_ledger& l) PNMEM_NO_THREAD_SAFETY_ANALYSIS : l_(l) {  // l.mu_ held: the caller is l
+      if (l_.box_ == nullptr) return;
+      if (l_.box_forked_) l_.rejoin_after_fork_locked();
+      if (l_.box_ == nullptr) return;
+      if (!l_.box_->lock(*l_.box_)) {
+        l_.leave_box_locked("its lock could not be had within its timeout (a process stopped while holding it, "
+                            "or not a lock)");
+        return;
+      }
+      if (box_holder_of(*l_.box_->seg, l_.box_->holder) == nullptr) {  // freed by another: corrupt, or a clock gone wrong
+        l_.box_->unlock(*l_.box_);
+        l_.leave_box_locked("this process's holder was freed by another");
+        return;
+      }
+      l_.box_held_ = l_.box_.get();
+    }
+    ~box_scope() PNMEM_NO_THREAD_SAFETY_ANALYSIS {
+      if (l_.box_held_ != nullptr) {
+        box_link* b = std::exchange(l_.box_held_, nullptr);
+        b->unlock(*b);
+      }
+    }
+    box_scope(const box_scope&) = delete;
+    box_scope& operator=(const box_scope&) = delete;
+
+   private:
+    host_ledger& l_;
+  };
+
+  // Stops counting in the box book, saying why: its promises stay in this process's own book.
+  void leave_box_locked(const char* why) PNMEM_REQUIRES(mu_) {
+    if (box_ == nullptr) return;
+    if (box_->log != nullptr) {
+      const std::string line = std::string("pnmem: box ledger ") + box_->scope + ": " + why +
+                               "; this process counts only its own promises from now on";
+      box_->log(*box_, line.c_str());
+    }
+    box_.reset();
+  }
+
+  // In a fork's child: the parent's link let go of (its descriptor, its mapping), the inherited
+  // reservations forgotten (its parent settles or cancels them; the child's copies of their handles do
+  // nothing), and the book joined as a new holder.
+  void rejoin_after_fork_locked() PNMEM_REQUIRES(mu_) {
+    box_forked_ = false;
+    std::shared_ptr<box_link> old = std::move(box_);
+    if (old->detach != nullptr) old->detach(*old);
+    for (std::uint32_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].live) release_slot(i);
+    }
+    pending_ = 0;
+    settled_.clear();
+    credits_.clear();
+    credited_ = 0;
+    expiries_.clear();
+    settled_cursor_ = box_cursor{};
+    credit_cursor_ = box_cursor{};
+    if (old->rejoin != nullptr) box_ = old->rejoin(*old);
+  }
 
   static constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
   static constexpr std::uint32_t no_slot = std::numeric_limits<std::uint32_t>::max();
@@ -386,6 +499,19 @@ class host_ledger {
         if (slot_is(e.index, e.generation)) free_slot(e.index);
       }
     }
+    if (box_held_ != nullptr) {
+      // The box's promises: every holder's unsettled bytes, and the settles and credits this sample has
+      // not seen. Dead holders are looked for at most every reap_every_ns of sample time.
+      box_segment& seg = *box_held_->seg;
+      if (box_held_->reap != nullptr && host_read_ns - seg.last_reap_ns >= box_held_->reap_every_ns) {
+        seg.last_reap_ns = host_read_ns;
+        box_held_->reap(*box_held_);
+      }
+      const box_pending b = box_pending_for(seg, box_held_->holder, settled_cursor_, credit_cursor_, host_read_ns);
+      credited_now_ = b.credited;
+      return b.pending;
+    }
+    credited_now_ = detail::to_u64_sat(credited_);
     return detail::to_u64_sat(pending_);
   }
 
@@ -431,7 +557,7 @@ class host_ledger {
     pending = pending_locked(s.host_read_ns);
     if (s.host_total_bytes > 0) {
       // MemAvailable + credited - pending, within [0, total].
-      const detail::u128 up = static_cast<detail::u128>(s.host_avail_bytes) + credited_;
+      const detail::u128 up = static_cast<detail::u128>(s.host_avail_bytes) + credited_now_;
       const detail::u128 v = up > pending ? up - pending : 0;
       s.host_avail_bytes = v > s.host_total_bytes ? s.host_total_bytes : static_cast<std::uint64_t>(v);
     }
@@ -463,6 +589,7 @@ class host_ledger {
   void free_slot(std::uint32_t index) PNMEM_REQUIRES(mu_) {
     slot& e = slots_[index];
     pending_ -= e.bytes;
+    if (box_held_ != nullptr) box_remove(*box_held_->seg, box_held_->holder, e.bytes);
     release_slot(index);
   }
 
@@ -500,6 +627,7 @@ class host_ledger {
     e.next_free = no_slot;
     ++unsettled_;
     pending_ += bytes;
+    if (box_held_ != nullptr) box_add(*box_held_->seg, box_held_->holder, bytes, box_held_->seg->last_sample_ns);
     if (expires_ns != never) {
       // Entries whose reservation was settled or cancelled wait in the heap until they surface;
       // when they outnumber the live ones, the heap is rebuilt without them.
@@ -524,16 +652,20 @@ class host_ledger {
     const auto generation = static_cast<std::uint32_t>(id >> 32);
     detail::lock_guard lk(mu_);
     if (!slot_is(index, generation)) return;  // expired meanwhile: no longer counted
+    const box_scope box(*this);
     const std::uint64_t bytes = slots_[index].bytes;
     release_slot(index);  // its bytes stay in pending_, now on the settled queue
     insert_in_time_order(settled_, settled_entry{bytes, now});
+    if (box_held_ != nullptr) box_settle(*box_held_->seg, box_held_->holder, bytes, now);
   }
 
   void cancel(std::uint64_t id) PNMEM_EXCLUDES(mu_) {
     const auto index = static_cast<std::uint32_t>(id);
     const auto generation = static_cast<std::uint32_t>(id >> 32);
     detail::lock_guard lk(mu_);
-    if (slot_is(index, generation)) free_slot(index);
+    if (!slot_is(index, generation)) return;
+    const box_scope box(*this);
+    if (slot_is(index, generation)) free_slot(index);  // (a fork's child forgot it meanwhile: nothing)
   }
 
   clock_fn now_;
@@ -547,6 +679,12 @@ class host_ledger {
   detail::u128 credited_ PNMEM_GUARDED_BY(mu_) = 0;          // their bytes
   std::vector<expiry> expiries_ PNMEM_GUARDED_BY(mu_);       // a min-heap on expires_ns
   std::size_t expiring_ PNMEM_GUARDED_BY(mu_) = 0;           // live slots with an entry there
+  std::uint64_t credited_now_ PNMEM_GUARDED_BY(mu_) = 0;    // the credits the last answer counted
+  std::shared_ptr<box_link> box_ PNMEM_GUARDED_BY(mu_);     // the box book joined, or null
+  bool box_forked_ PNMEM_GUARDED_BY(mu_) = false;           // a fork's child: box_ is its parent's
+  box_link* box_held_ PNMEM_GUARDED_BY(mu_) = nullptr;      // box_, while a box_scope holds its lock
+  box_cursor settled_cursor_ PNMEM_GUARDED_BY(mu_){};        // how far this process's samples saw the rings
+  box_cursor credit_cursor_ PNMEM_GUARDED_BY(mu_){};
   mem_state budget_ PNMEM_GUARDED_BY(mu_){};                  // a refreshing watcher's live snapshot
   live_version budget_version_ PNMEM_GUARDED_BY(mu_){};
   std::uint64_t sampled_avail_ PNMEM_GUARDED_BY(mu_) = 0;     // budget_'s MemAvailable as sampled

@@ -1,0 +1,402 @@
+// pnmem/engine/box_book.hpp - one ledger for every pnmem process that shares a box's memory.
+//
+// A host_ledger (engine/host_ledger.hpp) orders one process's admitters: a burst cannot spend the same
+// headroom twice. A box runs several engine processes over one pool of memory (a worker per GPU, a
+// runner per model, servers side by side), and each would promise the same MemAvailable again. The box
+// book is the ledger's promises in memory those processes share: every process that joins it counts
+// every other's reservations, settles, cancels and credited frees in its answers, with the meaning they
+// have in one process (a reservation counts until a sample that began after its settle has it; the
+// clock, CLOCK_MONOTONIC, is the box's).
+//
+// This header is the book's layout and its arithmetic, OS-free: the segment (a POD in shared memory),
+// its validation, and the operations a process does on it while it holds the segment's lock. Making,
+// mapping and locking the segment, and telling a dead holder from a live one, are an adapter's
+// (pnmem/linux/box_ledger.hpp: a file in /dev/shm, a process-shared robust mutex, and one open-file-
+// description lock per holder, which the kernel drops when the process dies, whatever its pid
+// namespace). The segment is input, never trusted: box_segment_problem says what is wrong with one, and
+// every figure read from it is bounded before it is used.
+//
+//   box_segment                 the shared memory: identity, the lock's bytes, the totals, the holders
+//                               (one per joined process) and two rings (settles, credited frees)
+//   box_link                    one process's place in it: the segment, its holder, the adapter's lock
+//   box_cursor                  where one reader has got to in a ring: what its own samples have seen
+//
+// Cost: every operation is O(1) in the reservations outstanding and in the processes joined. A settle
+// or a credit appends to a ring; a reader keeps a cursor and advances it past what its newest sample
+// has seen, summing with the cumulative counts the entries carry (amortised O(1)). The rings hold the
+// last box_ring_capacity settles (credits); one older than that is taken as seen, which every sampler
+// has done unless it has not sampled for box_ring_capacity settles.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include "pnmem/detail/saturating.hpp"
+
+namespace pnmem {
+
+inline constexpr char box_magic[8] = {'p', 'n', 'm', 'e', 'm', 'B', 'o', 'X'};
+inline constexpr std::uint32_t box_version = 1;
+inline constexpr std::uint32_t box_max_holders = 128;      // processes joined at once
+inline constexpr std::uint32_t box_ring_capacity = 4096;    // settles (credits) a ring remembers
+inline constexpr std::size_t box_lock_bytes = 128;          // room for the adapter's process-shared lock
+inline constexpr std::uint32_t box_no_holder = 0xffffffffu;
+
+enum class box_holder_state : std::uint32_t { free = 0, live = 1 };
+
+// One joined process. Written by that process (its own figures) and by whoever frees it once it died.
+struct box_holder {
+  box_holder_state state;
+  std::uint32_t generation;        // bumped each time the slot is freed
+  std::int32_t pid;                // in the holder's own pid namespace (for people: `pnmem ledger`)
+  std::uint32_t reservations;      // its unsettled reservations
+  std::uint64_t unsettled_bytes;   // their bytes
+  std::uint64_t settled_bytes;     // bytes it settled, in all
+  std::uint64_t credited_bytes;    // bytes it credited as freed, in all
+  std::int64_t joined_ns;
+  std::int64_t holding_since_ns;   // when its unsettled bytes last rose from 0; 0 while it holds none
+  std::int64_t last_sample_ns;     // the newest host sample (host_read_ns) its answers used
+  char comm[16];                   // its command (/proc/self/comm), NUL-terminated
+};
+
+// A settle (or a credited free): bytes, when, and the bytes the ring had taken before it.
+struct box_ring_entry {
+  std::int64_t ns;
+  std::uint64_t bytes;
+  std::uint64_t cum_before;
+  std::uint32_t holder;
+  std::uint32_t unused;
+};
+
+struct box_ring {
+  std::uint64_t seq;  // entries appended, in all (the next one's number)
+  std::uint64_t cum;  // bytes appended, in all (wraps: only differences are used)
+  box_ring_entry entries[box_ring_capacity];
+};
+
+struct box_segment {
+  // Identity: written once by the process that made the segment, checked by every one that joins.
+  char magic[8];
+  std::uint32_t version;
+  std::uint32_t layout;            // box_layout(): the sizes and counts this build laid out
+  std::uint64_t size;              // sizeof(box_segment)
+  std::uint32_t owner_uid;
+  std::uint32_t owner_gid;
+  std::int64_t created_ns;
+  char scope[96];                  // the scope's name, NUL-terminated (for people)
+  // The adapter's lock (a process-shared robust mutex), opaque here.
+  alignas(64) unsigned char lock[box_lock_bytes];
+  // Under the lock.
+  alignas(64) std::uint64_t unsettled_total;  // every live holder's unsettled bytes
+  std::uint32_t holders_live;
+  std::uint32_t unused;
+  std::int64_t last_reap_ns;       // when dead holders were last looked for
+  std::int64_t last_sample_ns;     // the newest host sample any holder's answers used
+  box_holder holders[box_max_holders];
+  box_ring settled;
+  box_ring credits;
+};
+
+static_assert(std::is_trivially_copyable_v<box_segment> && std::is_standard_layout_v<box_segment>);
+
+// The layout in one word: a process built with other sizes or counts refuses the segment.
+constexpr std::uint32_t box_layout() noexcept {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the sizes and offsets that matter
+  const std::uint64_t parts[] = {sizeof(box_segment), sizeof(box_holder), sizeof(box_ring_entry), box_max_holders,
+                                 box_ring_capacity, box_lock_bytes, offsetof(box_segment, unsettled_total),
+                                 offsetof(box_segment, holders), offsetof(box_segment, settled),
+                                 offsetof(box_segment, credits)};
+  for (std::uint64_t p : parts) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (p >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  }
+  return static_cast<std::uint32_t>(h ^ (h >> 32));
+}
+
+// Where one reader has got to in a ring (a process's own, never shared).
+struct box_cursor {
+  std::uint64_t seq = 0;  // the first entry its samples have not seen
+  std::uint64_t cum = 0;  // the ring's cum before that entry
+};
+
+// One process's place in a box book: made by an adapter (linux_os::join_box), used by a host_ledger
+// under the ledger's own mutex. The lock functions are the adapter's: lock() is false when the segment's
+// lock cannot be had (wedged by a process stopped while holding it, or not a lock at all): the ledger
+// then stops using the book and counts in its own, with one log line saying why.
+struct box_link {
+  box_segment* seg = nullptr;
+  std::uint32_t holder = box_no_holder;
+  bool (*lock)(box_link& self) noexcept = nullptr;
+  void (*unlock)(box_link& self) noexcept = nullptr;
+  // Frees the holders whose process is gone (the lock held): at most every reap_every_ns of the box's
+  // sample time, from the ledger's answers. Null: never.
+  void (*reap)(box_link& self) noexcept = nullptr;
+  std::int64_t reap_every_ns = 100'000'000;
+  // Says a line to the process's log (stderr, or the C ABI's sink).
+  void (*log)(box_link& self, const char* line) noexcept = nullptr;
+  // In a fork's child: lets go of what the parent's join holds open (the child must not keep the
+  // parent's liveness lock alive, nor free its holder), so the link's end does nothing more.
+  void (*detach)(box_link& self) noexcept = nullptr;
+  // Joins the same book again as a new holder (a fork's child), with the options this link was made
+  // with; null when that fails (the reason logged).
+  std::shared_ptr<box_link> (*rejoin)(box_link& self) = nullptr;
+  void* os = nullptr;  // the adapter's
+  char scope[96] = {};
+};
+
+namespace detail {
+
+inline std::string box_text(const char* field, std::uint64_t got, std::uint64_t want) {
+  return std::string(field) + " is " + std::to_string(got) + ", not " + std::to_string(want);
+}
+
+// The ring's figures are its own: seq and cum agree with its newest entry.
+inline std::string box_ring_problem(const box_ring& r, const char* name) {
+  if (r.seq == 0) return {};
+  const box_ring_entry& last = r.entries[(r.seq - 1) % box_ring_capacity];
+  if (last.cum_before + last.bytes != r.cum) {
+    return std::string(name) + ": its total does not follow its newest entry";
+  }
+  if (last.holder >= box_max_holders) return std::string(name) + ": its newest entry names holder " + std::to_string(last.holder);
+  return {};
+}
+
+}  // namespace detail
+
+// What is wrong with `size` bytes that should be a box segment, in words for a log line; empty when
+// nothing is. Read under the segment's lock (or before anyone shares it). `box_total_bytes` (the host's
+// memory, 0 when unknown) bounds what may be promised: the holders' unsettled bytes cannot add up to more
+// than the box has, since each was admitted against its free memory.
+inline std::string box_segment_problem(const void* bytes, std::size_t size, std::uint64_t box_total_bytes = 0) {
+  if (bytes == nullptr) return "no segment";
+  if (size != sizeof(box_segment)) {
+    return "its size is " + std::to_string(size) + " bytes, not this build's " + std::to_string(sizeof(box_segment)) +
+           " (another pnmem version, or not a pnmem ledger)";
+  }
+  // A copy (on the heap: the segment is a few hundred KiB): the checks below read each figure once,
+  // whatever the bytes' alignment.
+  const std::unique_ptr<box_segment> copy = std::make_unique<box_segment>();
+  std::memcpy(static_cast<void*>(copy.get()), bytes, sizeof(box_segment));
+  const box_segment& s = *copy;
+  if (std::memcmp(s.magic, box_magic, sizeof box_magic) != 0) return "it is not a pnmem ledger (no magic)";
+  if (s.version != box_version) return detail::box_text("its version", s.version, box_version) + " (another pnmem version)";
+  if (s.layout != box_layout()) return "its layout is another build's (another pnmem version or architecture)";
+  if (s.size != sizeof(box_segment)) return detail::box_text("its recorded size", s.size, sizeof(box_segment));
+  if (s.scope[sizeof s.scope - 1] != '\0') return "its scope's name is not terminated";
+  std::uint32_t live = 0;
+  std::uint64_t unsettled = 0;
+  for (std::uint32_t i = 0; i < box_max_holders; ++i) {
+    const box_holder& h = s.holders[i];
+    const auto st = static_cast<std::uint32_t>(h.state);
+    if (st > 1) return "holder " + std::to_string(i) + " has state " + std::to_string(st);
+    if (h.state == box_holder_state::free) {
+      if (h.unsettled_bytes != 0 || h.reservations != 0) return "free holder " + std::to_string(i) + " holds bytes";
+      continue;
+    }
+    ++live;
+    if ((h.unsettled_bytes == 0) != (h.reservations == 0)) {
+      return "holder " + std::to_string(i) + " has " + std::to_string(h.reservations) + " reservations of " +
+             std::to_string(h.unsettled_bytes) + " bytes";
+    }
+    if (h.comm[sizeof h.comm - 1] != '\0') return "holder " + std::to_string(i) + "'s command is not terminated";
+    unsettled = detail::sat_add(unsettled, h.unsettled_bytes);
+  }
+  if (s.holders_live != live) return detail::box_text("its count of holders", s.holders_live, live);
+  if (s.unsettled_total != unsettled) {
+    return detail::box_text("its unsettled total", s.unsettled_total, unsettled) + " (the holders' sum)";
+  }
+  if (box_total_bytes != 0 && unsettled > box_total_bytes) {
+    return "its holders promise " + std::to_string(unsettled) + " bytes, more than the box's " +
+           std::to_string(box_total_bytes);
+  }
+  if (std::string p = detail::box_ring_problem(s.settled, "its settle ring"); !p.empty()) return p;
+  return detail::box_ring_problem(s.credits, "its credit ring");
+}
+
+// --- Operations, the segment's lock held --------------------------------------------------------------
+
+namespace detail {
+
+inline void box_append(box_ring& r, std::uint32_t holder, std::uint64_t bytes, std::int64_t ns) noexcept {
+  box_ring_entry& e = r.entries[r.seq % box_ring_capacity];
+  // In time order whatever the caller's clock read: an entry never says it came before the last one.
+  const std::int64_t last = r.seq == 0 ? ns : r.entries[(r.seq - 1) % box_ring_capacity].ns;
+  e.ns = ns < last ? last : ns;
+  e.bytes = bytes;
+  e.cum_before = r.cum;
+  e.holder = holder;
+  e.unused = 0;
+  r.cum += bytes;  // the entry first, then the totals: a writer that dies between leaves the entry unread
+  ++r.seq;
+}
+
+// The bytes of `r` a reader whose newest sample began at host_read_ns has not seen: those appended at or
+// after it. Advances the reader's cursor past what it has seen (samples only move forward).
+inline std::uint64_t box_unseen(const box_ring& r, box_cursor& c, std::int64_t host_read_ns) noexcept {
+  const std::uint64_t oldest = r.seq > box_ring_capacity ? r.seq - box_ring_capacity : 0;
+  if (c.seq < oldest || c.seq > r.seq) {  // overwritten (taken as seen), or another segment's cursor
+    c.seq = oldest;
+    c.cum = oldest < r.seq ? r.entries[oldest % box_ring_capacity].cum_before : r.cum;
+  }
+  while (c.seq < r.seq) {
+    const box_ring_entry& e = r.entries[c.seq % box_ring_capacity];
+    if (e.ns >= host_read_ns) break;
+    c.cum = e.cum_before + e.bytes;
+    ++c.seq;
+  }
+  return r.cum - c.cum;
+}
+
+}  // namespace detail
+
+// A live holder's slot, or null (`h` out of range, or not live: freed as dead meanwhile).
+inline box_holder* box_holder_of(box_segment& s, std::uint32_t h) noexcept {
+  return h < box_max_holders && s.holders[h].state == box_holder_state::live ? &s.holders[h] : nullptr;
+}
+
+// Holder `h` promised `bytes` more (a reservation), at `now`.
+inline void box_add(box_segment& s, std::uint32_t h, std::uint64_t bytes, std::int64_t now) noexcept {
+  box_holder* me = box_holder_of(s, h);
+  if (me == nullptr || bytes == 0) return;
+  if (me->unsettled_bytes == 0) me->holding_since_ns = now;
+  me->unsettled_bytes = detail::sat_add(me->unsettled_bytes, bytes);
+  ++me->reservations;
+  s.unsettled_total = detail::sat_add(s.unsettled_total, bytes);
+}
+
+// Holder `h`'s reservation of `bytes` was cancelled or expired: its bytes come back now.
+inline void box_remove(box_segment& s, std::uint32_t h, std::uint64_t bytes) noexcept {
+  box_holder* me = box_holder_of(s, h);
+  if (me == nullptr || bytes == 0) return;
+  const std::uint64_t b = bytes < me->unsettled_bytes ? bytes : me->unsettled_bytes;
+  me->unsettled_bytes -= b;
+  if (me->reservations > 0) --me->reservations;
+  if (me->reservations == 0) {  // nothing left: any rounding left over goes with it
+    s.unsettled_total -= me->unsettled_bytes < s.unsettled_total ? me->unsettled_bytes : s.unsettled_total;
+    me->unsettled_bytes = 0;
+    me->holding_since_ns = 0;
+  }
+  s.unsettled_total -= b < s.unsettled_total ? b : s.unsettled_total;
+}
+
+// Holder `h`'s reservation of `bytes` was settled at `now`: counted until a sample that began after it.
+inline void box_settle(box_segment& s, std::uint32_t h, std::uint64_t bytes, std::int64_t now) noexcept {
+  if (box_holder_of(s, h) == nullptr || bytes == 0) return;
+  box_remove(s, h, bytes);
+  detail::box_append(s.settled, h, bytes, now);
+  s.holders[h].settled_bytes = detail::sat_add(s.holders[h].settled_bytes, bytes);
+}
+
+// Holder `h` freed `bytes` at `now` (host_ledger::credit_freed): available at once to every holder, until
+// a sample that began after it.
+inline void box_credit(box_segment& s, std::uint32_t h, std::uint64_t bytes, std::int64_t now) noexcept {
+  if (box_holder_of(s, h) == nullptr || bytes == 0) return;
+  detail::box_append(s.credits, h, bytes, now);
+  s.holders[h].credited_bytes = detail::sat_add(s.holders[h].credited_bytes, bytes);
+}
+
+// What every holder has promised that a sample which began at host_read_ns has not seen: the unsettled
+// bytes and the settles since; and the credits it has not seen. Moves the reader's cursors; records the
+// sample as the holder's (and the box's, if newer).
+struct box_pending {
+  std::uint64_t pending = 0;
+  std::uint64_t credited = 0;
+};
+inline box_pending box_pending_for(box_segment& s, std::uint32_t h, box_cursor& settled, box_cursor& credits,
+                                   std::int64_t host_read_ns) noexcept {
+  box_pending out;
+  out.pending = detail::sat_add(s.unsettled_total, detail::box_unseen(s.settled, settled, host_read_ns));
+  out.credited = detail::box_unseen(s.credits, credits, host_read_ns);
+  if (box_holder* me = box_holder_of(s, h); me != nullptr && host_read_ns > me->last_sample_ns) {
+    me->last_sample_ns = host_read_ns;
+  }
+  if (host_read_ns > s.last_sample_ns) s.last_sample_ns = host_read_ns;
+  return out;
+}
+
+// Frees holder `h` (its process is gone): its unsettled bytes stop counting. Its settles stay in the ring
+// until a sample has seen them (the memory they were is gone by then, and the sample shows it).
+inline void box_free_holder(box_segment& s, std::uint32_t h) noexcept {
+  if (h >= box_max_holders || s.holders[h].state != box_holder_state::live) return;
+  box_holder& d = s.holders[h];
+  s.unsettled_total -= d.unsettled_bytes < s.unsettled_total ? d.unsettled_bytes : s.unsettled_total;
+  const std::uint32_t generation = d.generation + 1;
+  d = box_holder{};
+  d.generation = generation;
+  if (s.holders_live > 0) --s.holders_live;
+}
+
+// Takes a free holder slot for a process (pid, comm) joining at `now`; box_no_holder when all are taken.
+inline std::uint32_t box_take_holder(box_segment& s, std::int32_t pid, const char* comm, std::int64_t now) noexcept {
+  for (std::uint32_t i = 0; i < box_max_holders; ++i) {
+    box_holder& h = s.holders[i];
+    if (h.state != box_holder_state::free) continue;
+    const std::uint32_t generation = h.generation;
+    h = box_holder{};
+    h.state = box_holder_state::live;
+    h.generation = generation;
+    h.pid = pid;
+    h.joined_ns = now;
+    if (comm != nullptr) {
+      std::size_t n = 0;
+      while (n + 1 < sizeof h.comm && comm[n] != '\0') {
+        h.comm[n] = comm[n];
+        ++n;
+      }
+    }
+    ++s.holders_live;
+    return i;
+  }
+  return box_no_holder;
+}
+
+// After a holder died holding the lock (its operation may be half done): the totals again from the
+// holders and the rings, which are always written entry first.
+inline void box_recount(box_segment& s) noexcept {
+  std::uint64_t unsettled = 0;
+  std::uint32_t live = 0;
+  for (box_holder& h : s.holders) {
+    if (h.state != box_holder_state::live) {
+      if (h.state != box_holder_state::free) h.state = box_holder_state::free;
+      h.unsettled_bytes = 0;
+      h.reservations = 0;
+      continue;
+    }
+    ++live;
+    unsettled = detail::sat_add(unsettled, h.unsettled_bytes);
+  }
+  s.unsettled_total = unsettled;
+  s.holders_live = live;
+  for (box_ring* r : {&s.settled, &s.credits}) {
+    if (r->seq == 0) continue;
+    const box_ring_entry& last = r->entries[(r->seq - 1) % box_ring_capacity];
+    r->cum = last.cum_before + last.bytes;
+  }
+}
+
+// A fresh segment for scope `scope`, owned by uid/gid, made at `now`.
+inline void box_init(box_segment& s, const char* scope, std::uint32_t uid, std::uint32_t gid, std::int64_t now) noexcept {
+  std::memset(static_cast<void*>(&s), 0, sizeof s);
+  std::memcpy(s.magic, box_magic, sizeof box_magic);
+  s.version = box_version;
+  s.layout = box_layout();
+  s.size = sizeof(box_segment);
+  s.owner_uid = uid;
+  s.owner_gid = gid;
+  s.created_ns = now;
+  if (scope != nullptr) {
+    std::size_t n = 0;
+    while (n + 1 < sizeof s.scope && scope[n] != '\0') {
+      s.scope[n] = scope[n];
+      ++n;
+    }
+  }
+}
+
+}  // namespace pnmem

@@ -1,0 +1,429 @@
+// pnmem/linux/box_ledger.hpp and host_ledger's box mode: one ledger every pnmem process of a box shares.
+//
+// Each case makes its own scope in a temporary directory (box_options::dir), so cases and runs never meet.
+// Other processes are fork()ed children that join the same file and do what the case says, talking to
+// the test through a pipe; they are killed (SIGKILL, as the OOM killer does), stopped (SIGSTOP) or let
+// exit. Sample times are the real CLOCK_MONOTONIC (steady_now_ns), as the box's processes share it.
+#include "pnmem/linux/box_ledger.hpp"
+
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fixture_tree.hpp"
+#include "pnmem/clock_ns.hpp"
+#include "pnmem/engine/host_ledger.hpp"
+#include "pnmem/level.hpp"
+
+using namespace pnmem;
+using pnmem::linux_os::box_options;
+using pnmem::linux_os::join_box;
+
+namespace {
+
+constexpr std::uint64_t total = 64 * GiB;
+
+// A watcher whose snapshot the test sets: 64 GiB, `avail` available, sampled at `read_ns`.
+struct fake_watcher {
+  mutable std::mutex mu;
+  mem_state state;
+  bool running() const { return true; }
+  mem_state read() const {
+    std::lock_guard<std::mutex> lk(mu);
+    return state;
+  }
+  void sample(std::uint64_t avail, std::int64_t read_ns = steady_now_ns()) {
+    mem_state s;
+    s.host_total_bytes = total;
+    s.host_avail_bytes = avail;
+    s.host_read_ns = read_ns;
+    s.seq = static_cast<std::uint64_t>(read_ns);
+    std::lock_guard<std::mutex> lk(mu);
+    state = with_derived_level(s);
+  }
+};
+
+// A scope of its own: a directory under /tmp, its log lines kept.
+struct scope {
+  pnmem::test::temp_tree dir;
+  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
+  box_options options(const std::string& name = "test") const {
+    box_options o;
+    o.ledger = name;
+    o.dir = dir.root.string();
+    o.lock_timeout = std::chrono::milliseconds(300);
+    auto l = lines;
+    o.log = [l](std::string_view line) { l->emplace_back(line); };
+    return o;
+  }
+  std::string path(const std::string& name = "test") const { return dir.root.string() + "/pnmem-ledger-" + name; }
+  std::shared_ptr<box_link> join(const std::string& name = "test") const {
+    linux_os::box_join j = join_box(options(name));
+    INFO("problem: ", j.problem);
+    REQUIRE(j.link != nullptr);
+    j.link->reap_every_ns = 0;  // every answer looks for the dead: the cases decide when a sample comes
+    return j.link;
+  }
+};
+
+// A child process: runs `body(write_fd)` and exits 0 (or is killed first). The parent reads its lines.
+struct child {
+  pid_t pid = -1;
+  int from = -1;
+  template <class F>
+  explicit child(F body) {
+    int p[2];
+    REQUIRE(::pipe(p) == 0);
+    pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::close(p[0]);
+      body(p[1]);
+      ::_exit(0);
+    }
+    ::close(p[1]);
+    from = p[0];
+  }
+  // The next line the child wrote ("" at its end).
+  std::string line() const {
+    std::string out;
+    char c;
+    while (::read(from, &c, 1) == 1 && c != '\n') out += c;
+    return out;
+  }
+  int wait_status() {
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    pid = -1;
+    return st;
+  }
+  ~child() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    if (from >= 0) ::close(from);
+  }
+};
+
+void say(int fd, const std::string& s) {
+  const std::string l = s + "\n";
+  (void)!::write(fd, l.data(), l.size());
+}
+
+}  // namespace
+
+TEST_CASE("two ledgers of one box: each admission counts what the other promised, settled and credited") {
+  const scope sc;
+  fake_watcher w;
+  host_ledger a{sc.join()};
+  host_ledger b{sc.join()};
+  REQUIRE(a.box_joined());
+  CHECK(a.box_processes() == 2);
+  const std::uint64_t reserve = box_reserve_bytes(total);
+  w.sample(reserve + 10 * GiB);
+  // a takes 6 of the 10 GiB above the reserve: b is told 4 remain, not 10.
+  auto ra = a.reserve_bytes(w, 6 * GiB);
+  REQUIRE(ra.answer.status == admit_status::admitted);
+  auto rb = b.reserve_bytes(w, 6 * GiB);
+  CHECK(rb.answer.status == admit_status::capped);
+  CHECK(rb.pending_bytes == 6 * GiB);
+  CHECK(rb.answer.detail.limit_bytes == 4 * GiB);
+  CHECK(b.pending_bytes(w) == 6 * GiB);
+  // Settled: counted until a sample that began after the settle has it, in every process.
+  ra.held.settle();
+  CHECK(b.pending_bytes(w) == 6 * GiB);
+  w.sample(reserve + 4 * GiB);  // the new sample sees the 6 GiB allocated
+  CHECK(b.pending_bytes(w) == 0);
+  CHECK(b.reserve_bytes(w, 4 * GiB).answer.status == admit_status::admitted);  // (held, then cancelled)
+  // Cancelled: gone from every answer at once.
+  auto rc = a.reserve_bytes(w, 3 * GiB);
+  REQUIRE(rc.answer.status == admit_status::admitted);
+  CHECK(b.pending_bytes(w) == 3 * GiB);
+  rc.held.cancel();
+  CHECK(b.pending_bytes(w) == 0);
+  // Credited frees: available to the other at once, until a sample after them.
+  a.credit_freed(2 * GiB);
+  CHECK(b.credited_bytes(w) == 2 * GiB);
+  CHECK(b.room(w).credited_bytes == 2 * GiB);
+  w.sample(reserve + 6 * GiB);
+  CHECK(b.credited_bytes(w) == 0);
+}
+
+TEST_CASE("processes: a child's reservations count in the parent's answers; killed, they stop counting") {
+  const scope sc;
+  fake_watcher w;
+  host_ledger parent{sc.join()};
+  const std::uint64_t reserve = box_reserve_bytes(total);
+  child c([&](int out) {
+    fake_watcher cw;
+    cw.sample(reserve + 10 * GiB);
+    host_ledger mine{sc.join()};
+    auto r = mine.reserve_bytes(cw, 5 * GiB);
+    say(out, r.answer.status == admit_status::admitted ? "held" : "refused");
+    ::pause();  // holds it until killed
+  });
+  REQUIRE(c.line() == "held");
+  w.sample(reserve + 10 * GiB);
+  CHECK(parent.pending_bytes(w) == 5 * GiB);
+  CHECK(parent.box_processes() == 2);
+  CHECK(parent.reserve_bytes(w, 6 * GiB).answer.status == admit_status::capped);
+  // SIGSTOP: a stopped process keeps what it holds (its liveness lock stays with it).
+  ::kill(c.pid, SIGSTOP);
+  w.sample(reserve + 10 * GiB);
+  CHECK(parent.pending_bytes(w) == 5 * GiB);
+  ::kill(c.pid, SIGCONT);
+  // SIGKILL, the OOM killer's way: the next answer after it frees the child's holder and its bytes.
+  ::kill(c.pid, SIGKILL);
+  c.wait_status();
+  w.sample(reserve + 10 * GiB);
+  CHECK(parent.pending_bytes(w) == 0);
+  CHECK(parent.box_processes() == 1);
+  CHECK(parent.reserve_bytes(w, 6 * GiB).answer.status == admit_status::admitted);
+  const linux_os::box_read view = linux_os::read_box(sc.options());
+  REQUIRE(view.view.has_value());
+  CHECK(view.view->holders.size() == 1);
+  CHECK(view.view->holders[0].holder.pid == ::getpid());
+}
+
+TEST_CASE("a holder's pid reused by a live process is no proof of life: only its liveness lock is") {
+  const scope sc;
+  fake_watcher w;
+  host_ledger ledger{sc.join()};
+  const std::uint64_t reserve = box_reserve_bytes(total);
+  // Forge a holder with this (live) process's pid, and bytes, whose liveness byte nobody holds: what a
+  // process leaves behind when it dies and its pid is given to another.
+  const int fd = ::open(sc.path().c_str(), O_RDWR);
+  REQUIRE(fd >= 0);
+  auto* seg = static_cast<box_segment*>(::mmap(nullptr, sizeof(box_segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  REQUIRE(seg != MAP_FAILED);
+  REQUIRE(::pthread_mutex_lock(reinterpret_cast<pthread_mutex_t*>(seg->lock)) == 0);
+  const std::uint32_t forged = box_take_holder(*seg, static_cast<std::int32_t>(::getpid()), "forged", 1);
+  REQUIRE(forged != box_no_holder);
+  box_add(*seg, forged, 7 * GiB, 1);
+  ::pthread_mutex_unlock(reinterpret_cast<pthread_mutex_t*>(seg->lock));
+  ::munmap(seg, sizeof(box_segment));
+  ::close(fd);
+  w.sample(reserve + 10 * GiB);
+  CHECK(ledger.pending_bytes(w) == 0);  // freed at once, though getpid() is alive
+  CHECK(ledger.box_processes() == 1);
+}
+
+TEST_CASE("a process that dies holding the segment's lock does not wedge the others") {
+  const scope sc;
+  fake_watcher w;
+  host_ledger ledger{sc.join()};
+  const std::uint64_t reserve = box_reserve_bytes(total);
+  child c([&](int out) {
+    fake_watcher cw;
+    cw.sample(reserve + 10 * GiB);
+    host_ledger mine{sc.join()};
+    (void)mine.reserve_bytes(cw, 3 * GiB).held;  // (cancelled at once: nothing left held)
+    auto r = mine.reserve_bytes(cw, 2 * GiB);
+    const int fd = ::open(sc.path().c_str(), O_RDWR);
+    auto* seg = static_cast<box_segment*>(::mmap(nullptr, sizeof(box_segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    ::pthread_mutex_lock(reinterpret_cast<pthread_mutex_t*>(seg->lock));
+    say(out, "locked");
+    ::pause();
+  });
+  REQUIRE(c.line() == "locked");
+  ::kill(c.pid, SIGKILL);
+  c.wait_status();
+  w.sample(reserve + 10 * GiB);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(ledger.pending_bytes(w) == 0);  // the lock handed on, the dead freed, the totals counted again
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(250));
+  CHECK(ledger.box_joined());
+  bool said = false;
+  for (const std::string& l : *sc.lines) said = said || l.find("a process died holding its lock") != std::string::npos;
+  CHECK(said);
+}
+
+TEST_CASE("a lock a stopped process holds: the ledger leaves the box within the timeout, saying so, instead of waiting") {
+  const scope sc;
+  fake_watcher w;
+  host_ledger ledger{sc.join()};
+  const std::uint64_t reserve = box_reserve_bytes(total);
+  child c([&](int out) {
+    const int fd = ::open(sc.path().c_str(), O_RDWR);
+    auto* seg = static_cast<box_segment*>(::mmap(nullptr, sizeof(box_segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    ::pthread_mutex_lock(reinterpret_cast<pthread_mutex_t*>(seg->lock));
+    say(out, "locked");
+    ::raise(SIGSTOP);
+  });
+  REQUIRE(c.line() == "locked");
+  w.sample(reserve + 10 * GiB);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = ledger.reserve_bytes(w, 1 * GiB);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  CHECK(r.answer.status == admit_status::admitted);  // counted in its own ledger
+  CHECK_FALSE(ledger.box_joined());
+  REQUIRE_FALSE(sc.lines->empty());
+  CHECK(sc.lines->back().find("its lock could not be had") != std::string::npos);
+  CHECK(ledger.pending_bytes(w) == 1 * GiB);  // its own promise, still
+}
+
+TEST_CASE("untrusted segments: each is refused with one line naming it, and nothing is joined") {
+  const scope sc;
+  const std::string file = sc.path("bad");
+  auto refused = [&](const std::string& why) {
+    const linux_os::box_join j = join_box(sc.options("bad"));
+    CHECK(j.link == nullptr);
+    CHECK(j.problem.find("pnmem: box ledger " + file + " refused: ") == 0);
+    CHECK(j.problem.find(why) != std::string::npos);
+    CHECK(j.problem.find('\n') == std::string::npos);
+    return j.problem;
+  };
+  auto make = [&](std::size_t size, mode_t mode) {
+    ::unlink(file.c_str());
+    const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL, mode);
+    REQUIRE(fd >= 0);
+    REQUIRE(::fchmod(fd, mode) == 0);
+    REQUIRE(::ftruncate(fd, static_cast<off_t>(size)) == 0);
+    return fd;
+  };
+  // Another size (another version, or not a ledger at all).
+  ::close(make(4096, 0600));
+  refused("its size is 4096 bytes");
+  // The right size, no magic.
+  ::close(make(sizeof(box_segment), 0600));
+  refused("no magic");
+  // A good segment, then broken one field at a time.
+  ::unlink(file.c_str());
+  { REQUIRE(sc.join("bad") != nullptr); }  // made, joined and left
+  auto edit = [&](auto change) {
+    const int fd = ::open(file.c_str(), O_RDWR);
+    REQUIRE(fd >= 0);
+    auto* seg = static_cast<box_segment*>(::mmap(nullptr, sizeof(box_segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    REQUIRE(seg != MAP_FAILED);
+    change(*seg);
+    ::munmap(seg, sizeof(box_segment));
+    ::close(fd);
+  };
+  edit([](box_segment& s) { s.version = 99; });
+  refused("its version is 99");
+  edit([](box_segment& s) { s.version = box_version; s.holders_live = 7; });
+  refused("its count of holders is 7");
+  edit([](box_segment& s) {
+    s.holders_live = 0;
+    s.holders[3].state = box_holder_state::live;
+    s.holders[3].reservations = 1;
+    s.holders[3].unsettled_bytes = 1ull << 60;
+    s.unsettled_total = 1ull << 60;
+    s.holders_live = 1;
+  });
+  {
+    box_options o = sc.options("bad");
+    o.box_total_bytes = total;
+    const linux_os::box_join j = join_box(o);
+    CHECK(j.link == nullptr);
+    CHECK(j.problem.find("more than the box's") != std::string::npos);
+  }
+  edit([](box_segment& s) { s.holders[3].state = static_cast<box_holder_state>(5); });
+  refused("holder 3 has state 5");
+  // Another user's file (we are root here: give it away), and one others may read.
+  ::unlink(file.c_str());
+  { REQUIRE(sc.join("bad") != nullptr); }
+  if (::geteuid() == 0) {
+    REQUIRE(::chown(file.c_str(), 65534, 65534) == 0);
+    refused("belongs to uid 65534");
+    REQUIRE(::chown(file.c_str(), 0, 0) == 0);
+  }
+  REQUIRE(::chmod(file.c_str(), 0644) == 0);
+  refused("other users may open it (mode 0644)");
+  REQUIRE(::chmod(file.c_str(), 0600) == 0);
+  // A symbolic link where the file should be.
+  const std::string target = sc.path("bad") + ".target";
+  REQUIRE(::rename(file.c_str(), target.c_str()) == 0);
+  REQUIRE(::symlink(target.c_str(), file.c_str()) == 0);
+  refused("symbolic link");
+  ::unlink(file.c_str());
+  // PN_LEDGER values that are no scope.
+  for (const char* bad : {"a b", "../x", ".hidden", "x/y", "/dir/"}) {
+    box_options o = sc.options(bad);
+    const linux_os::box_join j = join_box(o);
+    CAPTURE(bad);
+    CHECK(j.link == nullptr);
+    CHECK(j.problem.find("PN_LEDGER=\"") != std::string::npos);
+  }
+  box_options off = sc.options("off");
+  CHECK(join_box(off).off);
+}
+
+TEST_CASE("a ledger on an untrusted segment counts its own promises and answers as a ledger alone does") {
+  const scope sc;
+  fake_watcher w;
+  const std::string file = sc.path("junk");
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(::ftruncate(fd, 100) == 0);
+  ::close(fd);
+  const linux_os::box_join j = join_box(sc.options("junk"));
+  REQUIRE(j.link == nullptr);
+  host_ledger ledger{j.link};
+  CHECK_FALSE(ledger.box_joined());
+  w.sample(box_reserve_bytes(total) + 10 * GiB);
+  auto r = ledger.reserve_bytes(w, 4 * GiB);
+  CHECK(r.answer.status == admit_status::admitted);
+  CHECK(ledger.pending_bytes(w) == 4 * GiB);
+}
+
+TEST_CASE("fork: the child leaves its parent's place and joins as a holder of its own") {
+  const scope sc;
+  fake_watcher w;
+  host_ledger ledger{sc.join()};
+  const std::uint64_t reserve = box_reserve_bytes(total);
+  w.sample(reserve + 10 * GiB);
+  auto mine = ledger.reserve_bytes(w, 2 * GiB);
+  REQUIRE(mine.answer.status == admit_status::admitted);
+  child c([&](int out) {
+    // The inherited reservation is the parent's: the child neither counts it twice nor cancels it.
+    fake_watcher cw;
+    cw.sample(reserve + 10 * GiB);
+    const std::uint64_t pending = ledger.pending_bytes(cw);
+    auto r = ledger.reserve_bytes(cw, 1 * GiB);
+    say(out, std::to_string(pending) + " " + std::to_string(ledger.box_processes()) + " " +
+                 (r.answer.status == admit_status::admitted ? "held" : "refused"));
+    mine.held.cancel();  // a copy of the parent's handle: does nothing
+    say(out, std::to_string(ledger.pending_bytes(cw)));
+    ::pause();
+  });
+  CHECK(c.line() == std::to_string(2 * GiB) + " 2 held");
+  CHECK(c.line() == std::to_string(3 * GiB));
+  CHECK(ledger.pending_bytes(w) == 3 * GiB);
+  ::kill(c.pid, SIGKILL);
+  c.wait_status();
+  w.sample(reserve + 10 * GiB);
+  CHECK(ledger.pending_bytes(w) == 2 * GiB);  // the parent's own, still held
+}
+
+TEST_CASE("the default scope: one file per user and memory cgroup limit, under the directory given") {
+  box_options o;
+  o.dir = "/dev/shm";
+  const linux_os::box_path a = linux_os::box_path_for(o);
+  CHECK(a.path == "/dev/shm/pnmem-ledger-" + std::to_string(::geteuid()) + "-box");
+  o.limit_cgroup = "/kubepods/pod1";
+  const linux_os::box_path b = linux_os::box_path_for(o);
+  CHECK(b.path.rfind("/dev/shm/pnmem-ledger-" + std::to_string(::geteuid()) + "-cg", 0) == 0);
+  o.limit_cgroup = "/kubepods/pod2";
+  CHECK(linux_os::box_path_for(o).path != b.path);
+  o.ledger = "engines";
+  CHECK(linux_os::box_path_for(o).path == "/dev/shm/pnmem-ledger-engines");
+  o.ledger = "/run/pnmem/ledger";
+  CHECK(linux_os::box_path_for(o).path == "/run/pnmem/ledger");
+}
