@@ -316,7 +316,8 @@ int pnmem_watcher_start_with(const pnmem_watcher_options* options) {
     std::string why;
     const std::optional<pnmem::watcher_options> o = pnmem::c_abi::watcher_options_from_c(*options, why);
     const std::optional<std::string> root = o ? pnmem::c_abi::watcher_root_from_c(*options, why) : std::nullopt;
-    if (!o || !root) {
+    const std::optional<std::string> ledger = root ? pnmem::c_abi::watcher_ledger_from_c(*options, why) : std::nullopt;
+    if (!o || !root || !why.empty()) {
       refuse(s, entry, why);
       return -1;
     }
@@ -328,7 +329,9 @@ int pnmem_watcher_start_with(const pnmem_watcher_options* options) {
              "pnmem_watcher_start_with or pnmem_set_die): call pnmem_watcher_start_with first");
       return -1;
     }
-    return w->start() ? 0 : -1;  // the watcher's lifecycle lock
+    if (!w->start()) return -1;  // the watcher's lifecycle lock
+    s.join_box(ledger);
+    return 0;
   });
 }
 
@@ -337,7 +340,9 @@ int pnmem_watcher_start(void) {
     global_state& s = state();
     pnmem::c_abi::platform_watcher& w = s.ensure_watcher();
     s.flush();
-    return w.start() ? 0 : -1;
+    if (!w.start()) return -1;
+    s.join_box(std::nullopt);
+    return 0;
   });
 }
 
@@ -796,6 +801,11 @@ int pnmem_metrics_text(char* buf, size_t len, unsigned what) {
       text = pnmem::prometheus_text(snap, (what & PNMEM_METRICS_COUNTERS) != 0 ? &s.counters : nullptr, policy_of(w));
     } else {
       text = pnmem::prometheus_counters_text(s.counters);
+    }
+    if ((what & PNMEM_METRICS_COUNTERS) != 0) {
+      // The box ledger this process joined: what every process of the box has promised, as this one counts it.
+      const pnmem::host_ledger::figures f = s.ledger.ledger_figures(pnmem::c_abi::live_watcher{w});
+      if (f.box) text += pnmem::prometheus_ledger_text({f.scope, f.processes, f.pending_bytes, f.credited_bytes});
     }
     if (text.size() > static_cast<std::size_t>(INT_MAX)) return -1;
     write_err(buf, len, text);  // cut to len - 1 bytes and NUL-terminated, as snprintf

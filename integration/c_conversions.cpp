@@ -782,6 +782,17 @@ std::optional<watcher_options> watcher_options_from_c(const pnmem_watcher_option
   return o;
 }
 
+std::optional<std::string> watcher_ledger_from_c(const pnmem_watcher_options& in, std::string& why) {
+  const pnmem_watcher_options c = read_watcher_options(in);  // a caller before 0.3: NULL, the environment's
+  if (c.ledger == nullptr) return std::nullopt;
+  const std::size_t n = strnlen(c.ledger, max_root_bytes + 1);
+  if (n > max_root_bytes) {
+    why = "options->ledger is longer than " + std::to_string(max_root_bytes) + " bytes";
+    return std::string();
+  }
+  return std::string(c.ledger, n);
+}
+
 std::optional<std::string> watcher_root_from_c(const pnmem_watcher_options& in, std::string& why) {
   const pnmem_watcher_options c = read_watcher_options(in);  // a first-version caller's root is the default
   if (c.root == nullptr) return std::string("/");

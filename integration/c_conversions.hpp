@@ -66,6 +66,7 @@ pnmem_room to_c(const host_room& r, std::uint64_t seq) noexcept;
 // version that adds fields keeps these (the offset of its first new field).
 inline constexpr std::size_t model_size_v1 = offsetof(pnmem_model, n_more_windows);
 inline constexpr std::size_t watcher_options_size_v1 = offsetof(pnmem_watcher_options, root);  // before `root`
+inline constexpr std::size_t watcher_options_size_v2 = offsetof(pnmem_watcher_options, ledger);  // before `ledger`
 inline constexpr std::size_t model_load_size_v1 = sizeof(pnmem_model_load);
 inline constexpr std::size_t snapshot_size_v1 = offsetof(pnmem_snapshot, host_level);  // before the levels
 inline constexpr std::size_t engine_rule_size_v1 = sizeof(pnmem_engine_rule);
@@ -128,6 +129,9 @@ std::optional<watcher_options> watcher_options_from_c(const pnmem_watcher_option
 // first header); nullopt with `why` when it is empty or longer than max_root_bytes.
 inline constexpr std::size_t max_root_bytes = 4095;
 std::optional<std::string> watcher_root_from_c(const pnmem_watcher_options& o, std::string& why);
+// The box ledger a C caller's options name: nullopt for NULL (or a caller built before 0.3: PN_LEDGER's),
+// else the text; `why` set (and "" returned) when it is longer than max_root_bytes.
+std::optional<std::string> watcher_ledger_from_c(const pnmem_watcher_options& o, std::string& why);
 // A model load from C: its spec and die, checked (nullopt with `why` naming the field: struct_size,
 // or a die outside [-1, PNMEM_MAX_DIES)).
 struct model_load_request {

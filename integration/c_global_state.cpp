@@ -12,6 +12,9 @@
 #include "c_boundary.hpp"
 #include "c_conversions.hpp"
 #include "pnmem/config.hpp"
+#if defined(__linux__)
+#include "pnmem/linux/box_ledger.hpp"
+#endif
 
 namespace pnmem::c_abi {
 
@@ -124,6 +127,30 @@ std::pair<platform_watcher*, bool> global_state::ensure_watcher(const watcher_op
   }
   platform_watcher& w = create_locked(o, root);
   return {&w, true};
+}
+
+void global_state::join_box(const std::optional<std::string>& ledger_option) {
+#if defined(__linux__)
+  if (box_tried_.exchange(true, std::memory_order_acq_rel)) return;
+  linux_os::box_options o = linux_os::box_options_from_env();
+  if (ledger_option) o.ledger = *ledger_option;
+  if (const platform_watcher* w = watcher()) {
+    const mem_state s = w->read();
+    o.limit_cgroup = std::string(s.provenance.limit_cgroup_path());
+    o.box_total_bytes = s.provenance.meminfo_total_bytes;
+  }
+  o.log = [this](std::string_view line) {
+    try {
+      log(line);
+    } catch (...) {  // a sink that throws loses its line, nothing else
+    }
+  };
+  linux_os::box_join j = linux_os::join_box(o);
+  if (!j.problem.empty()) log(j.problem);
+  if (j.link != nullptr) ledger.attach_box(std::move(j.link));
+#else
+  (void)ledger_option;
+#endif
 }
 
 // --- the policy ----------------------------------------------------------------------------

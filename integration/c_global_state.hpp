@@ -118,6 +118,11 @@ class global_state {
 
   // --- reservations --------------------------------------------------------------------
   host_ledger ledger;
+  // Joins the box ledger once, when the watcher first starts (its sample names the memory cgroup that
+  // scopes it): `ledger_option` is pnmem_watcher_options.ledger, nullopt for PN_LEDGER's. A segment
+  // refused is one line through the sink; the ledger then counts this process's promises alone. Where
+  // the platform has no box ledger (not Linux), nothing.
+  void join_box(const std::optional<std::string>& ledger_option) PNMEM_EXCLUDES(life_mu_);
   // Keeps `held` under a new C handle (0 when it holds nothing); expires_ns: when the
   // ledger stops counting it (0 = never), after which the handle is forgotten too.
   pnmem_reservation keep(host_ledger::reservation held, std::int64_t expires_ns) PNMEM_EXCLUDES(res_mu_);
@@ -154,6 +159,7 @@ class global_state {
   std::atomic<bool> has_pending_{false};
   std::string root_ PNMEM_GUARDED_BY(life_mu_) = "/";  // the watcher's sampler root, once created
   std::atomic<std::uint64_t> fork_noted_{0};  // the fork generation note_fail_open last logged
+  std::atomic<bool> box_tried_{false};         // join_box ran (a fork's child rejoins through the ledger)
 
   // The sink: each set_sink adds one (never freed before the process ends: a reader may
   // still be calling the one it loaded) and publishes it.

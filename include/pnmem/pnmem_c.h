@@ -121,6 +121,7 @@ typedef struct pnmem_state {
  *                                   on every request's allocation): a dwell of a few
  *                                   seconds keeps a level until the lower one has held
  *                                   that long (levels still go up at once).
+ *   ledger                  NULL  the box ledger (PN_LEDGER; see the field below)
  *   root                    NULL  the directory the Linux sampler reads /proc and /sys under
  *                                   (NULL or "/": the real ones). A container that watches its
  *                                   node through the host's /proc and /sys mounted at /host
@@ -136,6 +137,12 @@ typedef struct pnmem_watcher_options {
   uint32_t pressure_poll_interval_ms;
   uint32_t step_down_dwell_ms;
   const char* root; /* the sampler's root directory; NULL = "/" */
+  /* Since 0.3: the box ledger the reservations are counted in, shared with every pnmem process that
+   * joins it (docs/multi-process.md): NULL = PN_LEDGER's value (unset: "auto", the processes that share
+   * /dev/shm and this process's memory cgroup limit), "off" (this process's own), a name, or an
+   * absolute path. Joined when the watcher starts (Linux); a segment refused is one log line, and the
+   * process counts its own promises. At most 4095 bytes. */
+  const char* ledger;
 } pnmem_watcher_options;
 
 /* Fills *options with the defaults above and struct_size = `struct_size`. 0 on success;

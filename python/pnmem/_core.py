@@ -433,10 +433,13 @@ class Watcher:
     first start in the process: a later Watcher with other options raises Error. Several Watchers may
     be started; the C watcher stops when the last of them stops. Subscriptions made through a Watcher
     end when it stops. `root`: the directory the Linux sampler reads /proc and /sys under (None: "/";
-    "/host" where a container has the node's mounted there)."""
+    "/host" where a container has the node's mounted there). `ledger`: the box ledger the process's
+    reservations are counted in with every other pnmem process that joins it (None: PN_LEDGER's, by default
+    the processes sharing /dev/shm and this memory cgroup limit; "off"; a name; an absolute path)."""
 
     def __init__(self, *, poll_interval_ms: Optional[int] = None, pressure_poll_interval_ms: Optional[int] = None,
-                 step_down_dwell_ms: Optional[int] = None, root: Optional[str] = None) -> None:
+                 step_down_dwell_ms: Optional[int] = None, root: Optional[str] = None,
+                 ledger: Optional[str] = None) -> None:
         f = "pnmem_watcher_start_with"
         self._options: dict[str, int | bytes] = {}
         for name, v in (("poll_interval_ms", poll_interval_ms),
@@ -452,6 +455,14 @@ class Watcher:
                 raise ArgumentError(f"{f}: root must be a non-empty path of at most 4095 bytes without NUL, "
                                     f"not {root!r}", f)
             self._options["root"] = raw  # kept alive here while C reads it
+        if ledger is not None:
+            if not isinstance(ledger, (str, os.PathLike)):
+                raise ArgumentTypeError(f"{f}: ledger must be a str, not {type(ledger).__name__}", f)
+            raw = os.fsencode(ledger)
+            if not raw or b"\0" in raw or len(raw) > 4095:
+                raise ArgumentError(f"{f}: ledger must be off, auto, a name or an absolute path (at most 4095 "
+                                    f"bytes without NUL), not {ledger!r}", f)
+            self._options["ledger"] = raw
         self._started = False
         self._subscriptions: list[Subscription] = []
 

@@ -95,6 +95,7 @@ class pnmem_watcher_options(Structure):
         ("pressure_poll_interval_ms", c_uint32),
         ("step_down_dwell_ms", c_uint32),
         ("root", c_char_p),  # the sampler's root directory; NULL = "/"
+        ("ledger", c_char_p),  # the box ledger; NULL = PN_LEDGER's (auto)
     ]
 
 

@@ -7,10 +7,14 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../exposition_check.hpp"
 #include "pnmem/level.hpp"
+#include "pnmem/clock_ns.hpp"
+#include "pnmem/engine/host_ledger.hpp"
+#include "pnmem/linux/box_ledger.hpp"
 #include "pnmem/linux/linux_sampler.hpp"
 #include "pnmem/watcher.hpp"
 #include "cli_support.hpp"
@@ -458,4 +462,64 @@ TEST_CASE("the tool honours PN_PSI_SOURCE, the poll intervals and the dwell") {
   CHECK(help.out.find("(overrides PN_MEMWATCH_POLL_MS; default 700 ms)") != std::string::npos);
   CHECK(help.out.find("(overrides PN_PRESSURE_POLL_MS; default 70 ms)") != std::string::npos);
   CHECK(help.out.find("(overrides PN_STEP_DOWN_DWELL_MS; default 7000 ms)") != std::string::npos);
+}
+
+// --- pnmem ledger ---------------------------------------------------------------------------
+
+TEST_CASE("pnmem ledger: the box ledger's holders and totals; a dead one is gone; a refused file exits 1 saying why") {
+  const pnmem::test::temp_dir dir;
+  const std::string file = dir.path("box.ledger");
+  pnmem::linux_os::box_options o;
+  o.ledger = file;
+  pnmem::linux_os::box_join j = pnmem::linux_os::join_box(o);
+  REQUIRE(j.link != nullptr);
+  // This test is a holder: 3 GiB reserved on a watcher that says 64 GiB are free.
+  struct one_snapshot {
+    pnmem::mem_state s;
+    bool running() const { return true; }
+    pnmem::mem_state read() const { return s; }
+  } w;
+  w.s.host_total_bytes = 64 * pnmem::GiB;
+  w.s.host_avail_bytes = 60 * pnmem::GiB;
+  w.s.host_read_ns = pnmem::steady_now_ns();
+  w.s = pnmem::with_derived_level(w.s);
+  {
+    pnmem::host_ledger ledger{j.link};
+    auto r = ledger.reserve_bytes(w, 3 * pnmem::GiB);
+    REQUIRE(r.answer.status == pnmem::admit_status::admitted);
+    const json v = json::parse(run({"--json", "ledger", "--ledger", file}).out, nullptr, false);
+    REQUIRE(v.is_object());
+    CHECK(v.at("path") == file);
+    CHECK(v.at("processes") == 1);
+    CHECK(v.at("reserved_bytes") == 3 * pnmem::GiB);
+    REQUIRE(v.at("holders").size() == 1);
+    CHECK(v.at("holders")[0].at("pid") == ::getpid());
+    CHECK(v.at("holders")[0].at("reservations") == 1);
+    const auto t = run({"ledger", "--ledger", file});
+    CHECK(t.exit_code == 0);
+    CHECK(t.out.find("ledger: " + file + " (" + file + "), 1 process\npending: 3.00 GiB (3221225472 B): 3.00 GiB reserved") == 0);
+    CHECK(t.out.find("  " + std::to_string(::getpid()) + " ") != std::string::npos);
+    // The same scope in `pnmem metrics` (PN_LEDGER names it).
+    const auto m = run({"metrics"}, {{"PN_LEDGER", file}});
+    CHECK(m.out.find("pnmem_ledger_processes{scope=\"" + file + "\"} 1\n") != std::string::npos);
+    CHECK(m.out.find("pnmem_ledger_pending_bytes{scope=\"" + file + "\"} 3221225472\n") != std::string::npos);
+  }
+  j.link.reset();  // the holder leaves: its slot is free, its bytes gone
+  const json after = json::parse(run({"--json", "ledger", "--ledger", file}).out, nullptr, false);
+  CHECK(after.at("processes") == 0);
+  CHECK(after.at("reserved_bytes") == 0);
+  // No file yet: no process has joined; exit 0. A file that is no ledger: exit 1, the line says why.
+  const auto none = run({"ledger", "--ledger", dir.path("nobody.ledger")});
+  CHECK(none.exit_code == 0);
+  CHECK(none.out.find("no process has joined it yet") != std::string::npos);
+  const std::string junk = dir.write("junk.ledger", "not a ledger");
+  const auto open_to_all = run({"ledger", "--ledger", junk});  // written with the umask's 0644
+  CHECK(open_to_all.exit_code == 1);
+  CHECK(open_to_all.out.find("other users may open it (mode 0644)") != std::string::npos);
+  REQUIRE(::chmod(junk.c_str(), 0600) == 0);
+  const auto bad = run({"ledger", "--ledger", junk});
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.out.find("its size is 12 bytes") != std::string::npos);
+  CHECK(run({"ledger", "--ledger", "no spaces"}).exit_code == 2);
+  CHECK(run({"ledger"}, {{"PN_LEDGER", "off"}}).out.find("ledger: off") == 0);
 }

@@ -54,6 +54,7 @@ int main(void) {
   F(pnmem_watcher_options, pressure_poll_interval_ms);
   F(pnmem_watcher_options, step_down_dwell_ms);
   F(pnmem_watcher_options, root);
+  F(pnmem_watcher_options, ledger);
 
   S(pnmem_activation_anchor);
   F(pnmem_activation_anchor, tokens);

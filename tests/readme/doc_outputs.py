@@ -23,8 +23,8 @@ An HTML comment on the line before the block (`<!-- output: ... -->`) says what 
   not run: WHY         the block is not run (a minutes-long run in a memory cgroup, a GPU); WHY is required
                        and printed
 
-The synopsis. A block after `<!-- synopsis: pnmem -->` lists each command as `pnmem [--json] NAME ...`; its
-lines name every flag `pnmem NAME --help` lists, and no flag that command lacks (a command whose lines say
+The synopsis. A block after `<!-- synopsis: pnmem -->` lists each command `pnmem --help` lists, as
+`pnmem [--json] NAME ...`; its lines name every flag `pnmem NAME --help` lists, and no flag that command lacks (a command whose lines say
 MODEL takes the flags of the block's `MODEL:` and `ENGINE:` lines too).
 
 Lists. The paragraph after `<!-- list: meson options -->` names every project option (`-Dname=`) and only
@@ -270,6 +270,11 @@ def check_synopsis(where, lines, tool, ok, fail):
     if not entries:
         fail(where, "a synopsis block with no `pnmem [--json] NAME` line")
         return
+    # Every command the tool has is in the synopsis.
+    top = subprocess.run([tool, "--help"], capture_output=True, text=True, timeout=60).stdout
+    listed = re.findall(r"^\s{2}([a-z][\w-]*)\s{2,}", top.split("Subcommands:", 1)[-1], re.M)
+    for missing in sorted(set(listed) - set(entries)):
+        fail(f"{where} {missing}", f"the synopsis has no `pnmem [--json] {missing}` line (`pnmem --help` lists it)")
     group_flags = {k: set(re.findall(r"--[\w-]+", " ".join(v))) for k, v in groups.items()}
     for command, text_lines in entries.items():
         text = " ".join(text_lines)

@@ -44,6 +44,9 @@
 #include "sample_command.hpp"
 #include "watch_command.hpp"
 #endif
+#if defined(__linux__)
+#include "ledger_command.hpp"
+#endif
 
 namespace {
 
@@ -63,6 +66,9 @@ std::vector<std::unique_ptr<subcommand>> commands() {
   c.push_back(pnmem_cli::make_watch_command());
   c.push_back(pnmem_cli::make_metrics_command());
   c.push_back(pnmem_cli::make_probe_command());
+#endif
+#if defined(__linux__)
+  c.push_back(pnmem_cli::make_ledger_command());
 #endif
   return c;
 }

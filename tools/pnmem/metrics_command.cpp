@@ -5,6 +5,9 @@
 
 #include "box_sample.hpp"
 #include "pnmem/engine/metrics.hpp"
+#if defined(__linux__)
+#include "ledger_command.hpp"
+#endif
 
 namespace pnmem_cli {
 
@@ -18,6 +21,9 @@ class metrics_command final : public box_command {
   command_output answer_for(const pnmem::mem_state& s, const pnmem::policy& p) const override {
     command_output out;
     out.text = pnmem::prometheus_text(s, nullptr, p);
+#if defined(__linux__)
+    out.text += box_ledger_metrics(s);  // the box ledger's families, when its scope has a file
+#endif
     out.json["content_type"] = std::string(pnmem::prometheus_content_type);
     out.json["exposition"] = out.text;
     return out;

@@ -25,6 +25,9 @@
 #include "policy_options.hpp"
 #include "state_output.hpp"
 #include "textfile_writer.hpp"
+#if defined(__linux__)
+#include "ledger_command.hpp"
+#endif
 #include "usage_error.hpp"
 
 namespace pnmem_cli {
@@ -66,7 +69,11 @@ class textfile_output {
     if (written_once_ && now - last_write_ < interval_) return;
     last_write_ = now;
     written_once_ = true;
-    const std::string err = writer_.write(pnmem::prometheus_text(s, nullptr, p));
+    std::string text = pnmem::prometheus_text(s, nullptr, p);
+#if defined(__linux__)
+    text += box_ledger_metrics(s);  // as `pnmem metrics` prints it
+#endif
+    const std::string err = writer_.write(text);
     if (err.empty()) {
       if (!last_error_.empty()) std::cerr << "pnmem: --textfile: writing " << one_line(writer_.target()) << " again\n";
     } else if (err != last_error_) {

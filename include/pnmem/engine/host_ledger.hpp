@@ -316,6 +316,49 @@ class host_ledger {
   // The ledger's clock (steady_clock unless another was given), in nanoseconds.
   std::int64_t now_ns() const { return now_(); }
 
+  // Joins a box book now (a ledger made before the box was known: the C ABI's, when its watcher starts):
+  // its own unsettled reservations are added to its holder. False when it has one already or `box` is
+  // null or incomplete.
+  bool attach_box(std::shared_ptr<box_link> box) PNMEM_EXCLUDES(mu_) {
+    if (box == nullptr || box->seg == nullptr || box->lock == nullptr || box->unlock == nullptr) return false;
+    detail::lock_guard lk(mu_);
+    if (box_ != nullptr) return false;
+    box_ = std::move(box);
+    settled_cursor_ = box_cursor{};
+    credit_cursor_ = box_cursor{};
+    const box_scope scope(*this);
+    if (box_held_ == nullptr) return false;  // its lock could not be had: left again, said why
+    for (const slot& e : slots_) {
+      if (e.live) box_add(*box_held_->seg, box_held_->holder, e.bytes, box_held_->seg->last_sample_ns);
+    }
+    return true;
+  }
+
+  // The box-wide figures an engine's /metrics carries (engine/metrics.hpp prometheus_ledger_text): on
+  // the watcher's newest snapshot, the bytes promised and credited that it has not seen, and the
+  // processes joined. `box` false when the ledger counts alone (then the figures are its own).
+  struct figures {
+    bool box = false;
+    std::string scope;
+    std::uint32_t processes = 1;
+    std::uint64_t pending_bytes = 0;
+    std::uint64_t credited_bytes = 0;
+  };
+  template <class Watcher>
+  figures ledger_figures(const Watcher& w) PNMEM_EXCLUDES(mu_) {
+    detail::lock_guard lk(mu_);
+    figures out;
+    const box_scope scope(*this);
+    if (w.running()) with_budget_locked(w, out.pending_bytes, [](const mem_state&) { return 0; });
+    out.credited_bytes = credited_now_;
+    if (box_held_ != nullptr) {
+      out.box = true;
+      out.scope = box_held_->scope;
+      out.processes = box_held_->seg->holders_live;
+    }
+    return out;
+  }
+
   // Whether its answers count the box book's promises (it joined one, and has not left it), and the
   // book's scope ("" when not).
   bool box_joined() const PNMEM_EXCLUDES(mu_) {

@@ -24,6 +24,8 @@
 //             pnmem_queued_requests (TotalQueuedRequests), pnmem_running_requests
 //             (TotalRunningRequests), pnmem_kv_cache_usage_ratio (KVCacheUtilization, 0 to 1),
 //             and pnmem_slot_capacity (the slots the ratio is over when no KV bytes are known)
+//   ledger    (prometheus_ledger_text: a process joined to a box ledger) pnmem_ledger_processes,
+//             pnmem_ledger_pending_bytes, pnmem_ledger_credited_bytes{scope}
 //
 // Not on the decision path: it allocates. Counters are read with relaxed loads,
 // each on its own (the text is not one atomic cut of all of them).
@@ -247,6 +249,31 @@ inline std::string prometheus_text(const mem_state& s, const engine_counters* co
 inline std::string prometheus_counters_text(const engine_counters& counters) {
   detail::metrics::writer w;
   detail::metrics::write_counters(w, counters);
+  return w.take();
+}
+
+// The box ledger's families (engine/box_book.hpp; docs/multi-process.md), for a process whose ledger
+// joined one or a tool that reads it (`pnmem metrics`): gauges labelled with the scope.
+//   pnmem_ledger_processes{scope}        the pnmem processes joined to it
+//   pnmem_ledger_pending_bytes{scope}    bytes every one of them promised that the newest sample has not seen
+//   pnmem_ledger_credited_bytes{scope}   bytes they freed (credited) that it has not seen
+struct ledger_load {
+  std::string_view scope;
+  std::uint64_t processes = 0;
+  std::uint64_t pending_bytes = 0;
+  std::uint64_t credited_bytes = 0;
+};
+inline std::string prometheus_ledger_text(const ledger_load& l) {
+  detail::metrics::writer w;
+  const std::pair<std::string_view, std::string_view> label{"scope", l.scope};
+  w.family("pnmem_ledger_processes", "gauge", "pnmem processes joined to the box ledger.");
+  w.sample("pnmem_ledger_processes", {label}, l.processes);
+  w.family("pnmem_ledger_pending_bytes", "gauge",
+           "Bytes the box ledger's processes promised (reserved, or settled) that the newest sample has not seen.");
+  w.sample("pnmem_ledger_pending_bytes", {label}, l.pending_bytes);
+  w.family("pnmem_ledger_credited_bytes", "gauge",
+           "Bytes the box ledger's processes freed (credited) that the newest sample has not seen.");
+  w.sample("pnmem_ledger_credited_bytes", {label}, l.credited_bytes);
   return w.take();
 }
 
