@@ -2,6 +2,7 @@
 //
 //   build/examples/survival_run                      # 1 GiB limit, policy off then on
 //   build/examples/survival_run --limit 768M --svg /tmp/t.svg --verbose
+//   build/examples/survival_run --processes 4 --policy all   # four engine processes share each burst
 //
 // For each run (policy off, policy on) the supervisor creates a memory cgroup
 // (v1: a child of its own; v2: a sibling of its own, in a parent that delegates
@@ -12,6 +13,12 @@
 // It prints a table (peak against the limit, time at each level, requests by
 // outcome and reason, lost requests, OOM kills) and writes the level timeline as
 // an SVG picture.
+//
+// With --processes N the cgroup holds N workload processes (engines side by side: a worker per GPU, a
+// runner per model) that share the load: each gets burst-size / N of every burst and slots / N decode
+// slots (at least 1 of each), its own prompts (seed + its number). With the policy on they count each
+// other's promises in one box ledger (a scope of the run's own, PN_LEDGER=/tmp/pnmem-survive-ledger-...);
+// `--policy per-process` runs them with PN_LEDGER=off: each orders only its own admitters.
 //
 // The workload's policy: PN_* environment variables as usual, so its reserve is pnmem's
 // container rule for the limit (policy.hpp container_reserve_bytes: 256 MiB of 1 GiB)
@@ -61,13 +68,14 @@ using pnmem::test::cgroup_version;
 
 constexpr std::uint64_t MiB = 1024ULL * 1024ULL;
 
-enum class mode { off, on, no_ledger };
+enum class mode { off, on, no_ledger, per_process };
 
 const char* mode_name(mode m) {
   switch (m) {
     case mode::off: return "policy off";
     case mode::on: return "policy on";
     case mode::no_ledger: return "on, no ledger";
+    case mode::per_process: return "on, ledger per process";
   }
   return "?";
 }
@@ -77,6 +85,7 @@ const char* mode_arg(mode m) {
     case mode::off: return "off";
     case mode::on: return "on";
     case mode::no_ledger: return "no-ledger";
+    case mode::per_process: return "on";  // the workload's policy; PN_LEDGER=off makes its ledger its own
   }
   return "?";
 }
@@ -90,6 +99,8 @@ struct options {
   std::string keep_events;  // a directory: keep each run's raw event lines there
   survival::workload_options work;
   int timeout_s = 120;
+  int processes = 1;  // workload processes in the cgroup, sharing the load
+  bool expect_per_process_killed = false;  // --expect-per-process-killed: a ledger per process must fail
   int psi_settle_s = 150;  // longest wait for the box's PSI to read 0 before the policy-on run
 };
 
@@ -98,6 +109,7 @@ struct options {
   std::fprintf(stderr,
                "usage: survival_run [--limit BYTES] [--reserve BYTES] [--policy on|off|both|no-ledger|all] [--svg PATH]\n"
                "                    [--slots N] [--bursts N] [--burst-size N] [--patience-ms N] [--seed N]\n"
+               "                    [--processes N] (--policy per-process: each process's ledger its own)\n"
                "                    [--timeout-s N] [--psi-settle-s N]\n                    [--keep-events DIR] [--verbose]\n");
   std::exit(2);
 }
@@ -126,6 +138,8 @@ bool workload_flag(survival::workload_options& w, std::string_view a, const char
   else if (a == "--burst-size") w.burst_size = int_arg("--burst-size", v, 1, 256);
   else if (a == "--patience-ms") w.patience_ms = int_arg("--patience-ms", v, 0, 600000);
   else if (a == "--seed") w.seed = static_cast<std::uint64_t>(int_arg("--seed", v, 0, 1 << 30));
+  else if (a == "--id-base") w.id_base = int_arg("--id-base", v, 0, 1 << 30);
+  else if (a == "--timeline") w.timeline = std::string_view(v) != "no";
   else return false;
   return true;
 }
@@ -185,7 +199,9 @@ options parse_args(int argc, char** argv) {
       else if (p == "both") o.modes = {mode::on, mode::off};
       else if (p == "no-ledger") o.modes = {mode::no_ledger};
       else if (p == "all") o.modes = {mode::on, mode::no_ledger, mode::off};
-      else usage_error(std::string("--policy ") + v + ": on, off, both, no-ledger or all");
+      else if (p == "per-process") o.modes = {mode::per_process};
+      else if (p == "processes") o.modes = {mode::on, mode::per_process, mode::off};
+      else usage_error(std::string("--policy ") + v + ": on, off, both, no-ledger, per-process, processes or all");
     } else if (a == "--svg") {
       o.svg = v;
     } else if (a == "--keep-events") {
@@ -194,6 +210,10 @@ options parse_args(int argc, char** argv) {
       o.psi_settle_s = int_arg("--psi-settle-s", v, 0, 3600);
     } else if (a == "--timeout-s") {
       o.timeout_s = int_arg("--timeout-s", v, 1, 3600);
+    } else if (a == "--processes") {
+      o.processes = int_arg("--processes", v, 1, 64);
+    } else if (a == "--expect-per-process-killed") {
+      o.expect_per_process_killed = std::string_view(v) == "yes";
     } else if (!workload_flag(o.work, a, v)) {
       usage_error("unknown argument " + std::string(a));
     }
@@ -263,9 +283,10 @@ struct run_result {
   survival::event_log events;
   std::uint64_t peak_bytes = 0;
   std::uint64_t oom_kills = 0;
-  int status = 0;  // waitpid status
+  int status = 0;                 // waitpid status (the first process killed, else the last to end)
+  std::vector<int> statuses;      // each process's
   double end_ms = 0;
-  bool killed = false;
+  bool killed = false;            // any process killed by SIGKILL (the OOM killer's)
   bool timed_out = false;
   int lost = 0;
   std::array<double, 4> level_ms{};
@@ -301,58 +322,95 @@ run_result run_once(const cgroup_home& home, const options& o, mode what, const 
 
   const auto t0 = clock_type::now();
   const std::int64_t t0_ns = pnmem::to_ns(t0);
-  std::vector<std::string> args = {self, "--workload", "--policy", mode_arg(what), "--events", events_path,
-                                   "--t0-ns", std::to_string(t0_ns)};
-  for (auto& a : workload_argv(o.work)) args.push_back(std::move(a));
-  if (o.work.verbose) args.emplace_back("--verbose");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  // The processes share the load: a part of each burst and of the slots each, their own prompts.
+  const int n = o.processes;
+  survival::workload_options per = o.work;
+  per.burst_size = std::max(1, o.work.burst_size / n);
+  per.slots = std::max(1, o.work.slots / n);
+  // The box ledger of the run's own (policy on), or none (ledger per process): never another run's.
+  const std::string ledger = what == mode::per_process
+                                 ? std::string("off")
+                                 : "/tmp/pnmem-survive-ledger-" + std::to_string(::getpid()) + "-" + mode_arg(what);
+  ::unlink(ledger.c_str());
   const std::string reserve = std::to_string(o.reserve);
   const std::string procs = (box.dir() / "cgroup.procs").string();
-
   const pid_t parent = ::getpid();
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    r.error = std::string("fork: ") + pnmem::test::errno_text();
+  std::vector<pid_t> pids;
+  for (int k = 0; k < n; ++k) {
+    survival::workload_options mine = per;
+    mine.seed = o.work.seed + static_cast<std::uint64_t>(k);
+    std::vector<std::string> args = {self, "--workload", "--policy", mode_arg(what), "--events", events_path,
+                                     "--t0-ns", std::to_string(t0_ns), "--id-base", std::to_string(k * 100000),
+                                     "--timeline", k == 0 ? "yes" : "no"};
+    for (auto& a : workload_argv(mine)) args.push_back(std::move(a));
+    if (o.work.verbose) args.emplace_back("--verbose");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      r.error = std::string("fork: ") + pnmem::test::errno_text();
+      break;
+    }
+    if (pid == 0) {
+      pnmem::test::prepare_child(parent);
+      if (!pnmem::test::move_into_cgroup(box.dir(), ::getpid())) ::_exit(126);
+      if (o.reserve_given) ::setenv("PN_HOST_RESERVE_BYTES", reserve.c_str(), 1);
+      ::setenv("PN_LEDGER", ledger.c_str(), 1);
+      ::execv("/proc/self/exe", argv.data());
+      ::_exit(127);
+    }
+    box.adopt(pid);
+    pids.push_back(pid);
+  }
+  if (pids.empty()) {
     ::unlink(events_path);
     return r;
   }
-  if (pid == 0) {
-    pnmem::test::prepare_child(parent);
-    if (!pnmem::test::move_into_cgroup(box.dir(), ::getpid())) ::_exit(126);
-    if (o.reserve_given) ::setenv("PN_HOST_RESERVE_BYTES", reserve.c_str(), 1);
-    ::execv("/proc/self/exe", argv.data());
-    ::_exit(127);
-  }
-  box.adopt(pid);
   r.started = true;
 
   const pnmem::test::fs::path usage_file =
       box.dir() / (home.version == cgroup_version::v1 ? "memory.usage_in_bytes" : "memory.current");
   const auto deadline = t0 + std::chrono::seconds(o.timeout_s);
+  std::vector<bool> done(pids.size(), false);
+  r.statuses.assign(pids.size(), 0);
+  std::size_t running = pids.size();
   for (;;) {
     const double t_ms = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
     const std::uint64_t used = read_u64(usage_file);
     r.usage.push_back({t_ms, used});
     r.peak_bytes = std::max(r.peak_bytes, used);
-    const pid_t w = ::waitpid(pid, &r.status, WNOHANG);
-    if (w == pid) {
+    for (std::size_t k = 0; k < pids.size(); ++k) {
+      if (done[k]) continue;
+      if (::waitpid(pids[k], &r.statuses[k], WNOHANG) == pids[k]) {
+        done[k] = true;
+        --running;
+        const bool k_killed = WIFSIGNALED(r.statuses[k]) && WTERMSIG(r.statuses[k]) == SIGKILL;
+        if (k_killed && !r.killed) r.status = r.statuses[k];
+        r.killed = r.killed || k_killed;
+        if (!r.killed) r.status = r.statuses[k];
+      }
+    }
+    if (running == 0) {
       r.end_ms = t_ms;
       break;
     }
     if (clock_type::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &r.status, 0);
+      for (std::size_t k = 0; k < pids.size(); ++k) {
+        if (done[k]) continue;
+        ::kill(pids[k], SIGKILL);
+        ::waitpid(pids[k], &r.statuses[k], 0);
+      }
       r.timed_out = true;
       r.end_ms = t_ms;
       break;
     }
     std::this_thread::sleep_for(10ms);
   }
-  box.disown(pid);
-  r.killed = WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGKILL && !r.timed_out;
+  for (const pid_t pid : pids) box.disown(pid);
+  if (what != mode::per_process) ::unlink(ledger.c_str());
+  r.killed = r.killed && !r.timed_out;
   if (home.version == cgroup_version::v1) {
     r.peak_bytes = std::max(r.peak_bytes, read_u64(box.dir() / "memory.max_usage_in_bytes"));
     r.oom_kills = keyed_u64(box.dir() / "memory.oom_control", "oom_kill");
@@ -416,20 +474,39 @@ void wait_for_quiet_psi(int max_s) {
 
 std::string mib(std::uint64_t b) { return std::to_string(b / MiB) + " MiB"; }
 
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) return std::string("killed by ") + (WTERMSIG(status) == SIGKILL ? "SIGKILL" : strsignal(WTERMSIG(status)));
+  return "exit " + std::to_string(WEXITSTATUS(status));
+}
+
 std::string describe_exit(const run_result& r) {
   if (!r.started) return "not started";
   if (r.timed_out) return "timed out (killed)";
-  if (WIFSIGNALED(r.status)) return std::string("killed by ") + (WTERMSIG(r.status) == SIGKILL ? "SIGKILL" : strsignal(WTERMSIG(r.status)));
-  return "exit " + std::to_string(WEXITSTATUS(r.status));
+  if (r.statuses.size() <= 1) return describe_status(r.status);
+  // Several processes: how many ended each way ("2 killed by SIGKILL, 2 exit 0").
+  std::map<std::string, int> ways;
+  for (const int st : r.statuses) ++ways[describe_status(st)];
+  std::string out;
+  for (const auto& [way, count] : ways) out += (out.empty() ? "" : ", ") + std::to_string(count) + " " + way;
+  return out;
 }
 
 void print_table(const std::vector<run_result>& runs, const options& o, const cgroup_home& home) {
-  std::printf("survival run: memory cgroup %s under %s, limit %s, pnmem host reserve %s\n",
-              pnmem::test::to_string(home.version), home.parent.c_str(), mib(o.limit).c_str(), mib(o.reserve).c_str());
-  std::printf("workload: %d bursts of %d requests %.1f s apart + a trickle, %d decode slots, prompts %d-%d tokens "
-              "(fp32 KV 40 KiB/token + the activation peak), seed %llu\n\n",
-              o.work.bursts, o.work.burst_size, o.work.burst_gap_ms / 1000.0, o.work.slots, o.work.min_prompt,
-              o.work.max_prompt, static_cast<unsigned long long>(o.work.seed));
+  std::printf("survival run: memory cgroup %s under %s, limit %s, pnmem host reserve %s%s\n",
+              pnmem::test::to_string(home.version), home.parent.c_str(), mib(o.limit).c_str(), mib(o.reserve).c_str(),
+              o.processes > 1 ? (", " + std::to_string(o.processes) + " processes").c_str() : "");
+  if (o.processes > 1) {
+    std::printf("workload: %d processes, each %d bursts of %d requests %.1f s apart + a trickle, %d decode slots, "
+                "prompts %d-%d tokens (fp32 KV 40 KiB/token + the activation peak), seeds %llu-%llu\n\n",
+                o.processes, o.work.bursts, std::max(1, o.work.burst_size / o.processes), o.work.burst_gap_ms / 1000.0,
+                std::max(1, o.work.slots / o.processes), o.work.min_prompt, o.work.max_prompt,
+                static_cast<unsigned long long>(o.work.seed), static_cast<unsigned long long>(o.work.seed) + static_cast<unsigned long long>(o.processes) - 1);
+  } else {
+    std::printf("workload: %d bursts of %d requests %.1f s apart + a trickle, %d decode slots, prompts %d-%d tokens "
+                "(fp32 KV 40 KiB/token + the activation peak), seed %llu\n\n",
+                o.work.bursts, o.work.burst_size, o.work.burst_gap_ms / 1000.0, o.work.slots, o.work.min_prompt,
+                o.work.max_prompt, static_cast<unsigned long long>(o.work.seed));
+  }
 
   std::vector<std::pair<std::string, std::vector<std::string>>> rows;
   const auto add = [&](const std::string& name, auto&& value) {
@@ -476,7 +553,19 @@ void print_table(const std::vector<run_result>& runs, const options& o, const cg
   }
   add("  lost (never ended)", [](const run_result& r) { return std::to_string(r.lost); });
   add("OOM kills", [](const run_result& r) { return std::to_string(r.oom_kills); });
-  add("workload", [](const run_result& r) { return describe_exit(r); });
+  add(o.processes > 1 ? "workloads" : "workload", [](const run_result& r) { return describe_exit(r); });
+  if (o.processes > 1) {
+    for (int k = 0; k < o.processes; ++k) {
+      add("  process " + std::to_string(k + 1), [k](const run_result& r) {
+        if (static_cast<std::size_t>(k) >= r.statuses.size()) return std::string("not started");
+        const int base = k * 100000;
+        const auto mine = [&](int id) { return id >= base && id < base + 100000; };
+        const auto queued = std::count_if(r.events.queued.begin(), r.events.queued.end(), [&](const auto& q) { return mine(q.id); });
+        const auto ended = std::count_if(r.events.ended.begin(), r.events.ended.end(), [&](const auto& e) { return mine(e.id); });
+        return std::to_string(ended) + " of " + std::to_string(queued) + " ended, " + describe_status(r.statuses[static_cast<std::size_t>(k)]);
+      });
+    }
+  }
 
   std::size_t w0 = 0;
   for (const auto& row : rows) w0 = std::max(w0, row.first.size());
@@ -523,7 +612,7 @@ int main(int argc, char** argv) {
     runs.push_back(std::move(r));
   }
   // Shown as: policy off, on without the ledger, policy on.
-  const auto rank = [](mode m) { return m == mode::off ? 0 : (m == mode::no_ledger ? 1 : 2); };
+  const auto rank = [](mode m) { return m == mode::off ? 0 : (m == mode::no_ledger ? 1 : (m == mode::per_process ? 2 : 3)); };
   std::stable_sort(runs.begin(), runs.end(), [&](const run_result& a, const run_result& b) { return rank(a.what) < rank(b.what); });
   print_table(runs, o, *home);
 
@@ -560,6 +649,12 @@ int main(int argc, char** argv) {
                   describe_exit(r).c_str(), static_cast<unsigned long long>(r.oom_kills), r.lost);
       ++failures;
     }
+    if (r.what == mode::per_process && r.oom_kills == 0 && !r.killed && o.expect_per_process_killed) {
+      std::printf("FAIL: with a ledger per process the workloads were not OOM-killed (%s): the box ledger is not what "
+                  "saved the policy-on run here; raise --burst-size or --processes\n",
+                  describe_exit(r).c_str());
+      ++failures;
+    }
     if (r.what == mode::off && r.oom_kills == 0 && !r.killed) {
       std::printf("FAIL: with the policy off the workload was not OOM-killed (%s): the bursts did not pass the "
                   "limit; lower --limit or raise --burst-size\n",
@@ -572,6 +667,9 @@ int main(int argc, char** argv) {
     for (const auto& r : runs) {
       if (r.what == mode::on) what += std::string(what.empty() ? "" : "; ") + "policy on survived and lost nothing";
       if (r.what == mode::off) what += std::string(what.empty() ? "" : "; ") + "policy off was OOM-killed";
+      if (r.what == mode::per_process && (r.oom_kills > 0 || r.killed)) {
+        what += std::string(what.empty() ? "" : "; ") + "a ledger per process was OOM-killed";
+      }
     }
     std::printf("OK: %s\n", what.empty() ? "nothing to check (a run without the ledger is shown, not judged)" : what.c_str());
   }

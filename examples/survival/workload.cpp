@@ -27,6 +27,7 @@
 #include <pnmem/engine/backpressure_gate.hpp>
 #include <pnmem/engine/host_ledger.hpp>
 #include <pnmem/ladder.hpp>
+#include <pnmem/linux/box_ledger.hpp>
 #include <pnmem/linux/linux_sampler.hpp>
 #include <pnmem/watcher.hpp>
 
@@ -105,7 +106,7 @@ std::vector<request> make_schedule(const workload_options& o) {
     }
   }
   std::stable_sort(out.begin(), out.end(), [](const request& a, const request& b) { return a.arrival_ms < b.arrival_ms; });
-  for (std::size_t i = 0; i < out.size(); ++i) out[i].id = static_cast<int>(i);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i].id = o.id_base + static_cast<int>(i);
   return out;
 }
 
@@ -164,7 +165,7 @@ int run_workload(const workload_options& o) {
   // The level timeline: every snapshot the watcher publishes.
   std::jthread timeline([&](std::stop_token st) {
     std::uint64_t last_seq = 0;
-    while (!st.stop_requested()) {
+    while (!st.stop_requested() && o.timeline) {
       const pnmem::mem_state s = watcher.read();
       if (s.seq != last_seq) {
         last_seq = s.seq;
@@ -185,7 +186,12 @@ int run_workload(const workload_options& o) {
   };
   // Rung 2 is the gate's own: from connect() on, its slots follow the ladder at every sample.
   pnmem::backpressure_gate gate{{.max_slots = o.slots, .max_waiters = 1024, .model = model.cost, .policy = policy}};
-  pnmem::host_ledger ledger;
+  // The box ledger PN_LEDGER names (the supervisor gives each run a scope of its own; off: this process's).
+  pnmem::linux_os::box_options box = pnmem::linux_os::box_options_from_env();
+  box.limit_cgroup = std::string(watcher.read().provenance.limit_cgroup_path());
+  pnmem::linux_os::box_join joined = pnmem::linux_os::join_box(box);
+  if (!joined.problem.empty()) std::fprintf(stderr, "workload: %s\n", joined.problem.c_str());
+  pnmem::host_ledger ledger{joined.link};
   const pnmem::admit_options aopt{.policy = policy, .log = {}, .counters = nullptr};
 
   std::optional<pnmem::gate_connection> conn;

@@ -11,7 +11,9 @@
 // without pnmem would. Policy on: the back-pressure gate (ladder rung 2 sets its
 // capacity), pnmem::host_ledger admission (rung 3 clamps the window), a denied
 // request held and retried until its patience runs out, then rejected with the
-// reason. Every request ends with an "E" event line (events.hpp).
+// reason. Every request ends with an "E" event line (events.hpp). Its ledger joins the box ledger
+// PN_LEDGER names (pnmem/linux/box_ledger.hpp), so several workload processes in one cgroup count each
+// other's promises; PN_LEDGER=off: each counts only its own.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,8 @@ struct workload_options {
   int max_window = 4096;
   bool verbose = false;      // a log line per request on stdout
   std::int64_t t0_ns = 0;    // steady-clock time 0 of the event times (the supervisor's); 0 = now
+  int id_base = 0;           // the first request's id (one of several processes: ids never collide)
+  bool timeline = true;      // writes the level timeline (one process of several does)
 };
 
 // Runs the schedule to the end. 0 when every request ended; 1 on a setup error.
