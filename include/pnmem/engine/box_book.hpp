@@ -119,10 +119,10 @@ constexpr std::uint32_t box_layout() noexcept {
   return static_cast<std::uint32_t>(h ^ (h >> 32));
 }
 
-// Where one reader has got to in a ring (a process's own, never shared).
+// Where one reader has got to in a ring (a process's own, never shared): the first entry its samples have
+// not seen. (The bytes before it are read from the ring, never kept: a cursor cannot carry a wrong sum.)
 struct box_cursor {
-  std::uint64_t seq = 0;  // the first entry its samples have not seen
-  std::uint64_t cum = 0;  // the ring's cum before that entry
+  std::uint64_t seq = 0;
 };
 
 // One process's place in a box book: made by an adapter (linux_os::join_box), used by a host_ledger
@@ -156,14 +156,23 @@ inline std::string box_text(const char* field, std::uint64_t got, std::uint64_t 
   return std::string(field) + " is " + std::to_string(got) + ", not " + std::to_string(want);
 }
 
-// The ring's figures are its own: seq and cum agree with its newest entry.
+// The ring's figures are its own: each entry it holds follows the one before (bytes and time), and its
+// total follows the newest.
 inline std::string box_ring_problem(const box_ring& r, const char* name) {
   if (r.seq == 0) return {};
-  const box_ring_entry& last = r.entries[(r.seq - 1) % box_ring_capacity];
-  if (last.cum_before + last.bytes != r.cum) {
-    return std::string(name) + ": its total does not follow its newest entry";
+  const std::uint64_t oldest = r.seq > box_ring_capacity ? r.seq - box_ring_capacity : 0;
+  for (std::uint64_t k = oldest; k < r.seq; ++k) {
+    const box_ring_entry& e = r.entries[k % box_ring_capacity];
+    if (e.holder >= box_max_holders) return std::string(name) + ": an entry names holder " + std::to_string(e.holder);
+    if (k + 1 < r.seq) {
+      const box_ring_entry& next = r.entries[(k + 1) % box_ring_capacity];
+      if (e.cum_before + e.bytes != next.cum_before || next.ns < e.ns) {
+        return std::string(name) + ": entry " + std::to_string(k + 1) + " does not follow the one before";
+      }
+    }
   }
-  if (last.holder >= box_max_holders) return std::string(name) + ": its newest entry names holder " + std::to_string(last.holder);
+  const box_ring_entry& last = r.entries[(r.seq - 1) % box_ring_capacity];
+  if (last.cum_before + last.bytes != r.cum) return std::string(name) + ": its total does not follow its newest entry";
   return {};
 }
 
@@ -240,17 +249,9 @@ inline void box_append(box_ring& r, std::uint32_t holder, std::uint64_t bytes, s
 // after it. Advances the reader's cursor past what it has seen (samples only move forward).
 inline std::uint64_t box_unseen(const box_ring& r, box_cursor& c, std::int64_t host_read_ns) noexcept {
   const std::uint64_t oldest = r.seq > box_ring_capacity ? r.seq - box_ring_capacity : 0;
-  if (c.seq < oldest || c.seq > r.seq) {  // overwritten (taken as seen), or another segment's cursor
-    c.seq = oldest;
-    c.cum = oldest < r.seq ? r.entries[oldest % box_ring_capacity].cum_before : r.cum;
-  }
-  while (c.seq < r.seq) {
-    const box_ring_entry& e = r.entries[c.seq % box_ring_capacity];
-    if (e.ns >= host_read_ns) break;
-    c.cum = e.cum_before + e.bytes;
-    ++c.seq;
-  }
-  return r.cum - c.cum;
+  if (c.seq < oldest || c.seq > r.seq) c.seq = oldest;  // overwritten (taken as seen), or another segment's
+  while (c.seq < r.seq && r.entries[c.seq % box_ring_capacity].ns < host_read_ns) ++c.seq;
+  return c.seq < r.seq ? r.cum - r.entries[c.seq % box_ring_capacity].cum_before : 0;
 }
 
 }  // namespace detail
@@ -369,6 +370,8 @@ inline void box_recount(box_segment& s) noexcept {
       continue;
     }
     ++live;
+    if (h.unsettled_bytes == 0) h.reservations = 0;
+    if (h.unsettled_bytes != 0 && h.reservations == 0) h.reservations = 1;
     unsettled = detail::sat_add(unsettled, h.unsettled_bytes);
   }
   s.unsettled_total = unsettled;
