@@ -79,12 +79,16 @@ int reap_dead(int fd, box_segment* s, std::uint32_t self) noexcept {
 // The segment's lock, within `timeout`. A dead owner's state is counted again. False: not had.
 enum class lock_result { held, recovered, timed_out, broken };
 lock_result lock_segment(int fd, box_segment* s, std::uint32_t self, std::chrono::milliseconds timeout) noexcept {
-  timespec until{};
-  ::clock_gettime(CLOCK_MONOTONIC, &until);
-  const long long ns = until.tv_nsec + static_cast<long long>(timeout.count() % 1000) * 1'000'000;
-  until.tv_sec += static_cast<time_t>(timeout.count() / 1000 + ns / 1'000'000'000);
-  until.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-  const int r = ::pthread_mutex_clocklock(mutex_of(s), CLOCK_MONOTONIC, &until);
+  // A free lock is taken without reading the clock (the deadline is for a lock someone holds).
+  int r = ::pthread_mutex_trylock(mutex_of(s));
+  if (r == EBUSY) {
+    timespec until{};
+    ::clock_gettime(CLOCK_MONOTONIC, &until);
+    const long long ns = until.tv_nsec + static_cast<long long>(timeout.count() % 1000) * 1'000'000;
+    until.tv_sec += static_cast<time_t>(timeout.count() / 1000 + ns / 1'000'000'000);
+    until.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+    r = ::pthread_mutex_clocklock(mutex_of(s), CLOCK_MONOTONIC, &until);
+  }
   if (r == 0) return lock_result::held;
   if (r == EOWNERDEAD) {
     reap_dead(fd, s, self);
