@@ -17,8 +17,12 @@
 //     range, bytes near 2^64, a cursor from another segment), and a reader's unseen bytes never exceed
 //     what the rings hold;
 //   - box_recount (what a process does after another died holding the lock) never leaves a segment it
-//     takes inconsistent.
+//     takes inconsistent;
+//   - the dies likewise: taking one by UUID, adding, removing, settling and retiring on it (any die index,
+//     any holder) keep the segment taken, each die's totals its live holders' sums, and what a reader
+//     is told is pending on a die never below its unsettled total.
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -59,6 +63,20 @@ void check_taken(const box_segment& s) {
   }
   FUZZ_CHECK(live == s.holders_live);
   FUZZ_CHECK(sum == s.unsettled_total);
+  FUZZ_CHECK(s.dies_used <= box_max_dies);
+  for (std::uint32_t d = 0; d < box_max_dies; ++d) {
+    std::uint64_t bytes = 0;
+    std::uint64_t retiring = 0;
+    for (std::uint32_t h = 0; h < box_max_holders; ++h) {
+      if (s.holders[h].state != box_holder_state::live) {
+        FUZZ_CHECK(s.holder_die_bytes[h][d] == 0 && s.holder_die_retiring[h][d] == 0 && s.holder_die_count[h][d] == 0);
+        continue;
+      }
+      bytes = detail::sat_add(bytes, s.holder_die_bytes[h][d]);
+      retiring = detail::sat_add(retiring, s.holder_die_retiring[h][d]);
+    }
+    FUZZ_CHECK(bytes == s.dies[d].unsettled_total && retiring == s.dies[d].retiring_total);
+  }
   for (const box_ring* r : {&s.settled, &s.credits}) {
     if (r->seq == 0) continue;
     const box_ring_entry& e = r->entries[(r->seq - 1) % box_ring_capacity];
@@ -84,6 +102,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   box_add(s, b, 3 << 20, 5);
   box_settle(s, b, 1 << 20, 6);
   box_credit(s, a, 1 << 19, 7);
+  die_uuid gpu;
+  gpu.bytes[0] = 0x42;
+  const std::uint32_t d0 = box_die_index(s, gpu, true);
+  FUZZ_CHECK(d0 == 0 && box_die_index(s, gpu, false) == 0);
+  box_die_add(s, a, d0, 5 << 20);
+  box_die_add(s, b, d0, 2 << 20);
+  box_die_settle(s, b, d0, 2 << 20, 8);
+  box_die_set_retiring(s, a, d0, 1 << 20);
   FUZZ_CHECK(box_segment_problem(&s, sizeof s).empty());
 
   reader in{data, size};
@@ -122,7 +148,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::uint32_t h = static_cast<std::uint32_t>(in.take(1)) % (box_max_holders + 2);
     const std::uint64_t bytes = (op & 0x80) != 0 ? ~std::uint64_t{0} - in.take(2) : in.take(4);
     now += static_cast<std::int64_t>(in.take(1));
-    switch (op % 8) {
+    const std::uint32_t d = static_cast<std::uint32_t>(in.take(1)) % (box_max_dies + 2);
+    switch (op % 13) {
       case 0: box_add(s, h, bytes, now); break;
       case 1: box_remove(s, h, bytes); break;
       case 2: box_settle(s, h, bytes, now - static_cast<std::int64_t>(in.take(1))); break;
@@ -138,9 +165,28 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       case 5: box_free_holder(s, h); break;
       case 6: (void)box_take_holder(s, static_cast<std::int32_t>(bytes), "x", now); break;
-      default: box_recount(s); break;
+      case 7: box_recount(s); break;
+      case 8: {
+        die_uuid id;
+        for (std::uint8_t& x : id.bytes) x = static_cast<std::uint8_t>(in.take(1) & 0x3);  // few distinct ones
+        const std::uint32_t found = box_die_index(s, id, (bytes & 1) != 0);
+        FUZZ_CHECK(found == box_no_die || found < s.dies_used);
+        FUZZ_CHECK(!id.empty() || found == box_no_die);
+        break;
+      }
+      case 9: box_die_add(s, h, d, bytes); break;
+      case 10: box_die_remove(s, h, d, bytes); break;
+      case 11: box_die_settle(s, h, d, bytes, now - static_cast<std::int64_t>(in.take(1))); break;
+      default: {
+        box_die_set_retiring(s, h, d, bytes);
+        const box_die_figures f = box_die_pending(s, d, now - static_cast<std::int64_t>(in.take(1)));
+        FUZZ_CHECK(d >= s.dies_used || f.pending >= s.dies[d].unsettled_total);
+        break;
+      }
     }
-    FUZZ_CHECK(box_segment_problem(&s, sizeof s).empty());
+    const std::string after = box_segment_problem(&s, sizeof s);
+    if (!after.empty()) std::fprintf(stderr, "after operation %u: %s\n", static_cast<unsigned>(op % 13), after.c_str());
+    FUZZ_CHECK(after.empty());
     check_taken(s);
   }
   return 0;

@@ -664,3 +664,135 @@ TEST_CASE("credit_freed: freed bytes count at once, until a sample that began af
   w.is_running = false;
   CHECK_FALSE(ledger.room(w, default_policy).sampled);
 }
+
+// --- Dies: model loads and die buffers promised until a sample of the die has them -------------------
+
+namespace {
+// A box with two dies: die d has `free[d]` free of a 80 GiB budget, read at `read_ns[d]`.
+mem_state dies_state(std::uint64_t free0, std::uint64_t free1, std::int64_t read0, std::int64_t read1) {
+  mem_state s = box_with_budget(4 * GiB);
+  s.n_dies = 2;
+  s.per_die_budget_bytes[0] = s.per_die_budget_bytes[1] = 80 * GiB;
+  s.per_die_free_bytes[0] = free0;
+  s.per_die_free_bytes[1] = free1;
+  s.per_die_read_ns[0] = read0;
+  s.per_die_read_ns[1] = read1;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("die reservations: a model load is promised on its die until a sample of that die has it") {
+  fake_watcher w;
+  host_ledger ledger;
+  policy p = default_policy;
+  p.die_reserve_bytes = 1 * GiB;
+  p.die_scratch_bytes = 0;
+  host_ledger::reserve_options o;
+  o.policy = p;
+  w.set(dies_state(41 * GiB, 21 * GiB, 1000, 1000), 1000);
+  const model_load_spec load{.weights_bytes = 30 * GiB, .kv_max_ctx_bytes = 0};
+
+  // The roomiest die (0: 40 GiB above its reserve) takes the first load; the second does not fit there
+  // any more (10 GiB left), nor on die 1 (20 GiB).
+  auto a = ledger.reserve_model_load(w, load, no_die, o);
+  REQUIRE(a.answer.status == admit_status::admitted);
+  CHECK(a.answer.kind == answer_kind::model_load);
+  CHECK(a.answer.die == 0);
+  CHECK(a.held.bytes() == 30 * GiB);
+  CHECK(a.pending_bytes == 0);
+  auto b = ledger.reserve_model_load(w, load, no_die, o);
+  CHECK(b.answer.status == admit_status::denied);
+  CHECK(b.answer.reason == admit_reason::die_vram);
+  CHECK(b.answer.die == 1);                          // die 1 has more room now (20 GiB against 10)
+  CHECK_FALSE(b.held);
+  CHECK(ledger.reserve_model_load(w, load, 0, o).answer.detail.limit_bytes == 10 * GiB);  // 41 - 1 - 30
+  CHECK(ledger.die_pending_bytes(w, 0) == 30 * GiB);
+  CHECK(ledger.die_pending_bytes(w, 1) == 0);
+  CHECK(ledger.pending_bytes(w) == 0);               // the host's budget is not the die's
+  // The host answers see the promise too: the die's free VRAM in every answer's snapshot.
+  CHECK(ledger.check_die_bytes(w, 0, 10 * GiB, p).answer.status == admit_status::admitted);
+  CHECK(ledger.check_die_bytes(w, 0, 10 * GiB + 1, p).answer.status == admit_status::denied);
+
+  // Settled at 2000: a host sample after it does not release it (the die was read at 1000), a die
+  // read at 2000 neither; one read after 2000 does.
+  a.held.settle_at(2000);
+  w.set(dies_state(41 * GiB, 21 * GiB, 1000, 1000), 3000);
+  CHECK(ledger.die_pending_bytes(w, 0) == 30 * GiB);
+  w.set(dies_state(11 * GiB, 21 * GiB, 2000, 2000), 3000);
+  CHECK(ledger.die_pending_bytes(w, 0) == 30 * GiB);
+  CHECK(ledger.size() == 1);
+  w.set(dies_state(11 * GiB, 21 * GiB, 2001, 2001), 3000);
+  CHECK(ledger.die_pending_bytes(w, 0) == 0);
+  CHECK(ledger.size() == 0);
+  CHECK(ledger.reserve_model_load(w, load, 0, o).answer.detail.limit_bytes == 10 * GiB);  // as sampled
+
+  // A slice and plain die bytes; cancelled, they come back at once.
+  auto c = ledger.reserve_model_load_die(w, 8 * GiB, 2 * GiB, 1, o);
+  REQUIRE(c.answer.status == admit_status::admitted);
+  CHECK(c.answer.kind == answer_kind::load_slice);
+  auto d = ledger.reserve_die_bytes(w, 1, 5 * GiB, o);
+  REQUIRE(d.answer.status == admit_status::admitted);
+  CHECK(d.pending_bytes == 10 * GiB);
+  CHECK(ledger.die_pending_bytes(w, 1) == 15 * GiB);
+  CHECK(ledger.reserve_die_bytes(w, 1, 5 * GiB + 1, o).answer.status == admit_status::denied);  // 20 - 15
+  c.held.cancel();
+  d.held.cancel();
+  CHECK(ledger.die_pending_bytes(w, 1) == 0);
+  CHECK(ledger.size() == 0);
+
+  // A die not fed: bad_request, nothing held; no watcher: fail open, nothing held.
+  auto e = ledger.reserve_die_bytes(w, 5, GiB, o);
+  CHECK(e.answer.status == admit_status::denied);
+  CHECK(e.answer.reason == admit_reason::bad_request);
+  CHECK_FALSE(e.held);
+  w.is_running = false;
+  auto f = ledger.reserve_model_load(w, load, no_die, o);
+  CHECK(f.answer.status == admit_status::fail_open);
+  CHECK_FALSE(f.held);
+}
+
+TEST_CASE("die reservations: a time to live, and a host retry hint that counts only host reservations") {
+  fake_watcher w;
+  std::int64_t now = 1000;
+  static std::int64_t* clock = nullptr;
+  clock = &now;
+  host_ledger ledger{[]() { return *clock; }};
+  policy p = default_policy;
+  p.die_reserve_bytes = 0;
+  host_ledger::reserve_options o;
+  o.policy = p;
+  o.ttl = std::chrono::nanoseconds(500);
+  w.set(dies_state(10 * GiB, 10 * GiB, 1000, 1000), 1000);
+  auto a = ledger.reserve_die_bytes(w, 0, 4 * GiB, o);
+  REQUIRE(a.answer.status == admit_status::admitted);
+  CHECK(ledger.expiry_covering(1) == -1);  // a die's bytes do not come back to the host
+  CHECK(ledger.die_pending_bytes(w, 0) == 4 * GiB);
+  now = 1600;  // past its time to live: dropped
+  CHECK(ledger.die_pending_bytes(w, 0) == 0);
+  CHECK(ledger.size() == 0);
+}
+
+TEST_CASE("die UUIDs: parsed as nvidia-smi prints them, printed back; anything else refused") {
+  die_uuid u;
+  CHECK(parse_die_uuid("GPU-6b8e0a7e-4f3c-2d1a-9b8c-7d6e5f4a3b2c", u));
+  CHECK(to_string(u) == "GPU-6b8e0a7e-4f3c-2d1a-9b8c-7d6e5f4a3b2c");
+  die_uuid v;
+  CHECK(parse_die_uuid("6B8E0A7E4F3C2D1A9B8C7D6E5F4A3B2C", v));
+  CHECK(u == v);
+  CHECK(parse_die_uuid("6b8e0a7e-4f3c-2d1a-9b8c-7d6e5f4a3b2c", v));
+  CHECK(u == v);
+  die_uuid untouched = u;
+  for (const char* bad : {"", "GPU-", "GPU-6b8e0a7e-4f3c-2d1a-9b8c-7d6e5f4a3b2", "GPU-6b8e0a7e-4f3c-2d1a-9b8c-7d6e5f4a3b2cc",
+                          "GPU-6b8e0a7e_4f3c-2d1a-9b8c-7d6e5f4a3b2c", "GPU-zb8e0a7e-4f3c-2d1a-9b8c-7d6e5f4a3b2c",
+                          "00000000000000000000000000000000", "MIG-6b8e0a7e-4f3c-2d1a-9b8c-7d6e5f4a3b2c"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_die_uuid(bad, untouched));
+    CHECK(untouched == u);
+  }
+  CHECK(to_string(die_uuid{}).empty());
+  host_ledger ledger;
+  CHECK_FALSE(ledger.name_die(0, die_uuid{}));
+  CHECK_FALSE(ledger.name_die(max_dies, u));
+  CHECK(ledger.name_die(0, u));
+  CHECK(ledger.die_name(0) == u);
+}

@@ -360,7 +360,8 @@ counted counted_value(std::uint64_t count, std::uint64_t live, std::uint64_t dea
 bool dead_byte(std::size_t i, int n) {
   const std::size_t live = static_cast<std::size_t>(n) * sizeof(std::uint64_t);
   const std::size_t arrays[] = {offsetof(mem_state, per_die_free_bytes), offsetof(mem_state, per_die_budget_bytes),
-                                offsetof(mem_state, per_die_used_bytes), offsetof(mem_state, per_die_retiring_bytes)};
+                                offsetof(mem_state, per_die_used_bytes), offsetof(mem_state, per_die_retiring_bytes),
+                                offsetof(mem_state, per_die_read_ns)};
   for (const std::size_t at : arrays) {
     if (i >= at + live && i < at + sizeof(mem_state::per_die_free_bytes)) return true;
   }
@@ -395,6 +396,7 @@ mem_state live_stamped_state(std::uint64_t k) {
   mem_state s = stamped_state(k);
   s.n_dies = dies_for(k);
   s.per_die_retiring_bytes.fill(k);
+  s.per_die_read_ns.fill(static_cast<std::int64_t>(k));
   s.host_read_ns = static_cast<std::int64_t>(k);
   s.provenance.sources_read = static_cast<std::uint32_t>(k) | 1U;
   s.provenance.limit_cgroup.fill('x');
@@ -411,7 +413,7 @@ bool live_consistent(const mem_state& s) {
   for (std::size_t d = 0; d < static_cast<std::size_t>(pnmem::max_dies); ++d) {
     const std::uint64_t want = d < static_cast<std::size_t>(s.n_dies) ? k : 0;
     if (s.per_die_free_bytes[d] != want || s.per_die_budget_bytes[d] != want || s.per_die_used_bytes[d] != want ||
-        s.per_die_retiring_bytes[d] != want) {
+        s.per_die_retiring_bytes[d] != want || s.per_die_read_ns[d] != static_cast<std::int64_t>(want)) {
       return false;
     }
   }
@@ -602,8 +604,10 @@ TEST_CASE("a store between the head copy and the range copy: the attempt is disc
   after.n_dies = 2;
   after.per_die_free_bytes.fill(0xbad);  // garbage past die 1, as a careless writer might leave
   after.per_die_retiring_bytes.fill(0xbad);
+  after.per_die_read_ns.fill(0xbad);
   after.per_die_free_bytes[0] = after.per_die_free_bytes[1] = 2;
   after.per_die_retiring_bytes[0] = after.per_die_retiring_bytes[1] = 2;
+  after.per_die_read_ns[0] = after.per_die_read_ns[1] = 2;
 
   SUBCASE("read_live retries and returns the new state's live part") {
     seqlock<mem_state> lock(before);
@@ -616,6 +620,7 @@ TEST_CASE("a store between the head copy and the range copy: the attempt is disc
     CHECK(is_live_part_of(got, after));
     CHECK(got.per_die_free_bytes[2] == 0);
     CHECK(got.per_die_retiring_bytes[15] == 0);
+    CHECK(got.per_die_read_ns[15] == 0);
   }
   SUBCASE("try_read_live fails and leaves its output alone") {
     seqlock<mem_state> lock(before);

@@ -12,8 +12,8 @@
 //     cudaStreamDestroy, cudaEventDestroy, cudaEventRecord, cudaEventQuery,
 //     cudaStreamWaitEvent (3.2), cudaEventCreateWithFlags + cudaEventDisableTiming,
 //     cudaMemcpyDefault (4.0, unified addressing), cudaStreamCreateWithFlags +
-//     cudaStreamNonBlocking (5.0), cudaDeviceGetAttribute (5.0),
-//     cudaErrorSystemNotReady (10.0), cudaErrorSystemDriverMismatch and
+//     cudaStreamNonBlocking (5.0), cudaDeviceGetAttribute (5.0), cudaGetDeviceProperties
+//     (its uuid member: 10.0), cudaErrorSystemNotReady (10.0), cudaErrorSystemDriverMismatch and
 //     cudaErrorCompatNotSupportedOnDevice (10.1), and the older error codes below
 //   11.1: cudaErrorStubLibrary, cudaErrorCallRequiresNewerDriver
 //   11.2: cudaMallocAsync, cudaFreeAsync, cudaDevAttrMemoryPoolsSupported
@@ -161,6 +161,16 @@ device_status cudart_backend::mem_get_info(int device, std::uint64_t& free_bytes
   if (st) {
     free_bytes = f;
     total_bytes = t;
+  }
+  return st;
+}
+
+device_status cudart_backend::device_uuid(int device, die_uuid& out) noexcept {
+  out = die_uuid{};
+  cudaDeviceProp prop{};
+  const device_status st = run([&] { return cudaGetDeviceProperties(&prop, device); });
+  if (st) {
+    for (std::size_t i = 0; i < out.bytes.size(); ++i) out.bytes[i] = static_cast<std::uint8_t>(prop.uuid.bytes[i]);
   }
   return st;
 }

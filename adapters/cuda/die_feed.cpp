@@ -30,6 +30,8 @@ die_feed::die_feed(device_backend& backend, const policy& p) : backend_(backend)
       dies_[i].measured = true;
       ++measured;
     }
+    die_uuid id;
+    if (backend_.device_uuid(static_cast<int>(i), id)) dies_[i].uuid = id;
   }
   reason_ = std::to_string(dies_.size()) + (dies_.size() == 1 ? " die" : " dies");
   if (measured < die_count()) reason_ += " (" + std::to_string(die_count() - measured) + " not measurable: skipped)";
@@ -42,6 +44,10 @@ std::uint64_t die_feed::total_bytes(int die) const noexcept {
 
 std::uint64_t die_feed::budget_bytes(int die) const noexcept {
   return die >= 0 && die < die_count() ? dies_[static_cast<std::size_t>(die)].budget_bytes : 0;
+}
+
+die_uuid die_feed::uuid(int die) const noexcept {
+  return die >= 0 && die < die_count() ? dies_[static_cast<std::size_t>(die)].uuid : die_uuid{};
 }
 
 die_tally& die_feed::tally(int die) noexcept {

@@ -386,6 +386,20 @@ device_status fake_backend::mem_get_info(int device, std::uint64_t& free_bytes, 
   return status(device_errc::ok);
 }
 
+device_status fake_backend::device_uuid(int device, die_uuid& out) noexcept {
+  pnmem::detail::lock_guard lk(mu_);
+  out = die_uuid{};
+  if (!valid_device(device)) return status(device_errc::no_device);
+  const auto d = static_cast<std::size_t>(device);
+  if (d < options_.uuids.size()) {
+    out = options_.uuids[d];
+  } else {
+    out.bytes[0] = 0xfa;
+    out.bytes[15] = static_cast<std::uint8_t>(device + 1);
+  }
+  return status(device_errc::ok);
+}
+
 device_status fake_backend::device_alloc_mode(int device, alloc_mode& out) noexcept {
   pnmem::detail::lock_guard lk(mu_);
   out = alloc_mode::unknown;

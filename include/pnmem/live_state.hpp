@@ -1,6 +1,6 @@
 // pnmem/live_state.hpp - the live part of a snapshot, and reading only that.
 //
-// A mem_state carries max_dies (16) slots in each of its four die arrays and a
+// A mem_state carries max_dies (16) slots in each of its five die arrays and a
 // 304-byte provenance, but a box has 1-8 dies and no decision reads where the
 // numbers came from. Copying all of its 900-odd bytes through the seqlock costs
 // three times a plain copy (seqlock.hpp, "Cost"); an admission then decides in a
@@ -9,13 +9,13 @@
 //
 //   every field outside the die arrays and the provenance (host numbers, PSI,
 //   cgroup, n_dies, the levels, seq, the clocks), and dies [0, die_count(s)) of
-//   each of the four die arrays.
+//   each of the five die arrays.
 //
 // A live snapshot is that part, and zero everywhere else: the die slots at and
 // past n_dies, and the whole provenance (sources_read == 0: "nothing read" is
 // not what happened; read() the full snapshot to report sources). So two live
 // snapshots compare equal exactly when their live parts do, whatever the writer
-// left in the dead slots. A field added to mem_state outside those five members
+// left in the dead slots. A field added to mem_state outside those six members
 // is live without a change here; a new die array is copied whole until it is
 // given its own range below.
 //
@@ -68,12 +68,14 @@ struct mem_state_live_layout {
   static constexpr std::size_t budget_at = offsetof(mem_state, per_die_budget_bytes);
   static constexpr std::size_t used_at = offsetof(mem_state, per_die_used_bytes);
   static constexpr std::size_t retiring_at = offsetof(mem_state, per_die_retiring_bytes);
+  static constexpr std::size_t read_at = offsetof(mem_state, per_die_read_ns);
   static constexpr std::size_t provenance_at = offsetof(mem_state, provenance);
   static constexpr std::size_t provenance_end = provenance_at + sizeof(sample_provenance);
   static constexpr std::size_t total_words = (sizeof(mem_state) + word - 1) / word;
 
   // The ranges below are the gaps between the dead parts, in this order.
-  static_assert(free_at < budget_at && budget_at < used_at && used_at < retiring_at && retiring_at < provenance_at,
+  static_assert(free_at < budget_at && budget_at < used_at && used_at < retiring_at && retiring_at < read_at &&
+                    read_at < provenance_at,
                 "mem_state_live_layout: the die arrays and the provenance moved; rewrite ranges()");
   static_assert(offsetof(mem_state, n_dies) + sizeof(int) <= free_at, "n_dies must be in the head");
   static_assert(free_at % word == 0 && budget_at % word == 0 && used_at % word == 0 && retiring_at % word == 0 &&
@@ -83,6 +85,7 @@ struct mem_state_live_layout {
   static_assert(sizeof(mem_state::per_die_budget_bytes) == die_array_bytes &&
                 sizeof(mem_state::per_die_used_bytes) == die_array_bytes &&
                 sizeof(mem_state::per_die_retiring_bytes) == die_array_bytes &&
+                sizeof(mem_state::per_die_read_ns) == die_array_bytes &&
                 die_array_bytes == max_dies * word);
 
   static constexpr seqlock_word_range between(std::size_t from_byte, std::size_t to_byte) noexcept {
@@ -94,7 +97,7 @@ struct mem_state_live_layout {
   static constexpr std::size_t head_words = free_at / word;
 
   // From a head that may be torn: die_count clamps n_dies to [0, max_dies].
-  static constexpr std::array<seqlock_word_range, 6> ranges(const mem_state& head) noexcept {
+  static constexpr std::array<seqlock_word_range, 7> ranges(const mem_state& head) noexcept {
     return ranges_of_shape(shape(head));
   }
 
@@ -104,14 +107,15 @@ struct mem_state_live_layout {
   static constexpr std::size_t shape(const mem_state& head) noexcept {
     return static_cast<std::size_t>(die_count(head));
   }
-  static constexpr std::array<seqlock_word_range, 6> ranges_of_shape(std::size_t dies) noexcept {
+  static constexpr std::array<seqlock_word_range, 7> ranges_of_shape(std::size_t dies) noexcept {
     const std::size_t live = (dies < max_dies ? dies : max_dies) * word;
     return {{
         between(free_at, free_at + live),                            // free, dies [0, n)
         between(free_at + die_array_bytes, budget_at + live),        // (any fields between) budget, dies [0, n)
         between(budget_at + die_array_bytes, used_at + live),        // used
         between(used_at + die_array_bytes, retiring_at + live),      // level, seq, clocks, rates, retiring
-        between(retiring_at + die_array_bytes, provenance_at),       // host_read_ns and the rest up to provenance
+        between(retiring_at + die_array_bytes, read_at + live),      // (any fields between) die read times
+        between(read_at + die_array_bytes, provenance_at),           // host_read_ns and the rest up to provenance
         {provenance_end / word, total_words - provenance_end / word},  // anything after provenance
     }};
   }
@@ -154,6 +158,7 @@ namespace detail {
     live.per_die_budget_bytes[i] = 0;
     live.per_die_used_bytes[i] = 0;
     live.per_die_retiring_bytes[i] = 0;
+    live.per_die_read_ns[i] = 0;
   }
 }
 }  // namespace detail

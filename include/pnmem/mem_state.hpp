@@ -48,6 +48,10 @@ struct mem_state {
   // Bytes a die's owner has released but not yet freed (waiting on a retire list
   // for in-flight work): not free yet, and not counted in per_die_free_bytes.
   std::array<std::uint64_t, max_dies> per_die_retiring_bytes{};
+  // Steady clock when each die's numbers were read (a die source: just before the sample polled it;
+  // set_die: when it was called): memory allocated on the die after this instant is not in its numbers
+  // yet (host_ledger's die reservations). 0 = never fed.
+  std::array<std::int64_t, max_dies> per_die_read_ns{};
   // Steady clock just before the host sources were read (sample_time_ns moves on
   // every publish, set_die included): memory allocated after this instant is not
   // in the host numbers yet (engine/host_ledger.hpp). 0 = host never read.

@@ -195,7 +195,8 @@ class watcher {
       const double sustained = psi_full_.update(read_ns, h.psi_full_total_us, h.psi_full_total_known,
                                                 std::int64_t{options_.policy.psi_full_window_ms} * 1000000);
       const double trend = avail_trend_.update(read_ns, h.avail_bytes, h.total_bytes > 0);
-      const std::vector<die_update> dies = poll_die_sources();
+      const std::int64_t dies_read_ns = now_ns();  // before the die sources query their dies
+      const std::vector<die_update> dies = poll_die_sources(dies_read_ns);
       commit([&](mem_state& s) {
         assign_host(s, h);
         s.host_psi_full_sustained = sustained;
@@ -233,7 +234,8 @@ class watcher {
                                        std::uint64_t used_bytes, std::uint64_t retiring_bytes = 0)
       PNMEM_EXCLUDES(write_mu_) {
     if (die < 0 || die >= max_dies) return set_die_status::die_out_of_range;
-    publish([&](mem_state& s) { apply_die(s, {die, free_bytes, budget_bytes, used_bytes, retiring_bytes}); });
+    const std::int64_t read_ns = now_ns();  // the caller read the die just before: as near as we know
+    publish([&](mem_state& s) { apply_die(s, {die, free_bytes, budget_bytes, used_bytes, retiring_bytes, read_ns}); });
     return set_die_status::ok;
   }
 
@@ -318,6 +320,7 @@ class watcher {
   struct die_update {
     int die;
     std::uint64_t free_bytes, budget_bytes, used_bytes, retiring_bytes;
+    std::int64_t read_ns;
   };
   struct source_entry {
     subscription_id id;
@@ -330,11 +333,12 @@ class watcher {
     s.per_die_budget_bytes[i] = d.budget_bytes;
     s.per_die_used_bytes[i] = d.used_bytes;
     s.per_die_retiring_bytes[i] = d.retiring_bytes;
+    s.per_die_read_ns[i] = d.read_ns;
     if (s.n_dies < d.die + 1) s.n_dies = d.die + 1;
   }
 
   // The die sources' numbers for this sample (called under sample_mu_: one sample's sources at a time).
-  std::vector<die_update> poll_die_sources() PNMEM_REQUIRES(sample_mu_) PNMEM_EXCLUDES(sources_mu_) {
+  std::vector<die_update> poll_die_sources(std::int64_t read_ns) PNMEM_REQUIRES(sample_mu_) PNMEM_EXCLUDES(sources_mu_) {
     std::vector<die_update> out;
     std::vector<std::shared_ptr<die_source>> now;
     {
@@ -342,8 +346,8 @@ class watcher {
       if (sources_.empty()) return out;
       for (const source_entry& e : sources_) now.push_back(e.fn);
     }
-    const die_sink sink = [&out](int die, std::uint64_t f, std::uint64_t b, std::uint64_t u, std::uint64_t r) {
-      if (die >= 0 && die < max_dies) out.push_back({die, f, b, u, r});
+    const die_sink sink = [&out, read_ns](int die, std::uint64_t f, std::uint64_t b, std::uint64_t u, std::uint64_t r) {
+      if (die >= 0 && die < max_dies) out.push_back({die, f, b, u, r, read_ns});
     };
     for (const auto& fn : now) (*fn)(sink);
     return out;

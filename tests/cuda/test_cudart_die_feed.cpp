@@ -53,6 +53,9 @@ TEST_CASE("cudart die feed: zero dies and a reason without a device, budgets wit
     void* h = nullptr;
     CHECK(no_gpu_status(gpu.alloc_pinned(64, h)));
     CHECK(h == nullptr);
+    die_uuid id;
+    CHECK(no_gpu_status(gpu.device_uuid(0, id)));
+    CHECK(id.empty());
     return;
   }
   REQUIRE(n > 0);
@@ -62,6 +65,10 @@ TEST_CASE("cudart die feed: zero dies and a reason without a device, budgets wit
     CHECK(feed.total_bytes(d) > 0);
     CHECK(feed.budget_bytes(d) == (feed.total_bytes(d) > p.die_reserve_bytes ? feed.total_bytes(d) - p.die_reserve_bytes : 0));
     CHECK(free_by_die.at(d) <= feed.total_bytes(d));
+    // Each device's UUID (cudaDeviceProp::uuid), as nvidia-smi -L prints it: the box ledger's key.
+    CHECK_FALSE(feed.uuid(d).empty());
+    MESSAGE("die ", d, ": ", to_string(feed.uuid(d)));
+    for (int e = 0; e < d; ++e) CHECK(feed.uuid(e) != feed.uuid(d));
   }
 }
 

@@ -56,7 +56,29 @@ struct fake_watcher {
     std::lock_guard<std::mutex> lk(mu);
     state = with_derived_level(s);
   }
+  // Dies as this process numbers them: die i has free[i] free of 80 GiB and retiring[i] retiring, read at
+  // read_ns (the host left as it was).
+  void dies(const std::vector<std::uint64_t>& free, const std::vector<std::uint64_t>& retiring,
+            std::int64_t read_ns = steady_now_ns()) {
+    std::lock_guard<std::mutex> lk(mu);
+    mem_state s = state;
+    s.n_dies = static_cast<int>(free.size());
+    for (std::size_t i = 0; i < free.size(); ++i) {
+      s.per_die_budget_bytes[i] = 80 * GiB;
+      s.per_die_free_bytes[i] = free[i];
+      s.per_die_retiring_bytes[i] = i < retiring.size() ? retiring[i] : 0;
+      s.per_die_read_ns[i] = read_ns;
+    }
+    ++s.seq;
+    state = with_derived_level(s);
+  }
 };
+
+die_uuid gpu(const char* text) {
+  die_uuid u;
+  REQUIRE(parse_die_uuid(text, u));
+  return u;
+}
 
 // A scope of its own: a directory under /tmp, its log lines kept.
 struct scope {
@@ -426,4 +448,106 @@ TEST_CASE("the default scope: one file per user and memory cgroup limit, under t
   CHECK(linux_os::box_path_for(o).path == "/dev/shm/pnmem-ledger-engines");
   o.ledger = "/run/pnmem/ledger";
   CHECK(linux_os::box_path_for(o).path == "/run/pnmem/ledger");
+}
+
+TEST_CASE("dies: processes that number one GPU differently count each other's reservations on it, by its UUID") {
+  const scope sc;
+  const die_uuid x = gpu("GPU-11111111-2222-3333-4444-555555555555");
+  const die_uuid y = gpu("GPU-66666666-7777-8888-9999-aaaaaaaaaaaa");
+  policy p = default_policy;
+  p.die_reserve_bytes = 0;
+  p.die_scratch_bytes = 0;
+  host_ledger::reserve_options o;
+  o.policy = p;
+  // Worker a sees (x, y) as dies 0 and 1; worker b, with another CUDA_VISIBLE_DEVICES, (y, x).
+  fake_watcher wa;
+  fake_watcher wb;
+  wa.sample(total / 2);
+  wb.sample(total / 2);
+  wa.dies({40 * GiB, 40 * GiB}, {});
+  wb.dies({40 * GiB, 40 * GiB}, {});
+  host_ledger a{sc.join()};
+  host_ledger b{sc.join()};
+  REQUIRE(a.name_die(0, x));
+  REQUIRE(a.name_die(1, y));
+  REQUIRE(b.name_die(0, y));
+  REQUIRE(b.name_die(1, x));
+
+  // a loads 30 GiB onto x (its die 0): b's die 1 has 10 GiB left, its die 0 (y) all 40.
+  auto load = a.reserve_model_load(wa, model_load_spec{.weights_bytes = 30 * GiB, .kv_max_ctx_bytes = 0}, 0, o);
+  REQUIRE(load.answer.status == admit_status::admitted);
+  const auto bx = b.check_die_bytes(wb, 1, 11 * GiB, p);
+  CHECK(bx.answer.status == admit_status::denied);
+  CHECK(bx.answer.detail.limit_bytes == 10 * GiB);
+  CHECK(bx.pending_bytes == 30 * GiB);
+  CHECK(b.figures_for_die(wb, 1).box);
+  CHECK(b.die_pending_bytes(wb, 0) == 0);
+  // b's roomiest die is now y (its die 0): a model load with no die goes there.
+  auto lb = b.reserve_model_load(wb, model_load_spec{.weights_bytes = 20 * GiB, .kv_max_ctx_bytes = 0}, no_die, o);
+  REQUIRE(lb.answer.status == admit_status::admitted);
+  CHECK(lb.answer.die == 0);
+  CHECK(a.die_pending_bytes(wa, 1) == 20 * GiB);  // a sees it on its die 1: y
+
+  // A ledger that does not name its dies counts only its own there.
+  host_ledger c{sc.join()};
+  CHECK(c.die_pending_bytes(wa, 0) == 0);
+  CHECK_FALSE(c.figures_for_die(wa, 0).box);
+
+  // Settled: counted in b until a sample of x that began after the settle.
+  const std::int64_t before = steady_now_ns();
+  load.held.settle();
+  wb.dies({40 * GiB, 40 * GiB}, {}, before);
+  CHECK(b.die_pending_bytes(wb, 1) == 30 * GiB);
+  wb.dies({40 * GiB, 10 * GiB}, {});
+  CHECK(b.die_pending_bytes(wb, 1) == 0);
+  CHECK(b.check_die_bytes(wb, 1, 10 * GiB, p).answer.status == admit_status::admitted);
+
+  // Retiring bytes are the GPU's: a has 6 GiB retiring on x, b 2 GiB on x; each sees 8.
+  wa.dies({10 * GiB, 20 * GiB}, {6 * GiB, 0});
+  wb.dies({20 * GiB, 10 * GiB}, {0, 2 * GiB});
+  CHECK(a.figures_for_die(wa, 0).retiring_bytes == 6 * GiB);  // b has not published yet
+  CHECK(b.figures_for_die(wb, 1).retiring_bytes == 8 * GiB);
+  CHECK(a.figures_for_die(wa, 0).retiring_bytes == 8 * GiB);
+  wa.dies({10 * GiB, 20 * GiB}, {1 * GiB, 0});
+  CHECK(a.figures_for_die(wa, 0).retiring_bytes == 3 * GiB);
+  CHECK(b.figures_for_die(wb, 1).retiring_bytes == 3 * GiB);
+  lb.held.cancel();
+  CHECK(a.die_pending_bytes(wa, 1) == 0);
+}
+
+TEST_CASE("dies: a process killed holding a model load's reservation holds nothing on the GPU") {
+  const scope sc;
+  const die_uuid x = gpu("GPU-11111111-2222-3333-4444-555555555555");
+  policy p = default_policy;
+  p.die_reserve_bytes = 0;
+  p.die_scratch_bytes = 0;
+  child c([&](int out) {
+    fake_watcher cw;
+    cw.sample(total / 2);
+    cw.dies({40 * GiB, 40 * GiB}, {0, 4 * GiB});
+    host_ledger mine{sc.join()};
+    mine.name_die(1, x);
+    host_ledger::reserve_options o;
+    o.policy = p;
+    auto r = mine.reserve_die_bytes(cw, 1, 25 * GiB, o);
+    (void)mine.figures_for_die(cw, 1);  // publishes its retiring bytes
+    say(out, r.answer.status == admit_status::admitted ? "held" : "refused");
+    ::pause();
+  });
+  REQUIRE(c.line() == "held");
+  fake_watcher w;
+  w.sample(total / 2);
+  w.dies({40 * GiB}, {});
+  host_ledger parent{sc.join()};
+  REQUIRE(parent.name_die(0, x));
+  CHECK(parent.die_pending_bytes(w, 0) == 25 * GiB);
+  CHECK(parent.figures_for_die(w, 0).retiring_bytes == 4 * GiB);
+  CHECK(parent.check_die_bytes(w, 0, 16 * GiB, p).answer.status == admit_status::denied);
+  ::kill(c.pid, SIGKILL);
+  c.wait_status();
+  w.sample(total / 2);
+  w.dies({40 * GiB}, {});
+  CHECK(parent.die_pending_bytes(w, 0) == 0);
+  CHECK(parent.figures_for_die(w, 0).retiring_bytes == 0);
+  CHECK(parent.check_die_bytes(w, 0, 40 * GiB, p).answer.status == admit_status::admitted);
 }

@@ -20,6 +20,14 @@
 //                               (one per joined process) and two rings (settles, credited frees)
 //   box_link                    one process's place in it: the segment, its holder, the adapter's lock
 //   box_cursor                  where one reader has got to in a ring: what its own samples have seen
+//   box_die                     one GPU, keyed by its UUID (die_uuid.hpp): what every holder reserved on
+//                               it, settled and not yet seen by a sample of it, and has retiring there
+//
+// Dies. A die's index is each process's own (CUDA_VISIBLE_DEVICES); its UUID is the box's. A process that
+// names its dies (host_ledger::name_die) counts every holder's die reservations (a model load's weights,
+// KV and scratch; a buffer) on the same GPU, and their retiring bytes (freed by their owner, still read
+// by in-flight work): per holder and die, so a dead holder's go with it. Die settles are few (a load
+// each): they wait in a small ring of their own, read whole.
 //
 // Cost: every operation is O(1) in the reservations outstanding and in the processes joined. A settle
 // or a credit appends to a ring; a reader keeps a cursor and advances it past what its newest sample
@@ -36,15 +44,19 @@
 #include <type_traits>
 
 #include "pnmem/detail/saturating.hpp"
+#include "pnmem/die_uuid.hpp"
 
 namespace pnmem {
 
 inline constexpr char box_magic[8] = {'p', 'n', 'm', 'e', 'm', 'B', 'o', 'X'};
-inline constexpr std::uint32_t box_version = 1;
+inline constexpr std::uint32_t box_version = 2;
 inline constexpr std::uint32_t box_max_holders = 128;      // processes joined at once
 inline constexpr std::uint32_t box_ring_capacity = 4096;    // settles (credits) a ring remembers
 inline constexpr std::size_t box_lock_bytes = 128;          // room for the adapter's process-shared lock
 inline constexpr std::uint32_t box_no_holder = 0xffffffffu;
+inline constexpr std::uint32_t box_max_dies = 64;           // GPUs a book keeps, by UUID
+inline constexpr std::uint32_t box_die_ring_capacity = 512; // die settles a book remembers
+inline constexpr std::uint32_t box_no_die = 0xffffffffu;
 
 enum class box_holder_state : std::uint32_t { free = 0, live = 1 };
 
@@ -78,6 +90,29 @@ struct box_ring {
   box_ring_entry entries[box_ring_capacity];
 };
 
+// One GPU of the box, by UUID (all zero: an entry not used yet). Entries are taken in order and never
+// given back (a box has far fewer GPUs than box_max_dies).
+struct box_die {
+  std::uint8_t uuid[16];
+  std::uint64_t unsettled_total;  // every live holder's unsettled bytes on it
+  std::uint64_t retiring_total;   // every live holder's retiring bytes on it
+  std::uint32_t reservations;     // every live holder's unsettled reservations on it
+  std::uint32_t unused;
+};
+
+// A die reservation settled: counted until a sample of that die that began after it.
+struct box_die_entry {
+  std::int64_t ns;
+  std::uint64_t bytes;
+  std::uint32_t holder;
+  std::uint32_t die;
+};
+
+struct box_die_ring {
+  std::uint64_t seq;
+  box_die_entry entries[box_die_ring_capacity];
+};
+
 struct box_segment {
   // Identity: written once by the process that made the segment, checked by every one that joins.
   char magic[8];
@@ -99,6 +134,14 @@ struct box_segment {
   box_holder holders[box_max_holders];
   box_ring settled;
   box_ring credits;
+  // The dies, under the lock: [0, dies_used) taken, in order.
+  std::uint32_t dies_used;
+  std::uint32_t unused_dies;
+  box_die dies[box_max_dies];
+  std::uint64_t holder_die_bytes[box_max_holders][box_max_dies];     // unsettled, per holder and die
+  std::uint32_t holder_die_count[box_max_holders][box_max_dies];     // their reservations
+  std::uint64_t holder_die_retiring[box_max_holders][box_max_dies];  // retiring, per holder and die
+  box_die_ring die_settled;
 };
 
 static_assert(std::is_trivially_copyable_v<box_segment> && std::is_standard_layout_v<box_segment>);
@@ -109,7 +152,9 @@ constexpr std::uint32_t box_layout() noexcept {
   const std::uint64_t parts[] = {sizeof(box_segment), sizeof(box_holder), sizeof(box_ring_entry), box_max_holders,
                                  box_ring_capacity, box_lock_bytes, offsetof(box_segment, unsettled_total),
                                  offsetof(box_segment, holders), offsetof(box_segment, settled),
-                                 offsetof(box_segment, credits)};
+                                 offsetof(box_segment, credits), sizeof(box_die), box_max_dies,
+                                 box_die_ring_capacity, offsetof(box_segment, dies),
+                                 offsetof(box_segment, die_settled)};
   for (std::uint64_t p : parts) {
     for (int i = 0; i < 8; ++i) {
       h ^= (p >> (8 * i)) & 0xff;
@@ -154,6 +199,59 @@ namespace detail {
 
 inline std::string box_text(const char* field, std::uint64_t got, std::uint64_t want) {
   return std::string(field) + " is " + std::to_string(got) + ", not " + std::to_string(want);
+}
+
+// The dies' figures: the entries taken have a UUID and the others none; each die's totals are its live
+// holders' sums, a free holder holds nothing on any die; the die ring's entries name a die taken and a
+// holder, in time order.
+inline std::string box_dies_problem(const box_segment& s) {
+  if (s.dies_used > box_max_dies) return box_text("its count of dies", s.dies_used, box_max_dies) + " at most";
+  for (std::uint32_t d = 0; d < box_max_dies; ++d) {
+    const box_die& die = s.dies[d];
+    die_uuid id;
+    std::memcpy(id.bytes.data(), die.uuid, sizeof die.uuid);
+    const std::string name = "die " + std::to_string(d);
+    if (d >= s.dies_used) {
+      if (!id.empty() || die.unsettled_total != 0 || die.retiring_total != 0 || die.reservations != 0) {
+        return name + " is past the dies used and not empty";
+      }
+    } else if (id.empty()) {
+      return name + " has no UUID";
+    }
+    std::uint64_t bytes = 0;
+    std::uint64_t retiring = 0;
+    std::uint64_t count = 0;
+    for (std::uint32_t h = 0; h < box_max_holders; ++h) {
+      const std::uint64_t b = s.holder_die_bytes[h][d];
+      const std::uint32_t c = s.holder_die_count[h][d];
+      const std::uint64_t r = s.holder_die_retiring[h][d];
+      if (s.holders[h].state != box_holder_state::live) {
+        if (b != 0 || c != 0 || r != 0) return "free holder " + std::to_string(h) + " holds bytes on " + name;
+        continue;
+      }
+      if ((b == 0) != (c == 0)) {
+        return "holder " + std::to_string(h) + " has " + std::to_string(c) + " reservations of " + std::to_string(b) +
+               " bytes on " + name;
+      }
+      bytes = sat_add(bytes, b);
+      retiring = sat_add(retiring, r);
+      count += c;
+    }
+    if (die.unsettled_total != bytes) return box_text((name + "'s unsettled total").c_str(), die.unsettled_total, bytes);
+    if (die.retiring_total != retiring) return box_text((name + "'s retiring total").c_str(), die.retiring_total, retiring);
+    if (die.reservations != count) return box_text((name + "'s count of reservations").c_str(), die.reservations, count);
+  }
+  const box_die_ring& r = s.die_settled;
+  const std::uint64_t oldest = r.seq > box_die_ring_capacity ? r.seq - box_die_ring_capacity : 0;
+  for (std::uint64_t k = oldest; k < r.seq; ++k) {
+    const box_die_entry& e = r.entries[k % box_die_ring_capacity];
+    if (e.die >= s.dies_used) return "its die ring: an entry names die " + std::to_string(e.die);
+    if (e.holder >= box_max_holders) return "its die ring: an entry names holder " + std::to_string(e.holder);
+    if (k > oldest && e.ns < r.entries[(k - 1) % box_die_ring_capacity].ns) {
+      return "its die ring: entry " + std::to_string(k) + " comes before the one before it";
+    }
+  }
+  return {};
 }
 
 // The ring's figures are its own: each entry it holds follows the one before (bytes and time), and its
@@ -225,7 +323,8 @@ inline std::string box_segment_problem(const void* bytes, std::size_t size, std:
            std::to_string(box_total_bytes);
   }
   if (std::string p = detail::box_ring_problem(s.settled, "its settle ring"); !p.empty()) return p;
-  return detail::box_ring_problem(s.credits, "its credit ring");
+  if (std::string p = detail::box_ring_problem(s.credits, "its credit ring"); !p.empty()) return p;
+  return detail::box_dies_problem(s);
 }
 
 // --- Operations, the segment's lock held --------------------------------------------------------------
@@ -278,6 +377,7 @@ inline void box_remove(box_segment& s, std::uint32_t h, std::uint64_t bytes) noe
   const std::uint64_t b = bytes < me->unsettled_bytes ? bytes : me->unsettled_bytes;
   me->unsettled_bytes -= b;
   if (me->reservations > 0) --me->reservations;
+  if (me->unsettled_bytes == 0) me->reservations = 0;  // no bytes left: no reservation either
   if (me->reservations == 0) {  // nothing left: any rounding left over goes with it
     s.unsettled_total -= me->unsettled_bytes < s.unsettled_total ? me->unsettled_bytes : s.unsettled_total;
     me->unsettled_bytes = 0;
@@ -321,12 +421,113 @@ inline box_pending box_pending_for(box_segment& s, std::uint32_t h, box_cursor& 
   return out;
 }
 
+// --- Dies ---
+
+// The book's entry for the GPU `id`: found, or (create) taken; box_no_die for an empty UUID, one not
+// there (create false), or a book whose box_max_dies entries are taken.
+inline std::uint32_t box_die_index(box_segment& s, const die_uuid& id, bool create) noexcept {
+  if (id.empty()) return box_no_die;
+  const std::uint32_t used = s.dies_used < box_max_dies ? s.dies_used : box_max_dies;
+  for (std::uint32_t d = 0; d < used; ++d) {
+    if (std::memcmp(s.dies[d].uuid, id.bytes.data(), sizeof s.dies[d].uuid) == 0) return d;
+  }
+  if (!create || used >= box_max_dies) return box_no_die;
+  box_die& e = s.dies[used];
+  e = box_die{};
+  std::memcpy(e.uuid, id.bytes.data(), sizeof e.uuid);
+  s.dies_used = used + 1;
+  return used;
+}
+
+// Holder `h` promised `bytes` more on die `d`.
+inline void box_die_add(box_segment& s, std::uint32_t h, std::uint32_t d, std::uint64_t bytes) noexcept {
+  if (box_holder_of(s, h) == nullptr || d >= s.dies_used || d >= box_max_dies || bytes == 0) return;
+  s.holder_die_bytes[h][d] = detail::sat_add(s.holder_die_bytes[h][d], bytes);
+  ++s.holder_die_count[h][d];
+  s.dies[d].unsettled_total = detail::sat_add(s.dies[d].unsettled_total, bytes);
+  ++s.dies[d].reservations;
+}
+
+// Holder `h`'s reservation of `bytes` on die `d` was cancelled, expired or settled: not unsettled now.
+inline void box_die_remove(box_segment& s, std::uint32_t h, std::uint32_t d, std::uint64_t bytes) noexcept {
+  if (box_holder_of(s, h) == nullptr || d >= s.dies_used || d >= box_max_dies || bytes == 0) return;
+  std::uint64_t& mine = s.holder_die_bytes[h][d];
+  std::uint32_t& count = s.holder_die_count[h][d];
+  if (count == 0) return;  // it holds none there
+  std::uint64_t b = bytes < mine ? bytes : mine;
+  std::uint32_t gone = 1;
+  if (b == mine) gone = count;  // no bytes left: no reservation either
+  if (count == gone) b = mine;  // nothing left: any rounding left over goes with it
+  count -= gone;
+  mine -= b;
+  s.dies[d].reservations -= gone < s.dies[d].reservations ? gone : s.dies[d].reservations;
+  s.dies[d].unsettled_total -= b < s.dies[d].unsettled_total ? b : s.dies[d].unsettled_total;
+}
+
+// Holder `h`'s reservation of `bytes` on die `d` was settled at `now`: counted until a sample of the die
+// that began after it (box_die_pending).
+inline void box_die_settle(box_segment& s, std::uint32_t h, std::uint32_t d, std::uint64_t bytes,
+                           std::int64_t now) noexcept {
+  if (box_holder_of(s, h) == nullptr || d >= s.dies_used || d >= box_max_dies || bytes == 0) return;
+  box_die_remove(s, h, d, bytes);
+  box_die_ring& r = s.die_settled;
+  box_die_entry& e = r.entries[r.seq % box_die_ring_capacity];
+  const std::int64_t last = r.seq == 0 ? now : r.entries[(r.seq - 1) % box_die_ring_capacity].ns;
+  e.ns = now < last ? last : now;
+  e.bytes = bytes;
+  e.holder = h;
+  e.die = d;
+  ++r.seq;
+}
+
+// Holder `h` has `bytes` retiring on die `d` now (its figure, replacing the last).
+inline void box_die_set_retiring(box_segment& s, std::uint32_t h, std::uint32_t d, std::uint64_t bytes) noexcept {
+  if (box_holder_of(s, h) == nullptr || d >= s.dies_used || d >= box_max_dies) return;
+  std::uint64_t& mine = s.holder_die_retiring[h][d];
+  std::uint64_t& total = s.dies[d].retiring_total;
+  total -= mine < total ? mine : total;
+  mine = bytes;
+  total = detail::sat_add(total, bytes);
+}
+
+// What every holder has promised on die `d` that a sample of the die which began at die_read_ns has not
+// seen (the unsettled bytes, and the settles at or after it), and what they have retiring there.
+struct box_die_figures {
+  std::uint64_t pending = 0;
+  std::uint64_t retiring = 0;
+};
+inline box_die_figures box_die_pending(const box_segment& s, std::uint32_t d, std::int64_t die_read_ns) noexcept {
+  box_die_figures out;
+  if (d >= s.dies_used || d >= box_max_dies) return out;
+  out.pending = s.dies[d].unsettled_total;
+  out.retiring = s.dies[d].retiring_total;
+  const box_die_ring& r = s.die_settled;
+  const std::uint64_t oldest = r.seq > box_die_ring_capacity ? r.seq - box_die_ring_capacity : 0;
+  for (std::uint64_t k = r.seq; k > oldest; --k) {  // newest first: stop at the first one seen
+    const box_die_entry& e = r.entries[(k - 1) % box_die_ring_capacity];
+    if (e.ns < die_read_ns) break;
+    if (e.die == d) out.pending = detail::sat_add(out.pending, e.bytes);
+  }
+  return out;
+}
+
 // Frees holder `h` (its process is gone): its unsettled bytes stop counting. Its settles stay in the ring
 // until a sample has seen them (the memory they were is gone by then, and the sample shows it).
 inline void box_free_holder(box_segment& s, std::uint32_t h) noexcept {
   if (h >= box_max_holders || s.holders[h].state != box_holder_state::live) return;
   box_holder& d = s.holders[h];
   s.unsettled_total -= d.unsettled_bytes < s.unsettled_total ? d.unsettled_bytes : s.unsettled_total;
+  for (std::uint32_t k = 0; k < box_max_dies; ++k) {  // and on the dies, retiring included
+    box_die& die = s.dies[k];
+    const std::uint64_t b = s.holder_die_bytes[h][k];
+    const std::uint64_t r = s.holder_die_retiring[h][k];
+    die.unsettled_total -= b < die.unsettled_total ? b : die.unsettled_total;
+    die.retiring_total -= r < die.retiring_total ? r : die.retiring_total;
+    die.reservations -= s.holder_die_count[h][k] < die.reservations ? s.holder_die_count[h][k] : die.reservations;
+    s.holder_die_bytes[h][k] = 0;
+    s.holder_die_count[h][k] = 0;
+    s.holder_die_retiring[h][k] = 0;
+  }
   const std::uint32_t generation = d.generation + 1;
   d = box_holder{};
   d.generation = generation;
@@ -376,6 +577,29 @@ inline void box_recount(box_segment& s) noexcept {
   }
   s.unsettled_total = unsettled;
   s.holders_live = live;
+  if (s.dies_used > box_max_dies) s.dies_used = box_max_dies;
+  for (std::uint32_t d = 0; d < box_max_dies; ++d) {
+    if (d >= s.dies_used) s.dies[d] = box_die{};  // taken half-way by a holder that died: not taken
+    std::uint64_t bytes = 0;
+    std::uint64_t retiring = 0;
+    std::uint32_t count = 0;
+    for (std::uint32_t h = 0; h < box_max_holders; ++h) {
+      if (s.holders[h].state != box_holder_state::live || d >= s.dies_used) {
+        s.holder_die_bytes[h][d] = 0;
+        s.holder_die_count[h][d] = 0;
+        s.holder_die_retiring[h][d] = 0;
+        continue;
+      }
+      if (s.holder_die_bytes[h][d] == 0) s.holder_die_count[h][d] = 0;
+      if (s.holder_die_bytes[h][d] != 0 && s.holder_die_count[h][d] == 0) s.holder_die_count[h][d] = 1;
+      bytes = detail::sat_add(bytes, s.holder_die_bytes[h][d]);
+      retiring = detail::sat_add(retiring, s.holder_die_retiring[h][d]);
+      count += s.holder_die_count[h][d];
+    }
+    s.dies[d].unsettled_total = bytes;
+    s.dies[d].retiring_total = retiring;
+    s.dies[d].reservations = count;
+  }
   for (box_ring* r : {&s.settled, &s.credits}) {
     if (r->seq == 0) continue;
     const box_ring_entry& last = r->entries[(r->seq - 1) % box_ring_capacity];

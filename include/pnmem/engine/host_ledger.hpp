@@ -61,9 +61,23 @@
 // lock inside the ledger's mutex; a lock that cannot be had makes the ledger leave the box for good
 // (one log line) and count only its own promises. After fork() the child's ledger leaves the box its
 // parent joined and forgets the reservations it inherited (they are its parent's to settle).
+//
+// Dies. A model load (weights, KV, scratch) or a buffer on a GPU is promised the same way:
+// reserve_model_load, reserve_model_load_die and reserve_die_bytes answer as admit_model_load,
+// admit_model_load_die and admit_die_bytes (admission.hpp) on the die's free VRAM less what is promised
+// on it, and reserve on ADMIT; a die reservation counts until a sample of that die that began after its
+// settle (mem_state::per_die_read_ns) has it. Every answer's snapshot has the dies' promised bytes taken
+// off their free VRAM. A die named by its GPU's UUID (name_die; the CUDA adapter's die feed knows them)
+// is counted in the box book with every process's reservations on the same GPU, whatever index each
+// gives it, and its retiring bytes (per_die_retiring_bytes) are the box's: every holder's.
+//
+//   ledger.name_die(0, feed.uuid(0));
+//   auto r = ledger.reserve_model_load(watcher, spec, pnmem::no_die);   // the roomiest die, less promises
+//   if (r.answer.status == pnmem::admit_status::admitted) { load_onto(r.answer.die); r.held.settle(); }
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -86,6 +100,7 @@
 #include "pnmem/detail/saturating.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/admission.hpp"
+#include "pnmem/die_uuid.hpp"
 #include "pnmem/engine/admit.hpp"
 #include "pnmem/engine/box_book.hpp"
 #include "pnmem/host_room.hpp"
@@ -150,7 +165,8 @@ class host_ledger {
   // admit()'s (or reserve_bytes()'s) answer on the budget left after what is already promised.
   struct admission {
     admit_answer answer;              // as pnmem::admit (or admit_host_bytes), on host_avail - pending_bytes
-    std::uint64_t pending_bytes = 0;  // promised to earlier admissions, not yet in the sample
+    std::uint64_t pending_bytes = 0;  // promised to earlier admissions, not yet in the sample (a die's
+                                      // answer: promised on its die)
     reservation held;                 // admit: host_cost_bytes(fit_tokens) when admitted or capped on the
                                       // host path; reserve_bytes: the bytes, when admitted
   };
@@ -251,6 +267,117 @@ class host_ledger {
     return check_bytes(w, bytes, process_policy());
   }
 
+  // --- Dies ---
+
+  // admit_die_bytes on the newest snapshot with what is promised on the die taken off its free VRAM; the
+  // bytes reserved on that die when admitted. With no watcher running: fail_open, nothing reserved.
+  template <class Watcher>
+  admission reserve_die_bytes(const Watcher& w, int die, std::uint64_t bytes) PNMEM_EXCLUDES(mu_) {
+    return reserve_die_bytes(w, die, bytes, reserve_options{});
+  }
+  template <class Watcher>
+  admission reserve_die_bytes(const Watcher& w, int die, std::uint64_t bytes, const reserve_options& o)
+      PNMEM_EXCLUDES(mu_) {
+    return die_reserve(w, answer_kind::die_bytes, bytes, o, [&](const mem_state& s) {
+      return admit_die_bytes(bytes, s, die, o.policy);
+    });
+  }
+  // reserve_die_bytes' answer with nothing reserved.
+  template <class Watcher>
+  admission check_die_bytes(const Watcher& w, int die, std::uint64_t bytes, const pnmem::policy& p = process_policy())
+      PNMEM_EXCLUDES(mu_) {
+    admission out;
+    detail::lock_guard lk(mu_);
+    const box_scope box(*this);
+    die_answer_locked(w, answer_kind::die_bytes, out, [&](const mem_state& s) { return admit_die_bytes(bytes, s, die, p); });
+    return out;
+  }
+
+  // admit_model_load (a whole model onto one die: weights, KV at its largest context and the die
+  // scratch, within the die's free VRAM less the die reserve) with what is promised on the dies taken
+  // off; no_die picks the die with the most room after those promises. Reserves the need on that die
+  // when admitted.
+  template <class Watcher>
+  admission reserve_model_load(const Watcher& w, const model_load_spec& m, int die) PNMEM_EXCLUDES(mu_) {
+    return reserve_model_load(w, m, die, reserve_options{});
+  }
+  template <class Watcher>
+  admission reserve_model_load(const Watcher& w, const model_load_spec& m, int die, const reserve_options& o)
+      PNMEM_EXCLUDES(mu_) {
+    return die_reserve(w, answer_kind::model_load, 0, o, [&](const mem_state& s) {
+      return admit_model_load(m, s, die, o.policy);
+    });
+  }
+  // admit_model_load_die (one die's slice of a split model, and the die scratch) likewise.
+  template <class Watcher>
+  admission reserve_model_load_die(const Watcher& w, std::uint64_t weights_slice_bytes, std::uint64_t kv_slice_bytes,
+                                   int die) PNMEM_EXCLUDES(mu_) {
+    return reserve_model_load_die(w, weights_slice_bytes, kv_slice_bytes, die, reserve_options{});
+  }
+  template <class Watcher>
+  admission reserve_model_load_die(const Watcher& w, std::uint64_t weights_slice_bytes, std::uint64_t kv_slice_bytes,
+                                   int die, const reserve_options& o) PNMEM_EXCLUDES(mu_) {
+    return die_reserve(w, answer_kind::load_slice, 0, o, [&](const mem_state& s) {
+      return admit_model_load_die(weights_slice_bytes, kv_slice_bytes, s, die, o.policy);
+    });
+  }
+
+  // What every answer counts on `die` beside its sampled numbers: the bytes promised on it and not yet in
+  // a sample of it, and its retiring bytes (per_die_retiring_bytes); every process's when the die is
+  // named and the ledger joined a box (`box` true), else this process's. Zeros for a die out of range,
+  // not fed, or no watcher running.
+  struct die_figures {
+    std::uint64_t pending_bytes = 0;
+    std::uint64_t retiring_bytes = 0;
+    bool box = false;
+  };
+  template <class Watcher>
+  die_figures figures_for_die(const Watcher& w, int die) PNMEM_EXCLUDES(mu_) {
+    die_figures out;
+    if (die < 0 || die >= max_dies) return out;
+    const auto d = static_cast<std::size_t>(die);
+    detail::lock_guard lk(mu_);
+    if (!w.running()) return out;
+    const box_scope box(*this);
+    std::uint64_t pending = 0;
+    dies_active_ = true;
+    const bool fed = with_budget_locked(w, pending, [&](const mem_state& s) {
+      out.retiring_bytes = s.per_die_retiring_bytes[d];
+      return valid_die(s, die);
+    });
+    if (!fed) return die_figures{};
+    out.pending_bytes = die_pending_now_[d];
+    out.box = box_die_locked(die) != box_no_die;
+    return out;
+  }
+  template <class Watcher>
+  std::uint64_t die_pending_bytes(const Watcher& w, int die) PNMEM_EXCLUDES(mu_) {
+    return figures_for_die(w, die).pending_bytes;
+  }
+
+  // Names this process's die `die` by its GPU's UUID (the CUDA adapter's die_feed::uuid): its
+  // reservations are then counted in the box book with every process's on the same GPU, and theirs in
+  // its answers. False for a die out of range or an empty UUID, and for a die that holds unsettled
+  // reservations under another name.
+  bool name_die(int die, const die_uuid& id) PNMEM_EXCLUDES(mu_) {
+    if (die < 0 || die >= max_dies || id.empty()) return false;
+    const auto d = static_cast<std::size_t>(die);
+    detail::lock_guard lk(mu_);
+    if (die_names_[d] == id) return true;
+    for (const slot& e : slots_) {
+      if (e.live && e.die == die) return false;
+    }
+    die_names_[d] = id;
+    box_die_[d] = box_die_unresolved;
+    dies_active_ = true;
+    return true;
+  }
+  die_uuid die_name(int die) const PNMEM_EXCLUDES(mu_) {
+    if (die < 0 || die >= max_dies) return {};
+    detail::lock_guard lk(mu_);
+    return die_names_[static_cast<std::size_t>(die)];
+  }
+
   // Bytes promised and not yet in the watcher's newest snapshot.
   template <class Watcher>
   std::uint64_t pending_bytes(const Watcher& w) PNMEM_EXCLUDES(mu_) {
@@ -307,10 +434,12 @@ class host_ledger {
     return room(w, process_policy());
   }
 
-  // Reservations the ledger still counts (not cancelled, not yet seen by a sample).
+  // Reservations the ledger still counts (not cancelled, not yet seen by a sample), the dies' included.
   std::size_t size() const PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
-    return unsettled_ + settled_.size();
+    std::size_t n = unsettled_ + settled_.size();
+    for (const auto& q : die_settled_) n += q.size();
+    return n;
   }
 
   // The ledger's clock (steady_clock unless another was given), in nanoseconds.
@@ -326,10 +455,16 @@ class host_ledger {
     box_ = std::move(box);
     settled_cursor_ = box_cursor{};
     credit_cursor_ = box_cursor{};
+    forget_box_dies_locked();
     const box_scope scope(*this);
     if (box_held_ == nullptr) return false;  // its lock could not be had: left again, said why
     for (const slot& e : slots_) {
-      if (e.live) box_add(*box_held_->seg, box_held_->holder, e.bytes, box_held_->seg->last_sample_ns);
+      if (!e.live) continue;
+      if (e.die < 0) {
+        box_add(*box_held_->seg, box_held_->holder, e.bytes, box_held_->seg->last_sample_ns);
+      } else if (const std::uint32_t bd = box_die_locked(e.die); bd != box_no_die) {
+        box_die_add(*box_held_->seg, box_held_->holder, bd, e.bytes);
+      }
     }
     return true;
   }
@@ -390,7 +525,7 @@ class host_ledger {
       if (expiring_ == 0) return -1;
       live.reserve(expiring_);
       for (const expiry& e : expiries_) {
-        if (slot_is(e.index, e.generation)) live.emplace_back(e.expires_ns, slots_[e.index].bytes);
+        if (slot_is(e.index, e.generation) && slots_[e.index].die < 0) live.emplace_back(e.expires_ns, slots_[e.index].bytes);
       }
     }
     std::sort(live.begin(), live.end());
@@ -458,6 +593,24 @@ class host_ledger {
       box_->log(*box_, line.c_str());
     }
     box_.reset();
+    forget_box_dies_locked();
+  }
+
+  // The box book's entries for the named dies are looked up again (another book, or none).
+  void forget_box_dies_locked() PNMEM_REQUIRES(mu_) {
+    box_die_.fill(box_die_unresolved);
+    box_retiring_.fill(no_retiring);
+  }
+
+  // The box book's entry for this process's die `die` (the lock held): found or taken by its UUID on
+  // first use; box_no_die when it has no name or the book has no room.
+  std::uint32_t box_die_locked(int die) PNMEM_REQUIRES(mu_) {
+    if (box_held_ == nullptr || die < 0 || die >= max_dies) return box_no_die;
+    const auto d = static_cast<std::size_t>(die);
+    if (box_die_[d] == box_die_unresolved) {
+      box_die_[d] = die_names_[d].empty() ? box_no_die : box_die_index(*box_held_->seg, die_names_[d], true);
+    }
+    return box_die_[d];
   }
 
   // In a fork's child: the parent's link let go of (its descriptor, its mapping), the inherited
@@ -475,8 +628,11 @@ class host_ledger {
     credits_.clear();
     credited_ = 0;
     expiries_.clear();
+    die_pending_.fill(0);
+    for (auto& q : die_settled_) q.clear();
     settled_cursor_ = box_cursor{};
     credit_cursor_ = box_cursor{};
+    forget_box_dies_locked();
     if (old->rejoin != nullptr) box_ = old->rejoin(*old);
   }
 
@@ -492,6 +648,7 @@ class host_ledger {
     std::uint32_t next_free = no_slot;
     bool live = false;
     bool expiring = false;  // has an entry in expiries_
+    std::int8_t die = -1;   // the die it is on; -1: the host
   };
   // A settled reservation, or a credited free: counted until a sample that began after settled_ns.
   struct settled_entry {
@@ -589,6 +746,78 @@ class host_ledger {
     }
   }
 
+  template <class T>
+  static constexpr std::array<T, max_dies> filled(T v) noexcept {
+    std::array<T, max_dies> a{};
+    for (T& x : a) x = v;
+    return a;
+  }
+
+  // A die answer: decide(s) on the newest snapshot with the dies' promises taken off their free VRAM,
+  // into out (fail open, nothing known, when no watcher runs). Reserves nothing.
+  template <class Watcher, class Decide>
+  void die_answer_locked(const Watcher& w, answer_kind kind, admission& out, Decide&& decide) PNMEM_REQUIRES(mu_) {
+    out.answer.kind = kind;
+    if (!w.running()) {
+      out.answer.status = admit_status::fail_open;
+      out.answer.reason = admit_reason::not_watching;
+      return;
+    }
+    dies_active_ = true;
+    mem_level level = mem_level::ok;
+    std::uint64_t host_pending = 0;
+    const admit_result r = with_budget_locked(w, host_pending, [&](const mem_state& s) {
+      level = s.level;
+      return decide(s);
+    });
+    out.answer = answer_from(r, kind, level);
+    out.pending_bytes = r.die >= 0 && r.die < max_dies ? die_pending_now_[static_cast<std::size_t>(r.die)] : 0;
+  }
+
+  // A die answer, and on ADMIT a reservation of `bytes` (0: the decision's need) on the die it chose.
+  template <class Watcher, class Decide>
+  admission die_reserve(const Watcher& w, answer_kind kind, std::uint64_t bytes, const reserve_options& o,
+                        Decide&& decide) PNMEM_EXCLUDES(mu_) {
+    admission out;
+    detail::lock_guard lk(mu_);
+    const box_scope box(*this);
+    die_answer_locked(w, kind, out, std::forward<Decide>(decide));
+    const int on = out.answer.detail.die;
+    const std::uint64_t need = bytes != 0 ? bytes : out.answer.detail.need_bytes;
+    if (out.answer.status == admit_status::admitted && need > 0 && on >= 0 && on < max_dies) {
+      const std::int64_t now = now_();
+      const std::int64_t ttl = o.ttl.count();
+      const std::int64_t expires = ttl <= 0 ? never : now > never - ttl ? never : now + ttl;
+      out.held = hold_locked(need, expires, on);
+    }
+    return out;
+  }
+
+  // The dies of `s` (the newest snapshot, its die numbers as sampled) with what is promised on each
+  // taken off its free VRAM, and the box's retiring bytes for each named die (its own published first).
+  void dies_budget_locked(mem_state& s) PNMEM_REQUIRES(mu_) {
+    const int n = die_count(s);
+    for (int die = 0; die < n; ++die) {
+      const auto d = static_cast<std::size_t>(die);
+      s.per_die_free_bytes[d] = sampled_die_free_[d];
+      s.per_die_retiring_bytes[d] = sampled_die_retiring_[d];
+      forget_seen(die_settled_[d], die_pending_[d], s.per_die_read_ns[d]);
+      std::uint64_t pending = detail::to_u64_sat(die_pending_[d]);
+      if (const std::uint32_t bd = box_die_locked(die); bd != box_no_die) {
+        box_segment& seg = *box_held_->seg;
+        if (box_retiring_[d] != sampled_die_retiring_[d]) {
+          box_die_set_retiring(seg, box_held_->holder, bd, sampled_die_retiring_[d]);
+          box_retiring_[d] = sampled_die_retiring_[d];
+        }
+        const box_die_figures f = box_die_pending(seg, bd, s.per_die_read_ns[d]);
+        pending = f.pending;
+        s.per_die_retiring_bytes[d] = f.retiring;
+      }
+      die_pending_now_[d] = pending;
+      s.per_die_free_bytes[d] = detail::sat_sub(s.per_die_free_bytes[d], pending);
+    }
+  }
+
   // f(s) on the watcher's newest snapshot with the pending bytes taken off MemAvailable. A source
   // that refreshes in place (pnmem::watcher) refreshes the ledger's own copy: nothing is copied
   // while the watcher has not published since the last admission. Host numbers unsampled (total
@@ -604,6 +833,7 @@ class host_ledger {
       const detail::u128 v = up > pending ? up - pending : 0;
       s.host_avail_bytes = v > s.host_total_bytes ? s.host_total_bytes : static_cast<std::uint64_t>(v);
     }
+    if (dies_active_) dies_budget_locked(s);
     return std::forward<F>(f)(std::as_const(s));
   }
 
@@ -616,11 +846,18 @@ class host_ledger {
 #else
     if constexpr (detail::refreshes_live<Watcher>::value) {
 #endif
-      if (w.refresh_live(budget_, budget_version_)) sampled_avail_ = budget_.host_avail_bytes;
+      if (w.refresh_live(budget_, budget_version_)) {
+        sampled_avail_ = budget_.host_avail_bytes;
+        sampled_die_free_ = budget_.per_die_free_bytes;
+        sampled_die_retiring_ = budget_.per_die_retiring_bytes;
+      }
       budget_.host_avail_bytes = sampled_avail_;
       return budget_;
     } else {
-      return copy.emplace(read_for_decision(w));
+      mem_state& c = copy.emplace(read_for_decision(w));
+      sampled_die_free_ = c.per_die_free_bytes;
+      sampled_die_retiring_ = c.per_die_retiring_bytes;
+      return c;
     }
   }
 
@@ -631,8 +868,15 @@ class host_ledger {
   // Gives the slot's bytes back (cancelled or expired) and the slot to the free list.
   void free_slot(std::uint32_t index) PNMEM_REQUIRES(mu_) {
     slot& e = slots_[index];
-    pending_ -= e.bytes;
-    if (box_held_ != nullptr) box_remove(*box_held_->seg, box_held_->holder, e.bytes);
+    if (e.die >= 0) {
+      die_pending_[static_cast<std::size_t>(e.die)] -= e.bytes;
+      if (const std::uint32_t bd = box_die_locked(e.die); bd != box_no_die) {
+        box_die_remove(*box_held_->seg, box_held_->holder, bd, e.bytes);
+      }
+    } else {
+      pending_ -= e.bytes;
+      if (box_held_ != nullptr) box_remove(*box_held_->seg, box_held_->holder, e.bytes);
+    }
     release_slot(index);
   }
 
@@ -643,13 +887,14 @@ class host_ledger {
     e.live = false;
     e.expiring = false;
     e.bytes = 0;
+    e.die = -1;
     ++e.generation;
     e.next_free = free_head_;
     free_head_ = index;
     --unsettled_;
   }
 
-  reservation hold_locked(std::uint64_t bytes, std::int64_t expires_ns) PNMEM_REQUIRES(mu_) {
+  reservation hold_locked(std::uint64_t bytes, std::int64_t expires_ns, int die = -1) PNMEM_REQUIRES(mu_) {
     std::uint32_t index = free_head_;
     if (index != no_slot) {
       free_head_ = slots_[index].next_free;
@@ -668,9 +913,17 @@ class host_ledger {
     e.bytes = bytes;
     e.live = true;
     e.next_free = no_slot;
+    e.die = static_cast<std::int8_t>(die);
     ++unsettled_;
-    pending_ += bytes;
-    if (box_held_ != nullptr) box_add(*box_held_->seg, box_held_->holder, bytes, box_held_->seg->last_sample_ns);
+    if (die >= 0) {
+      die_pending_[static_cast<std::size_t>(die)] += bytes;
+      if (const std::uint32_t bd = box_die_locked(die); bd != box_no_die) {
+        box_die_add(*box_held_->seg, box_held_->holder, bd, bytes);
+      }
+    } else {
+      pending_ += bytes;
+      if (box_held_ != nullptr) box_add(*box_held_->seg, box_held_->holder, bytes, box_held_->seg->last_sample_ns);
+    }
     if (expires_ns != never) {
       // Entries whose reservation was settled or cancelled wait in the heap until they surface;
       // when they outnumber the live ones, the heap is rebuilt without them.
@@ -697,7 +950,16 @@ class host_ledger {
     if (!slot_is(index, generation)) return;  // expired meanwhile: no longer counted
     const box_scope box(*this);
     const std::uint64_t bytes = slots_[index].bytes;
-    release_slot(index);  // its bytes stay in pending_, now on the settled queue
+    const int die = slots_[index].die;
+    if (!slot_is(index, generation)) return;  // (a fork's child forgot it meanwhile: nothing)
+    release_slot(index);  // its bytes stay in pending_ (die_pending_), now on the settled queue
+    if (die >= 0) {
+      insert_in_time_order(die_settled_[static_cast<std::size_t>(die)], settled_entry{bytes, now});
+      if (const std::uint32_t bd = box_die_locked(die); bd != box_no_die) {
+        box_die_settle(*box_held_->seg, box_held_->holder, bd, bytes, now);
+      }
+      return;
+    }
     insert_in_time_order(settled_, settled_entry{bytes, now});
     if (box_held_ != nullptr) box_settle(*box_held_->seg, box_held_->holder, bytes, now);
   }
@@ -731,6 +993,19 @@ class host_ledger {
   mem_state budget_ PNMEM_GUARDED_BY(mu_){};                  // a refreshing watcher's live snapshot
   live_version budget_version_ PNMEM_GUARDED_BY(mu_){};
   std::uint64_t sampled_avail_ PNMEM_GUARDED_BY(mu_) = 0;     // budget_'s MemAvailable as sampled
+  // The dies: what this process promised on each (unsettled and settled-unseen), its settles, their
+  // names and the box book's entries for them, and what the last answer counted.
+  static constexpr std::uint32_t box_die_unresolved = box_no_die - 1;
+  static constexpr std::uint64_t no_retiring = std::numeric_limits<std::uint64_t>::max();
+  bool dies_active_ PNMEM_GUARDED_BY(mu_) = false;  // a die was named or reserved on: answers adjust the dies
+  std::array<detail::u128, max_dies> die_pending_ PNMEM_GUARDED_BY(mu_){};
+  std::array<std::deque<settled_entry>, max_dies> die_settled_ PNMEM_GUARDED_BY(mu_);
+  std::array<die_uuid, max_dies> die_names_ PNMEM_GUARDED_BY(mu_){};
+  std::array<std::uint32_t, max_dies> box_die_ PNMEM_GUARDED_BY(mu_) = filled<std::uint32_t>(box_die_unresolved);
+  std::array<std::uint64_t, max_dies> box_retiring_ PNMEM_GUARDED_BY(mu_) = filled<std::uint64_t>(no_retiring);
+  std::array<std::uint64_t, max_dies> die_pending_now_ PNMEM_GUARDED_BY(mu_){};
+  std::array<std::uint64_t, max_dies> sampled_die_free_ PNMEM_GUARDED_BY(mu_){};
+  std::array<std::uint64_t, max_dies> sampled_die_retiring_ PNMEM_GUARDED_BY(mu_){};
 };
 
 }  // namespace pnmem

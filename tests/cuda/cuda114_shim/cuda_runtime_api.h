@@ -64,6 +64,17 @@ enum cudaDeviceAttr {
   cudaDevAttrMemoryPoolsSupported = 115 /* 11.2 (the only attribute the backend asks) */
 };
 
+typedef struct CUuuid_st {
+  char bytes[16];
+} cudaUUID_t; /* 10.0 */
+
+/* The device's properties: only the members the backend reads are declared (the real struct has
+ * many more; this shim is compiled against, never linked or laid out). */
+struct cudaDeviceProp {
+  char name[256];   /* < 11.0 */
+  cudaUUID_t uuid;  /* 10.0 */
+};
+
 typedef struct CUstream_st* cudaStream_t; /* < 11.0 */
 typedef struct CUevent_st* cudaEvent_t;   /* < 11.0 */
 
@@ -82,6 +93,7 @@ cudaError_t cudaGetDevice(int* device);                                         
 cudaError_t cudaSetDevice(int device);                                              /* < 11.0 */
 cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device); /* 5.0 */
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total);                           /* < 11.0 */
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device);       /* < 11.0 */
 
 /* --- memory --------------------------------------------------------------------------- */
 cudaError_t cudaMalloc(void** devPtr, size_t size);                                  /* < 11.0 */

@@ -76,6 +76,7 @@ class cudart_backend final : public device_backend {
   std::string_view name() const noexcept override { return "cudart"; }
   device_status device_count(int& out) noexcept override;
   device_status mem_get_info(int device, std::uint64_t& free_bytes, std::uint64_t& total_bytes) noexcept override;
+  device_status device_uuid(int device, die_uuid& out) noexcept override;
   device_status device_alloc_mode(int device, alloc_mode& out) noexcept override;
   device_status alloc_async(int device, std::size_t bytes, stream_handle s, void*& out) noexcept override;
   device_status free_async(void* p, stream_handle s) noexcept override;

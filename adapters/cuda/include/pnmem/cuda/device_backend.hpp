@@ -24,6 +24,7 @@
 #include <string_view>
 
 #include "pnmem/cuda/eviction_ops.hpp"
+#include "pnmem/die_uuid.hpp"
 
 namespace pnmem::cuda {
 
@@ -114,6 +115,14 @@ class device_backend {
   virtual device_status device_count(int& out) noexcept = 0;
   // cudaMemGetInfo on `device`: free and total bytes as the driver sees them.
   virtual device_status mem_get_info(int device, std::uint64_t& free_bytes, std::uint64_t& total_bytes) noexcept = 0;
+  // The device's UUID (cudaDeviceProp::uuid: the same in every process, whatever index its
+  // CUDA_VISIBLE_DEVICES gives the device; a MIG instance's own). Not pure: a backend without one
+  // answers not_supported, and its dies are counted by this process alone (die_feed::uuid).
+  virtual device_status device_uuid(int device, die_uuid& out) noexcept {
+    static_cast<void>(device);
+    out = die_uuid{};
+    return device_status{device_errc::not_supported, 0};
+  }
 
   // --- device memory ---
   // Which pair below `device` supports (see alloc_mode): stream_ordered where the

@@ -23,6 +23,11 @@
 //   feed.tally(die).retire(bytes);                      // on the retire list
 //   feed.tally(die).sub_retiring(bytes);                // released for good
 //
+// Each die's UUID (the backend's device_uuid, read at construction) is what every process of the box
+// calls the GPU, whatever index its CUDA_VISIBLE_DEVICES gives it: name_dies(feed, ledger) names the
+// host ledger's dies by them, so model loads and die reservations are counted box-wide
+// (engine/host_ledger.hpp, docs/multi-process.md).
+//
 // Never throws from its own logic (a std::function sink may), never crashes:
 // a backend with no device, an insufficient driver or a failing query yields
 // zero dies (or skips the die that failed) and says why.
@@ -72,6 +77,8 @@ class die_feed {
   // mem_get_info failed (such a die has budget 0 and is never pushed).
   std::uint64_t total_bytes(int die) const noexcept;
   std::uint64_t budget_bytes(int die) const noexcept;
+  // As read at construction; empty for a die out of range or whose backend has none.
+  die_uuid uuid(int die) const noexcept;
 
   // The die's tally, for the buffer owner to report into. `die` must be in
   // [0, die_count()); out of range returns a tally nobody reads.
@@ -86,6 +93,7 @@ class die_feed {
     std::uint64_t total_bytes = 0;
     std::uint64_t budget_bytes = 0;
     bool measured = false;
+    die_uuid uuid{};
     std::unique_ptr<die_tally> tally = std::make_unique<die_tally>();
   };
 
@@ -107,6 +115,17 @@ die_feed::sink watcher_sink(Watcher& w) {
 // Registers the feed as a die source of `w` (watcher::add_die_source): every sample the watcher
 // takes polls the dies, and their numbers are published in the same snapshot as the host's.
 // Returns the registration; the feed and the watcher must outlive it.
+// Names each die of `ledger` (a pnmem::host_ledger, or anything with name_die(int, die_uuid)) by its
+// GPU's UUID. Returns how many were named.
+template <class Ledger>
+int name_dies(const die_feed& feed, Ledger& ledger) {
+  int named = 0;
+  for (int d = 0; d < feed.die_count(); ++d) {
+    if (ledger.name_die(d, feed.uuid(d))) ++named;
+  }
+  return named;
+}
+
 template <class Watcher>
 [[nodiscard]] scoped_subscription feed_every_sample(die_feed& feed, Watcher& w) {
   const auto id = w.add_die_source([&feed](const auto& sink) { (void)feed.poll(sink); });

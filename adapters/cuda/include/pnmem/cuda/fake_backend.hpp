@@ -102,6 +102,10 @@ struct fake_options {
   bool report_races = true;
   // false: a device without stream-ordered memory pools (see the header comment).
   bool memory_pools = true;
+  // Device i's UUID: uuids[i], or (none given) GPU-fa000000-0000-0000-0000-0000000000NN with NN = i + 1,
+  // so two fakes with the defaults are the same GPUs, as two processes on one box are. Give two fakes
+  // the same UUIDs in another order for processes with different CUDA_VISIBLE_DEVICES.
+  std::vector<die_uuid> uuids{};
 };
 
 class fake_backend final : public device_backend {
@@ -116,6 +120,7 @@ class fake_backend final : public device_backend {
   std::string_view name() const noexcept override { return "fake"; }
   device_status device_count(int& out) noexcept override;
   device_status mem_get_info(int device, std::uint64_t& free_bytes, std::uint64_t& total_bytes) noexcept override;
+  device_status device_uuid(int device, die_uuid& out) noexcept override;
   device_status device_alloc_mode(int device, alloc_mode& out) noexcept override;
   device_status alloc_async(int device, std::size_t bytes, stream_handle s, void*& out) noexcept override;
   device_status free_async(void* p, stream_handle s) noexcept override;
