@@ -23,6 +23,8 @@
 #include "c_conversions.hpp"
 #include "c_global_state.hpp"
 #include "pnmem/admission.hpp"
+#include "pnmem/detail/printable.hpp"
+#include "pnmem/die_uuid.hpp"
 #include "pnmem/engine/admit.hpp"
 #include "pnmem/engine/admit_after_eviction.hpp"
 #include "pnmem/engine/backpressure_gate.hpp"
@@ -133,16 +135,19 @@ int admit_c(const char* entry, const pnmem_model& model, int n_tokens, pnmem_adm
 // The model-load checks (pnmem_admit_model_load, _die, pnmem_admit_load_spike): fail open
 // without a running watcher (as pnmem_admit: nothing is known), else `check(snapshot, policy)`
 // on the live snapshot (a seqlock read: no lock) with the policy the watcher runs.
+// A check's answer with no watcher running: fail open, nothing known.
+pnmem_admit_answer not_watching(pnmem::answer_kind kind, int die) {
+  pnmem::admit_answer a;  // fail_open, 0 bytes
+  a.kind = kind;
+  a.reason = pnmem::admit_reason::not_watching;
+  a.die = die;
+  return pnmem::c_abi::to_c(a, 0);
+}
+
 template <class Check>
 pnmem_admit_answer load_check(pnmem::answer_kind kind, int die, Check&& check) {
   const pnmem::c_abi::platform_watcher* w = state().watcher();  // no lock: published once, never destroyed
-  if (w == nullptr || !w->running()) {
-    pnmem::admit_answer a;  // fail_open, 0 bytes
-    a.kind = kind;
-    a.reason = pnmem::admit_reason::not_watching;
-    a.die = die;
-    return pnmem::c_abi::to_c(a, 0);
-  }
+  if (w == nullptr || !w->running()) return not_watching(kind, die);
   const pnmem::mem_state s = w->read();
   const pnmem::admit_result r = check(s, w->options().policy);
   if (die == pnmem::no_die && s.host_total_bytes == 0 && r.verdict == pnmem::verdict::admit) {
@@ -156,10 +161,12 @@ pnmem_admit_answer load_check(pnmem::answer_kind kind, int die, Check&& check) {
   return pnmem::c_abi::to_c(r, kind, s.level);
 }
 
-// pnmem_admit_model_load and pnmem_admit_model_load_die: the load checked, then `check(spec, die, s, p)`.
-template <class Check>
+// pnmem_admit_model_load(_die) and their _reserved forms: the load checked, then answered by the ledger
+// on the live snapshot with what is promised on the dies taken off their free VRAM (the box's, for dies
+// named by UUID), and with `reservation` the need reserved on the die when admitted. Fail open without a
+// running watcher (nothing reserved).
 int model_load_c(const char* entry, pnmem::answer_kind kind, const pnmem_model_load& load, pnmem_admit_answer& out,
-                 Check&& check) {
+                 pnmem_reservation* reservation) {
   global_state& s = state();
   std::string why;
   const std::optional<pnmem::c_abi::model_load_request> l = pnmem::c_abi::model_load_from_c(load, why);
@@ -167,9 +174,25 @@ int model_load_c(const char* entry, pnmem::answer_kind kind, const pnmem_model_l
     refuse(s, entry, why);
     return -1;
   }
-  out = load_check(kind, l->die, [&](const pnmem::mem_state& snap, const pnmem::policy& p) {
-    return check(l->spec, l->die, snap, p);
-  });
+  const pnmem::c_abi::platform_watcher* w = s.watcher();  // no lock: published once, never destroyed
+  if (w == nullptr || !w->running()) {
+    out = not_watching(kind, l->die);
+    return 0;
+  }
+  pnmem::host_ledger::reserve_options o;
+  o.policy = w->options().policy;
+  const pnmem::c_abi::live_watcher view{w};
+  const bool whole = kind == pnmem::answer_kind::model_load;
+  const std::uint64_t weights = l->spec.weights_bytes;
+  const std::uint64_t kv = l->spec.kv_max_ctx_bytes;
+  pnmem::host_ledger::admission r =  // the ledger's mutex
+      reservation == nullptr
+          ? (whole ? s.ledger.check_model_load(view, l->spec, l->die, o.policy)
+                   : s.ledger.check_model_load_die(view, weights, kv, l->die, o.policy))
+          : (whole ? s.ledger.reserve_model_load(view, l->spec, l->die, o)
+                   : s.ledger.reserve_model_load_die(view, weights, kv, l->die, o));
+  if (reservation != nullptr) *reservation = s.keep(std::move(r.held), 0);
+  out = pnmem::c_abi::to_c(r.answer, r.pending_bytes);
   return 0;
 }
 
@@ -544,9 +567,13 @@ int pnmem_check_bytes(uint64_t bytes, int die, pnmem_admit_answer* out) {
       *out = pnmem::c_abi::to_c(r.answer, r.pending_bytes);
       return 0;
     }
-    *out = load_check(pnmem::answer_kind::die_bytes, die, [&](const pnmem::mem_state& snap, const pnmem::policy& p) {
-      return pnmem::admit_die_bytes(bytes, snap, die, p);
-    });
+    if (w == nullptr || !w->running()) {
+      *out = not_watching(pnmem::answer_kind::die_bytes, die);
+    } else {
+      // What is promised on the die counted (the box's, for a die named by UUID): the ledger's mutex.
+      const auto r = s.ledger.check_die_bytes(pnmem::c_abi::live_watcher{w}, die, bytes, policy_of(w));
+      *out = pnmem::c_abi::to_c(r.answer, r.pending_bytes);
+    }
     out->need_bytes = bytes;
     return 0;
   });
@@ -652,20 +679,83 @@ int pnmem_model_load_init_sized(pnmem_model_load* load, size_t struct_size) {
 int pnmem_admit_model_load(const pnmem_model_load* load, pnmem_admit_answer* out) {
   const char* const entry = __func__;
   return boundary(entry, -1, {load, out}, [&] {
-    return model_load_c(entry, pnmem::answer_kind::model_load, *load, *out,
-                        [](const pnmem::model_load_spec& spec, int die, const pnmem::mem_state& snap,
-                           const pnmem::policy& p) { return pnmem::admit_model_load(spec, snap, die, p); });
+    return model_load_c(entry, pnmem::answer_kind::model_load, *load, *out, nullptr);
   });
 }
 
 int pnmem_admit_model_load_die(const pnmem_model_load* load, pnmem_admit_answer* out) {
   const char* const entry = __func__;
   return boundary(entry, -1, {load, out}, [&] {
-    return model_load_c(entry, pnmem::answer_kind::load_slice, *load, *out,
-                        [](const pnmem::model_load_spec& spec, int die, const pnmem::mem_state& snap,
-                           const pnmem::policy& p) {
-                          return pnmem::admit_model_load_die(spec.weights_bytes, spec.kv_max_ctx_bytes, snap, die, p);
-                        });
+    return model_load_c(entry, pnmem::answer_kind::load_slice, *load, *out, nullptr);
+  });
+}
+
+int pnmem_admit_model_load_reserved(const pnmem_model_load* load, pnmem_admit_answer* out,
+                                    pnmem_reservation* reservation) {
+  if (reservation != nullptr) *reservation = 0;  // whatever fails below, nothing is reserved
+  const char* const entry = __func__;
+  return boundary(entry, -1, {load, out, reservation}, [&] {
+    return model_load_c(entry, pnmem::answer_kind::model_load, *load, *out, reservation);
+  });
+}
+
+int pnmem_admit_model_load_die_reserved(const pnmem_model_load* load, pnmem_admit_answer* out,
+                                        pnmem_reservation* reservation) {
+  if (reservation != nullptr) *reservation = 0;
+  const char* const entry = __func__;
+  return boundary(entry, -1, {load, out, reservation}, [&] {
+    return model_load_c(entry, pnmem::answer_kind::load_slice, *load, *out, reservation);
+  });
+}
+
+int pnmem_reserve_die_bytes(int die, uint64_t bytes, int64_t ttl_ms, pnmem_admit_answer* out,
+                            pnmem_reservation* reservation) {
+  if (reservation != nullptr) *reservation = 0;
+  const char* const entry = __func__;
+  return boundary(entry, -1, {out, reservation}, [&] {
+    global_state& s = state();
+    if (die < 0 || die >= pnmem::max_dies) {
+      refuse(s, entry, "die " + std::to_string(die) + " is outside [0, " + std::to_string(pnmem::max_dies) + ")");
+      return -1;
+    }
+    const pnmem::c_abi::platform_watcher* w = s.watcher();
+    pnmem::host_ledger::reserve_options o;
+    o.policy = policy_of(w);
+    o.ttl = pnmem::c_abi::ttl_from_c(ttl_ms);
+    const std::int64_t now = s.ledger.now_ns();  // the handle expires no later than the ledger's entry
+    const std::int64_t ttl = o.ttl.count();
+    const std::int64_t expires = ttl <= 0 || now > INT64_MAX - ttl ? 0 : now + ttl;
+    auto r = s.ledger.reserve_die_bytes(pnmem::c_abi::live_watcher{w}, die, bytes, o);  // the ledger's mutex
+    if (r.answer.status == pnmem::admit_status::fail_open) r.answer.die = die;
+    const pnmem_reservation id = s.keep(std::move(r.held), expires);
+    *out = pnmem::c_abi::to_c(r.answer, r.pending_bytes);
+    out->need_bytes = bytes;
+    *reservation = id;
+    return 0;
+  });
+}
+
+int pnmem_set_die_uuid(int die, const char* uuid) {
+  const char* const entry = __func__;
+  return boundary(entry, -1, {uuid}, [&] {
+    global_state& s = state();
+    if (die < 0 || die >= pnmem::max_dies) {
+      refuse(s, entry, "die " + std::to_string(die) + " is outside [0, " + std::to_string(pnmem::max_dies) + ")");
+      return -1;
+    }
+    pnmem::die_uuid id;
+    const std::string_view text(uuid, ::strnlen(uuid, 256));
+    if (!pnmem::parse_die_uuid(text, id)) {
+      refuse(s, entry, "uuid \"" + pnmem::detail::printable(text) +
+                           "\": not a GPU's UUID (GPU- and 8-4-4-4-12 hex digits, as nvidia-smi -L prints it, or 32 "
+                           "hex digits)");
+      return -1;
+    }
+    if (!s.ledger.name_die(die, id)) {
+      refuse(s, entry, "die " + std::to_string(die) + " holds reservations under another UUID");
+      return -1;
+    }
+    return 0;
   });
 }
 
@@ -805,7 +895,11 @@ int pnmem_metrics_text(char* buf, size_t len, unsigned what) {
     if ((what & PNMEM_METRICS_COUNTERS) != 0) {
       // The box ledger this process joined: what every process of the box has promised, as this one counts it.
       const pnmem::host_ledger::figures f = s.ledger.ledger_figures(pnmem::c_abi::live_watcher{w});
-      if (f.box) text += pnmem::prometheus_ledger_text({f.scope, f.processes, f.pending_bytes, f.credited_bytes});
+      if (f.box) {
+        pnmem::ledger_load l{f.scope, f.processes, f.pending_bytes, f.credited_bytes};
+        for (const auto& d : f.dies) l.dies.push_back({pnmem::to_string(d.uuid), d.pending_bytes, d.retiring_bytes});
+        text += pnmem::prometheus_ledger_text(l);
+      }
     }
     if (text.size() > static_cast<std::size_t>(INT_MAX)) return -1;
     write_err(buf, len, text);  // cut to len - 1 bytes and NUL-terminated, as snprintf

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -201,7 +202,7 @@ bool group_id(const std::string& name, gid_t& gid, std::string& problem) {
 }
 
 // What is wrong with the file at fd for this process (owner, mode, kind, size), or "".
-std::string file_problem(int fd, bool with_group, gid_t gid) {
+std::string file_problem(int fd, bool with_group, gid_t gid, bool check_size = true) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return "fstat: " + errno_text(errno);
   if (!S_ISREG(st.st_mode)) return "it is not a regular file";
@@ -218,7 +219,7 @@ std::string file_problem(int fd, bool with_group, gid_t gid) {
     }
     if ((mode & 0070u) != 0) return std::string("its group may open it (mode ") + octal + ") and no PN_LEDGER_GROUP is set";
   }
-  if (static_cast<std::uint64_t>(st.st_size) != sizeof(box_segment)) {
+  if (check_size && static_cast<std::uint64_t>(st.st_size) != sizeof(box_segment)) {
     return "its size is " + std::to_string(st.st_size) + " bytes, not " + std::to_string(sizeof(box_segment)) +
            " (another pnmem version, or not a pnmem ledger)";
   }
@@ -235,7 +236,9 @@ std::string identity_problem(const box_segment* s) {
 
 // Makes the scope's file: a fresh segment in a temporary file beside it, linked into place only once
 // it is whole, so no process ever opens a half-made one. EEXIST: another process made it first.
-int create_file(const std::string& path, const std::string& scope, bool with_group, gid_t gid, std::string& problem) {
+// With `replace`, it is renamed over the file at `path` (a stale ledger: replace_stale) instead.
+int create_file(const std::string& path, const std::string& scope, bool with_group, gid_t gid, std::string& problem,
+                bool replace = false) {
   const std::size_t slash = path.rfind('/');
   std::string tmpl = (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) + "/.pnmem-ledger-XXXXXX";
   const int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);  // 0600
@@ -269,6 +272,10 @@ int create_file(const std::string& path, const std::string& scope, bool with_gro
     errno = init;
     return fail("cannot make its lock");
   }
+  if (replace) {
+    if (::rename(tmpl.c_str(), path.c_str()) != 0) return fail("cannot put it in place");
+    return fd;
+  }
   if (::link(tmpl.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmpl.c_str());
@@ -281,19 +288,66 @@ int create_file(const std::string& path, const std::string& scope, bool with_gro
   return fd;
 }
 
+// Whether the file at fd is a pnmem ledger (its magic) of another version or build: another size,
+// version or layout. Such a file is left by processes of a pnmem this one is not (an upgrade).
+bool other_version(int fd) noexcept {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  // Only the identity fields are read, where every version has them.
+  unsigned char head[offsetof(box_segment, owner_uid)];
+  if (static_cast<std::uint64_t>(st.st_size) < sizeof head || ::pread(fd, head, sizeof head, 0) != static_cast<ssize_t>(sizeof head) ||
+      std::memcmp(head + offsetof(box_segment, magic), box_magic, sizeof box_magic) != 0) {
+    return false;
+  }
+  std::uint32_t version = 0;
+  std::uint32_t layout = 0;
+  std::uint64_t size = 0;
+  std::memcpy(&version, head + offsetof(box_segment, version), sizeof version);
+  std::memcpy(&layout, head + offsetof(box_segment, layout), sizeof layout);
+  std::memcpy(&size, head + offsetof(box_segment, size), sizeof size);
+  return static_cast<std::uint64_t>(st.st_size) != sizeof(box_segment) || version != box_version ||
+         layout != box_layout() || size != sizeof(box_segment);
+}
+
+// A stale ledger at `path` (fd: open on it): of another pnmem version, and no process holds it. Every
+// version's holders hold a lock on a byte of the file for as long as they are joined, so no lock on any
+// byte means none is: its figures are promises of the dead. It is replaced by a fresh one (renamed over
+// it) under a lock on the whole file, which a process of either version joining it meanwhile cannot
+// take its liveness byte under, and which tells a second process replacing it to wait for the first.
+enum class stale_result { replaced, held, failed };
+stale_result replace_stale(const std::string& path, int fd, const std::string& scope, bool with_group, gid_t gid,
+                           std::string& problem) {
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 0;
+  fl.l_len = 0;  // the whole file, however long
+  if (::fcntl(fd, F_OFD_SETLK, &fl) != 0) return stale_result::held;
+  struct stat open_st {};
+  struct stat path_st {};
+  if (::fstat(fd, &open_st) != 0 || ::lstat(path.c_str(), &path_st) != 0 || open_st.st_dev != path_st.st_dev ||
+      open_st.st_ino != path_st.st_ino) {
+    return stale_result::held;  // replaced meanwhile by another process: open the path again
+  }
+  const int fresh = create_file(path, scope, with_group, gid, problem, /*replace=*/true);
+  if (fresh < 0) return stale_result::failed;
+  ::close(fresh);
+  return stale_result::replaced;
+}
+
 struct opened {
   int fd = -1;
   box_segment* seg = nullptr;
   std::string problem;
   bool missing = false;
+  bool stale_replaced = false;  // a stale ledger was there and is replaced: open it again
+  bool stale_held = false;      // one of another version that a process holds (or is replacing)
 };
 
 // Opens (or, when `create`, makes) the scope's file and maps it, its owner, mode, size and identity checked.
-opened open_segment(const std::string& path, const std::string& scope, const box_options& o, bool create) {
+// When `create`, a stale ledger there (replace_stale) is replaced first.
+opened open_one(const std::string& path, const std::string& scope, bool with_group, gid_t gid, bool create) {
   opened out;
-  const bool with_group = !o.group.empty();
-  gid_t gid = 0;
-  if (with_group && !group_id(o.group, gid, out.problem)) return out;
   for (int attempt = 0; attempt < 2 && out.fd < 0; ++attempt) {
     out.fd = ::open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (out.fd >= 0) break;
@@ -330,11 +384,46 @@ opened open_segment(const std::string& path, const std::string& scope, const box
   }
   if (!out.problem.empty()) {
     if (out.seg != nullptr) ::munmap(out.seg, sizeof(box_segment));
+    // A ledger of another pnmem version whose holders are all gone (an upgrade's leftover) is replaced;
+    // one a live process holds stays, refused (the two versions cannot count in one book).
+    if (create && file_problem(out.fd, with_group, gid, /*check_size=*/false).empty() && other_version(out.fd)) {
+      std::string why;
+      switch (replace_stale(path, out.fd, scope, with_group, gid, why)) {
+        case stale_result::replaced:
+          out.stale_replaced = true;
+          break;
+        case stale_result::held:
+          out.problem += "; a live process of that version holds it";
+          out.stale_held = true;
+          break;
+        case stale_result::failed:
+          out.problem += "; it could not be replaced: " + why;
+          break;
+      }
+    }
     ::close(out.fd);
     out.fd = -1;
     out.seg = nullptr;
   }
   return out;
+}
+
+opened open_segment(const std::string& path, const std::string& scope, const box_options& o, bool create) {
+  const bool with_group = !o.group.empty();
+  gid_t gid = 0;
+  opened out;
+  if (with_group && !group_id(o.group, gid, out.problem)) return out;
+  // A stale ledger replaced (by this process or, while it held it, by another) is opened again; a few
+  // milliseconds for one another process is replacing.
+  for (int attempt = 0;; ++attempt) {
+    out = open_one(path, scope, with_group, gid, create);
+    if (out.stale_replaced && attempt < 4) continue;
+    if (out.stale_held && attempt < 4) {
+      ::usleep(2000);
+      continue;
+    }
+    return out;
+  }
 }
 
 std::string refused(const std::string& path, const std::string& why) {
@@ -535,6 +624,23 @@ box_read read_box(const box_options& o) {
       per[i].index = i;
       per[i].holder = s.holders[i];
       v.holders.push_back(per[i]);
+    }
+    for (std::uint32_t d = 0; d < s.dies_used && d < box_max_dies; ++d) {
+      const box_die& die = s.dies[d];
+      const box_die_figures fig = box_die_seen_pending(s, d);
+      box_die_view dv;
+      std::memcpy(dv.uuid.bytes.data(), die.uuid, dv.uuid.bytes.size());
+      dv.reserved_bytes = die.unsettled_total;
+      dv.reservations = die.reservations;
+      dv.settled_unseen_bytes = fig.pending - (fig.pending < die.unsettled_total ? fig.pending : die.unsettled_total);
+      dv.retiring_bytes = die.retiring_total;
+      for (std::uint32_t h = 0; h < box_max_holders; ++h) {
+        if (s.holders[h].state != box_holder_state::live) continue;
+        if (s.holder_die_bytes[h][d] == 0 && s.holder_die_retiring[h][d] == 0) continue;
+        dv.holders.push_back({s.holders[h].pid, s.holder_die_bytes[h][d], s.holder_die_count[h][d],
+                              s.holder_die_retiring[h][d]});
+      }
+      v.dies.push_back(std::move(dv));
     }
   }
   ::pthread_mutex_unlock(mutex_of(f.seg));

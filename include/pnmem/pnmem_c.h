@@ -564,8 +564,11 @@ PNMEM_C_API int64_t pnmem_retry_after_seconds(int64_t after_ms);
  *                    "host_reserve" (available memory already inside the host reserve) or
  *                    "host_budget" (the burst does not fit whole above it);
  *   PNMEM_FAIL_OPEN  no watcher runs: nothing is known, nothing is refused (as pnmem_admit).
- * fit_tokens, window and pending_bytes are 0; level is the snapshot's; die is the die
- * checked (-1: none).
+ * fit_tokens and window are 0; level is the snapshot's; die is the die checked (-1: none).
+ * Since 0.3 a die's free VRAM is counted less what is promised on it and not yet in a
+ * sample of it (pending_bytes): this process's die reservations (pnmem_reserve_die_bytes,
+ * the _reserved loads), and, for a die named by its GPU's UUID (pnmem_set_die_uuid), every
+ * process's of the box ledger on the same GPU.
  *
  *   pnmem_model_load l;
  *   pnmem_model_load_init(&l);                        // struct_size, die -1: the roomiest die
@@ -599,12 +602,12 @@ static inline int pnmem_model_load_init(pnmem_model_load* load) {
 /* A whole model onto one die: weights + KV + the die scratch (pnmem_policy's die_scratch_bytes,
  * 1.5 GiB) must fit in the die's free VRAM less the die reserve (PN_DIE_RESERVE_BYTES). 0 on success; -1 if
  * load or out is NULL, the load is refused, or on failure (*out is then not written).
- * Locks nothing. */
+ * Locks the ledger's mutex. */
 PNMEM_C_API int pnmem_admit_model_load(const pnmem_model_load* load, pnmem_admit_answer* out);
 /* One die's slice of a model split over several dies: the slice (weights + KV) + the die
  * scratch must fit in load->die's free VRAM less the die reserve, as a whole load's must (the
  * seed's slice kept no reserve: docs/design.md). Returns as
- * pnmem_admit_model_load. Locks nothing. */
+ * pnmem_admit_model_load. Locks the ledger's mutex. */
 PNMEM_C_API int pnmem_admit_model_load_die(const pnmem_model_load* load, pnmem_admit_answer* out);
 /* The host dequant/staging burst of a weight upload (PN_LOAD_SPIKE_BYTES, 2.4 GiB by
  * default) must fit whole in host memory above the reserve before the upload starts:
@@ -685,8 +688,46 @@ PNMEM_C_API int pnmem_reserve_bytes(uint64_t bytes, int64_t ttl_ms, pnmem_admit_
  * ("die_vram", out->limit_bytes fit; "bad_request" for a die not fed). No watcher
  * running: PNMEM_FAIL_OPEN. out->need_bytes = bytes. 0 on success; -1 if out is NULL,
  * die is below -1 or not below PNMEM_MAX_DIES, or on failure (*out not written).
- * Locks the ledger's mutex (die -1), nothing for a die. */
+ * A die's free VRAM is counted less what is promised on it (out->pending_bytes), as a model
+ * load's is. Locks the ledger's mutex. */
 PNMEM_C_API int pnmem_check_bytes(uint64_t bytes, int die, pnmem_admit_answer* out);
+
+/* Since 0.3: pnmem_check_bytes on die `die` (0..PNMEM_MAX_DIES-1), and on PNMEM_ADMITTED the bytes
+ * reserved on that die (a KV pool, a buffer the engine allocates there) until settled or
+ * cancelled, with ttl_ms as pnmem_reserve_bytes has it. 0 on success; -1 if out or reservation
+ * is NULL, die is out of range (logged), or on failure (nothing is reserved, *out is not
+ * written, *reservation is 0). Locks the ledger's mutex, then the handles' mutex. */
+PNMEM_C_API int pnmem_reserve_die_bytes(int die, uint64_t bytes, int64_t ttl_ms, pnmem_admit_answer* out,
+                                        pnmem_reservation* reservation);
+
+/* Since 0.3: pnmem_admit_model_load and pnmem_admit_model_load_die, and on PNMEM_ADMITTED the
+ * need (out->need_bytes) reserved on the die they chose (out->die) until settled (the weights
+ * are on the die: pnmem_reservation_settle; counted until a sample of the die that began after
+ * it) or cancelled (the load failed or was dropped: pnmem_reservation_cancel). Two loads at once,
+ * in one process or in two of the box ledger on one GPU, are never both told the same VRAM is
+ * theirs. *reservation is 0 when nothing was reserved. 0 on success; -1 if load, out or
+ * reservation is NULL, the load is refused, or on failure (nothing is reserved, *out is not
+ * written, *reservation is 0). Locks the ledger's mutex, then the handles' mutex.
+ *
+ *   pnmem_reservation r;
+ *   pnmem_admit_model_load_reserved(&l, &a, &r);
+ *   if (a.status == PNMEM_ADMITTED) { load_weights_onto(a.die); pnmem_reservation_settle(r); }
+ */
+PNMEM_C_API int pnmem_admit_model_load_reserved(const pnmem_model_load* load, pnmem_admit_answer* out,
+                                                pnmem_reservation* reservation);
+PNMEM_C_API int pnmem_admit_model_load_die_reserved(const pnmem_model_load* load, pnmem_admit_answer* out,
+                                                    pnmem_reservation* reservation);
+
+/* Since 0.3: names this process's die `die` by its GPU's UUID, as `nvidia-smi -L` prints it
+ * ("GPU-" and 8-4-4-4-12 hex digits; the same without "GPU-", or 32 hex digits, are taken too;
+ * the CUDA runtime's cudaDeviceProp::uuid). A die's index is the process's own (its
+ * CUDA_VISIBLE_DEVICES); its UUID is the box's: with it, the die's reservations are counted in
+ * the box ledger (pnmem_watcher_options.ledger) with every process's on the same GPU, and theirs
+ * in this process's answers, and the die's retiring bytes (pnmem_set_die) are every process's.
+ * A die not named counts only this process's reservations. 0 on success; -1 for a die outside
+ * [0, PNMEM_MAX_DIES), a NULL or unreadable uuid, or a die that holds unsettled reservations
+ * under another UUID (each logged with the value). Locks the ledger's mutex. */
+PNMEM_C_API int pnmem_set_die_uuid(int die, const char* uuid);
 
 /* Locks the handles' mutex, then the ledger's. */
 PNMEM_C_API void pnmem_reservation_settle(pnmem_reservation reservation);

@@ -1102,6 +1102,44 @@ def admit_bytes(n_bytes: int, ttl: Optional[float] = None) -> Reservation:
     return Reservation(a, r.value, a.status in (Status.ADMITTED, Status.FAIL_OPEN))
 
 
+def _ttl_ms(f: str, ttl: Optional[float]) -> int:
+    ttl_ms = 0 if ttl is None else _seconds_to_ms(f, "ttl", ttl)
+    if ttl is not None and ttl_ms == 0:
+        raise ArgumentError(f"{f}: ttl is {ttl}: must be above 0 seconds (None: never expires)", f)
+    return ttl_ms
+
+
+def reserve_die_bytes(die: int, n_bytes: int, ttl: Optional[float] = None) -> Reservation:
+    """pnmem_reserve_die_bytes: bytes about to be allocated on a die (a KV pool, a buffer). granted when
+    ADMITTED (reserved on that die, counted until settled and a sample of the die has them, or cancelled)
+    or FAIL_OPEN (no watcher); DENIED: answer.limit_bytes fit (the die's free VRAM less the die reserve and
+    what is promised there: answer.pending_bytes). ttl as admit_bytes."""
+    f = "pnmem_reserve_die_bytes"
+    d = _int(f, "die", die, 0, _ffi.MAX_DIES - 1)
+    b = _u64(f, "n_bytes", n_bytes)
+    ttl_ms = _ttl_ms(f, ttl)
+    out = _ffi.pnmem_admit_answer()
+    r = ctypes.c_uint64(0)
+    _begin()
+    if _lib.pnmem_reserve_die_bytes(d, b, ttl_ms, ctypes.byref(out), ctypes.byref(r)) != 0:
+        raise _fail(f, "failed")
+    a = _answer(out)
+    return Reservation(a, r.value, a.status in (Status.ADMITTED, Status.FAIL_OPEN))
+
+
+def set_die_uuid(die: int, uuid: str) -> None:
+    """pnmem_set_die_uuid: names this process's die `die` by its GPU's UUID ("GPU-..." as nvidia-smi -L
+    prints it; torch.cuda.get_device_properties(die).uuid gives it without the prefix). Its reservations
+    are then counted in the box ledger with every process's on the same GPU, whatever index each gives it."""
+    f = "pnmem_set_die_uuid"
+    d = _int(f, "die", die, 0, _ffi.MAX_DIES - 1)
+    if not isinstance(uuid, str):
+        raise ArgumentTypeError(f"{f}: uuid is {type(uuid).__name__}: must be str", f)
+    _begin()
+    if _lib.pnmem_set_die_uuid(d, uuid.encode("utf-8", "replace")) != 0:
+        raise _fail(f, f"die {d}: uuid {uuid!r} refused")
+
+
 def check_bytes(n_bytes: int, die: int = -1) -> Answer:
     """pnmem_check_bytes: may n_bytes be allocated now? What admit_bytes (die -1, the host: pending
     reservations counted) or a model load on `die` (free VRAM less the die reserve) would answer, with
@@ -1174,6 +1212,30 @@ def admit_model_load_die(weights_bytes: int, kv_bytes: int, die: int) -> Answer:
     """pnmem_admit_model_load_die: one die's slice of a model split over several dies."""
     f = "pnmem_admit_model_load_die"
     return _load_check(f, _lib.pnmem_admit_model_load_die, _load_c(f, weights_bytes, kv_bytes, die))
+
+
+def _load_reserve(f: str, fn: Any, load: _ffi.pnmem_model_load) -> Reservation:
+    out = _ffi.pnmem_admit_answer()
+    r = ctypes.c_uint64(0)
+    _begin()
+    if fn(ctypes.byref(load), ctypes.byref(out), ctypes.byref(r)) != 0:
+        raise _fail(f, "load refused")
+    a = _answer(out)
+    return Reservation(a, r.value, a.status in (Status.ADMITTED, Status.FAIL_OPEN))
+
+
+def reserve_model_load(weights_bytes: int, kv_bytes: int = 0, die: int = -1) -> Reservation:
+    """pnmem_admit_model_load_reserved: admit_model_load, and when ADMITTED the need reserved on the die
+    it chose (answer.die) until settled (the weights are on it) or cancelled. Two loads at once, in this
+    process or another of the box ledger on the same GPU, are never both given the same VRAM."""
+    f = "pnmem_admit_model_load_reserved"
+    return _load_reserve(f, _lib.pnmem_admit_model_load_reserved, _load_c(f, weights_bytes, kv_bytes, die))
+
+
+def reserve_model_load_die(weights_bytes: int, kv_bytes: int, die: int) -> Reservation:
+    """pnmem_admit_model_load_die_reserved: admit_model_load_die, and the slice reserved on that die."""
+    f = "pnmem_admit_model_load_die_reserved"
+    return _load_reserve(f, _lib.pnmem_admit_model_load_die_reserved, _load_c(f, weights_bytes, kv_bytes, die))
 
 
 def admit_load_spike() -> Answer:

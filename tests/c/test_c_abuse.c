@@ -92,6 +92,16 @@ static void refused_load(const pnmem_model_load* load, const char* field) {
   CHECK(pnmem_admit_model_load_die(load, &a) == -1);
   CHECK(same_answer(&a, &pattern));
   CHECK(logged(field));
+  pnmem_reservation r = 77;
+  CHECK(pnmem_admit_model_load_reserved(load, &a, &r) == -1);
+  CHECK(same_answer(&a, &pattern));
+  CHECK(r == 0);
+  CHECK(logged(field));
+  r = 77;
+  CHECK(pnmem_admit_model_load_die_reserved(load, &a, &r) == -1);
+  CHECK(same_answer(&a, &pattern));
+  CHECK(r == 0);
+  CHECK(logged(field));
 }
 
 /* The model-load checks and rung 4a's KV allocation with bad arguments. `running`: the watcher
@@ -120,7 +130,47 @@ static void bad_load_arguments(int running) {
   CHECK(pnmem_admit_model_load_die(&l, NULL) == -1);
   CHECK(pnmem_admit_model_load_die(NULL, NULL) == -1);
   CHECK(pnmem_admit_load_spike(NULL) == -1);
+  pnmem_reservation held = 77;
+  CHECK(pnmem_admit_model_load_reserved(NULL, &a, &held) == -1);
+  CHECK(held == 0);
+  CHECK(pnmem_admit_model_load_reserved(&l, NULL, &held) == -1);
+  CHECK(pnmem_admit_model_load_reserved(&l, &a, NULL) == -1);
+  held = 77;
+  CHECK(pnmem_admit_model_load_die_reserved(NULL, &a, &held) == -1);
+  CHECK(held == 0);
+  CHECK(pnmem_admit_model_load_die_reserved(&l, NULL, &held) == -1);
+  CHECK(pnmem_admit_model_load_die_reserved(&l, &a, NULL) == -1);
+  /* pnmem_reserve_die_bytes: NULL pointers, dies out of range (logged, nothing reserved). */
+  held = 77;
+  CHECK(pnmem_reserve_die_bytes(0, 1, 0, NULL, &held) == -1);
+  CHECK(held == 0);
+  CHECK(pnmem_reserve_die_bytes(0, 1, 0, &a, NULL) == -1);
+  const int bad_dies[] = {-1, PNMEM_MAX_DIES, INT_MIN, INT_MAX};
+  for (size_t i = 0; i < N_OF(bad_dies); ++i) {
+    held = 77;
+    CHECK(pnmem_reserve_die_bytes(bad_dies[i], 1, 0, &a, &held) == -1);
+    CHECK(held == 0);
+    CHECK(logged("outside [0, 16)"));
+    CHECK(pnmem_set_die_uuid(bad_dies[i], "GPU-11111111-2222-3333-4444-555555555555") == -1);
+    CHECK(logged("outside [0, 16)"));
+  }
   CHECK(same_answer(&a, &pattern));
+  /* pnmem_set_die_uuid: NULL, and text that is no GPU UUID (each logged, quoted). */
+  CHECK(pnmem_set_die_uuid(0, NULL) == -1);
+  const char* bad_uuids[] = {"", "GPU-", "GPU-1111111-2222-3333-4444-555555555555", "not a uuid",
+                             "00000000-0000-0000-0000-000000000000", "GPU-11111111-2222-3333-4444-55555555555\n"};
+  for (size_t i = 0; i < N_OF(bad_uuids); ++i) {
+    CHECK(pnmem_set_die_uuid(0, bad_uuids[i]) == -1);
+    CHECK(logged("not a GPU's UUID"));
+  }
+  /* A die not fed: the die reservation is "bad_request" (running) or fails open; nothing is held. */
+  held = 77;
+  CHECK(pnmem_reserve_die_bytes(3, 1, 0, &a, &held) == 0);
+  CHECK(held == 0);
+  CHECK(a.status == (running ? PNMEM_DENIED : PNMEM_FAIL_OPEN));
+  CHECK(a.die == 3);
+  CHECK(a.need_bytes == 1);
+  a = pattern;
 
   /* Loads refused field by field. */
   l.struct_size = 0;

@@ -3,7 +3,10 @@
  * pnmem_reserve_bytes, pnmem_host_budget); the other one killed with SIGKILL, its bytes stop counting at
  * the next sample; "off" counts alone; a ledger that is no pnmem ledger is refused with one line and the
  * process counts alone. Both processes' samplers read a tree this test writes (16 GiB, 12 GiB available),
- * the ledger is a file in that tree's directory. */
+ * the ledger is a file in that tree's directory. Dies: the two number the same two GPUs the other way
+ * round (pnmem_set_die_uuid); a model load reserved by one on its die 0 is on the other's die 1
+ * (pnmem_admit_model_load, pnmem_check_bytes, pnmem_reserve_die_bytes count it), and goes with the
+ * process killed holding it. */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
 #include <stdint.h>
@@ -19,6 +22,14 @@
 #include "c_tree.h"
 
 #define GIB (1ULL << 30)
+#define GPU_X "GPU-0a0a0a0a-1111-2222-3333-444444444444"
+#define GPU_Y "GPU-0b0b0b0b-5555-6666-7777-888888888888"
+
+/* Two dies of 40 GiB, 40 GiB free each, named `d0` and `d1`. */
+static int feed_dies(const char* d0, const char* d1) {
+  if (pnmem_set_die(0, 40 * GIB, 40 * GIB, 0, 0) != 0 || pnmem_set_die(1, 40 * GIB, 40 * GIB, 0, 0) != 0) return -1;
+  return pnmem_set_die_uuid(0, d0) == 0 && pnmem_set_die_uuid(1, d1) == 0 ? 0 : -1;
+}
 
 static char last_line[1024];
 static void keep_line(void* user, const char* line) {
@@ -84,6 +95,14 @@ int main(void) {
     pnmem_admit_answer a;
     pnmem_reservation r;
     if (pnmem_reserve_bytes(5 * GIB, 0, &a, &r) != 0 || a.status != PNMEM_ADMITTED) _exit(3);
+    /* Its GPUs are (x, y): a 30 GiB model (and the die scratch, 1.5 GiB) onto x, its die 0. */
+    if (feed_dies(GPU_X, GPU_Y) != 0) _exit(9);
+    pnmem_model_load l;
+    pnmem_model_load_init(&l);
+    l.weights_bytes = 30 * GIB;
+    l.die = 0;
+    pnmem_reservation load;
+    if (pnmem_admit_model_load_reserved(&l, &a, &load) != 0 || a.status != PNMEM_ADMITTED || load == 0) _exit(10);
     if (write(to_parent[1], "held\n", 5) != 5) _exit(4);
     for (;;) pause();
   }
@@ -107,6 +126,32 @@ int main(void) {
   CHECK(strstr(text, "\npnmem_ledger_processes{") != NULL);
   CHECK(strstr(text, "} 2\n") != NULL);
 
+  /* This process's GPUs are (y, x): x is its die 1, where the other promised 30 GiB + the scratch. The
+   * policy's die reserve (1 GiB) and scratch (1.5 GiB) as the environment leaves them. */
+  pnmem_policy p;
+  CHECK(pnmem_policy_get(&p) == 0);
+  const uint64_t promised = 30 * GIB + p.die_scratch_bytes;
+  CHECK(feed_dies(GPU_Y, GPU_X) == 0);
+  CHECK(pnmem_check_bytes(GIB, 1, &a) == 0);
+  CHECK(a.status == PNMEM_ADMITTED && a.pending_bytes == promised);
+  CHECK(a.limit_bytes == 40 * GIB - promised - p.die_reserve_bytes);
+  CHECK(pnmem_check_bytes(GIB, 0, &a) == 0);
+  CHECK(a.status == PNMEM_ADMITTED && a.pending_bytes == 0);
+  pnmem_model_load l;
+  pnmem_model_load_init(&l);
+  l.weights_bytes = 20 * GIB;
+  CHECK(pnmem_admit_model_load(&l, &a) == 0); /* die -1: the roomiest once the promise counts, y */
+  CHECK(a.status == PNMEM_ADMITTED && a.die == 0);
+  l.die = 1;
+  CHECK(pnmem_admit_model_load(&l, &a) == 0);
+  CHECK(a.status == PNMEM_DENIED && a.pending_bytes == promised);
+  pnmem_reservation dr;
+  CHECK(pnmem_reserve_die_bytes(1, 8 * GIB, 0, &a, &dr) == 0);
+  CHECK(a.status == PNMEM_DENIED && dr == 0); /* 40 - 31.5 - 1 = 7.5 GiB left on x */
+  CHECK(pnmem_reserve_die_bytes(1, 7 * GIB, 0, &a, &dr) == 0);
+  CHECK(a.status == PNMEM_ADMITTED && dr != 0);
+  pnmem_reservation_cancel(dr);
+
   /* SIGKILL, the OOM killer's way: at the next sample (at least 100 ms of sample time on) its holder is
    * freed and its bytes stop counting. */
   kill(other, SIGKILL);
@@ -117,6 +162,8 @@ int main(void) {
   CHECK(pnmem_reserve_bytes(6 * GIB, 0, &a, &r) == 0);
   CHECK(a.status == PNMEM_ADMITTED);
   pnmem_reservation_cancel(r);
+  CHECK(pnmem_check_bytes(GIB, 1, &a) == 0);
+  CHECK(a.status == PNMEM_ADMITTED && a.pending_bytes == 0); /* the killed process's load went with it */
   pnmem_watcher_stop();
 
   char file[420];

@@ -503,6 +503,36 @@ TEST_CASE("pnmem ledger: the box ledger's holders and totals; a dead one is gone
     const auto m = run({"metrics"}, {{"PN_LEDGER", file}});
     CHECK(m.out.find("pnmem_ledger_processes{scope=\"" + file + "\"} 1\n") != std::string::npos);
     CHECK(m.out.find("pnmem_ledger_pending_bytes{scope=\"" + file + "\"} 3221225472\n") != std::string::npos);
+    CHECK(m.out.find("pnmem_ledger_die_pending_bytes") == std::string::npos);  // no GPU named yet
+
+    // A GPU named by its UUID, 2 GiB reserved on it: the dies table, its JSON, and its metrics by UUID.
+    const std::string uuid = "GPU-11111111-2222-3333-4444-555555555555";
+    w.s.n_dies = 1;
+    w.s.per_die_budget_bytes[0] = 80 * pnmem::GiB;
+    w.s.per_die_free_bytes[0] = 40 * pnmem::GiB;
+    w.s.per_die_retiring_bytes[0] = 1 * pnmem::GiB;
+    w.s.per_die_read_ns[0] = pnmem::steady_now_ns();
+    w.s = pnmem::with_derived_level(w.s);
+    pnmem::die_uuid id;
+    REQUIRE(pnmem::parse_die_uuid(uuid, id));
+    REQUIRE(ledger.name_die(0, id));
+    auto d = ledger.reserve_die_bytes(w, 0, 2 * pnmem::GiB);
+    REQUIRE(d.answer.status == pnmem::admit_status::admitted);
+    const json dv = json::parse(run({"--json", "ledger", "--ledger", file}).out, nullptr, false);
+    REQUIRE(dv.at("dies").size() == 1);
+    CHECK(dv.at("dies")[0].at("gpu") == uuid);
+    CHECK(dv.at("dies")[0].at("reserved_bytes") == 2 * pnmem::GiB);
+    CHECK(dv.at("dies")[0].at("reservations") == 1);
+    CHECK(dv.at("dies")[0].at("retiring_bytes") == 1 * pnmem::GiB);
+    REQUIRE(dv.at("dies")[0].at("holders").size() == 1);
+    CHECK(dv.at("dies")[0].at("holders")[0].at("pid") == ::getpid());
+    const auto dt = run({"ledger", "--ledger", file});
+    CHECK(dt.out.find("dies:\n") != std::string::npos);
+    CHECK(dt.out.find("\n  " + uuid + "  2.00 GiB (1)") != std::string::npos);
+    const auto dm = run({"metrics"}, {{"PN_LEDGER", file}});
+    const std::string labels = "{scope=\"" + file + "\",gpu=\"" + uuid + "\"}";
+    CHECK(dm.out.find("pnmem_ledger_die_pending_bytes" + labels + " 2147483648\n") != std::string::npos);
+    CHECK(dm.out.find("pnmem_ledger_die_retiring_bytes" + labels + " 1073741824\n") != std::string::npos);
   }
   j.link.reset();  // the holder leaves: its slot is free, its bytes gone
   const json after = json::parse(run({"--json", "ledger", "--ledger", file}).out, nullptr, false);

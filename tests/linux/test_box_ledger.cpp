@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -300,6 +301,101 @@ TEST_CASE("a lock a stopped process holds: the ledger leaves the box within the 
   CHECK(ledger.pending_bytes(w) == 1 * GiB);  // its own promise, still
 }
 
+// A ledger of another pnmem version (a box whose engines were upgraded; /dev/shm outlives them): another
+// size or version, the magic. While a process of that version holds it, it is refused (two versions
+// cannot count in one book); once none does, the first process to join replaces it, and processes that
+// join at once all end in the one that replaced it.
+TEST_CASE("a ledger of another pnmem version: refused while a process holds it, replaced once none does") {
+  const scope sc;
+  const std::string file = sc.path("old");
+  // What the version before dies left: its size, its identity fields, a promise of 8 GiB.
+  auto make_old = [&] {
+    ::unlink(file.c_str());
+    const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, 272768) == 0);
+    unsigned char head[offsetof(box_segment, owner_uid)] = {};
+    const std::uint32_t version = 1;
+    const std::uint64_t size = 272768;
+    std::memcpy(head + offsetof(box_segment, magic), box_magic, sizeof box_magic);
+    std::memcpy(head + offsetof(box_segment, version), &version, sizeof version);
+    std::memcpy(head + offsetof(box_segment, size), &size, sizeof size);
+    REQUIRE(::pwrite(fd, head, sizeof head, 0) == static_cast<ssize_t>(sizeof head));
+    const std::uint64_t promised = 8 * GiB;
+    REQUIRE(::pwrite(fd, &promised, sizeof promised, 256) == static_cast<ssize_t>(sizeof promised));
+    return fd;
+  };
+  auto size_of = [&] {
+    struct stat st {};
+    REQUIRE(::stat(file.c_str(), &st) == 0);
+    return static_cast<std::uint64_t>(st.st_size);
+  };
+
+  // A live holder of the old version: its liveness lock on a byte past its data.
+  const int old_holder = make_old();
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 272768 + 1 + 5;
+  fl.l_len = 1;
+  REQUIRE(::fcntl(old_holder, F_OFD_SETLK, &fl) == 0);
+  const linux_os::box_join held = join_box(sc.options("old"));
+  CHECK(held.link == nullptr);
+  CHECK(held.problem.find("its size is 272768 bytes") != std::string::npos);
+  CHECK(held.problem.find("a live process of that version holds it") != std::string::npos);
+  CHECK(size_of() == 272768);  // left as it was
+
+  // It exits: the next process to join replaces the file, and counts nothing of the dead's.
+  ::close(old_holder);
+  {
+    fake_watcher w;
+    w.sample(total / 2);
+    host_ledger ledger{sc.join("old")};
+    CHECK(size_of() == sizeof(box_segment));
+    CHECK(ledger.box_processes() == 1);
+    CHECK(ledger.pending_bytes(w) == 0);
+  }
+
+  // Not a ledger (no magic), of another size: refused, never replaced (it is someone's file).
+  {
+    ::unlink(file.c_str());
+    const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    REQUIRE(::write(fd, "not a pnmem ledger", 18) == 18);
+    ::close(fd);
+    const linux_os::box_join junk = join_box(sc.options("old"));
+    CHECK(junk.link == nullptr);
+    CHECK(junk.problem.find("its size is 18 bytes") != std::string::npos);
+    CHECK(size_of() == 18);
+  }
+  // An old ledger others may open: refused as any such file is, not replaced.
+  ::close(make_old());
+  REQUIRE(::chmod(file.c_str(), 0644) == 0);
+  CHECK(join_box(sc.options("old")).problem.find("other users may open it") != std::string::npos);
+  CHECK(size_of() == 272768);
+
+  // Six processes join an old ledger at once: one replaces it, and all six are holders of that one.
+  ::close(make_old());
+  int go[2];
+  REQUIRE(::pipe(go) == 0);
+  std::vector<std::unique_ptr<child>> joiners;
+  for (int i = 0; i < 6; ++i) {
+    joiners.push_back(std::make_unique<child>([&](int out) {
+      ::close(go[1]);
+      char c;
+      (void)!::read(go[0], &c, 1);  // all start together
+      const linux_os::box_join j = join_box(sc.options("old"));
+      say(out, j.link != nullptr ? "joined" : j.problem);
+      ::pause();
+    }));
+  }
+  ::close(go[0]);
+  ::close(go[1]);  // EOF: go
+  for (auto& j : joiners) CHECK(j->line() == "joined");
+  const linux_os::box_read r = linux_os::read_box(sc.options("old"));
+  REQUIRE(r.view);
+  CHECK(r.view->holders.size() == 6);
+}
+
 TEST_CASE("untrusted segments: each is refused with one line naming it, and nothing is joined") {
   const scope sc;
   const std::string file = sc.path("bad");
@@ -337,9 +433,19 @@ TEST_CASE("untrusted segments: each is refused with one line naming it, and noth
     ::munmap(seg, sizeof(box_segment));
     ::close(fd);
   };
-  edit([](box_segment& s) { s.version = 99; });
-  refused("its version is 99");
-  edit([](box_segment& s) { s.version = box_version; s.holders_live = 7; });
+  edit([](box_segment& s) { s.layout ^= 1; });  // another build's layout, held by a live process of it
+  {
+    const int held = ::open(file.c_str(), O_RDWR);
+    struct flock fl {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = static_cast<off_t>(sizeof(box_segment)) + 1;
+    fl.l_len = 1;
+    REQUIRE(::fcntl(held, F_OFD_SETLK, &fl) == 0);
+    refused("its layout is another build's (another pnmem version); a live process of that version holds it");
+    ::close(held);
+  }
+  edit([](box_segment& s) { s.layout = box_layout(); s.holders_live = 7; });
   refused("its count of holders is 7");
   edit([](box_segment& s) {
     s.holders_live = 0;

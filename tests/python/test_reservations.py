@@ -84,3 +84,51 @@ def test_admit_bytes_bad_arguments(args):
 def test_admit_reserved_bad_arguments(args):
     with pytest.raises(pnmem.Error):
         pnmem.admit_reserved(*args)
+
+
+GIB = 1 << 30
+
+
+def test_die_reservations(roomy_die):
+    """Model loads and die bytes reserved on a die: each counts against the next until cancelled (or
+    settled and seen by a sample of the die)."""
+    p = pnmem.policy()
+    scratch, reserve = p.die_scratch_bytes, p.die_reserve_bytes
+    room = 16 * GIB - reserve  # die 0: 16 GiB free
+    first = pnmem.reserve_model_load(8 * GIB, 0, die=0)
+    assert first.granted and first.handle != 0 and first.answer.status == pnmem.Status.ADMITTED
+    assert first.answer.need_bytes == 8 * GIB + scratch and first.answer.die == 0
+    # A second one does not get the same VRAM: the first is counted.
+    second = pnmem.check_bytes(room - 8 * GIB - scratch + 1, die=0)
+    assert second.status == pnmem.Status.DENIED and second.pending_bytes == 8 * GIB + scratch
+    assert pnmem.admit_model_load(room - 8 * GIB - 2 * scratch + 1, 0, die=0).status == pnmem.Status.DENIED
+    buf = pnmem.reserve_die_bytes(0, GIB, ttl=60)
+    assert buf.granted and buf.answer.pending_bytes == 8 * GIB + scratch
+    with pnmem.reserve_model_load_die(GIB, 0, 0) as slice_:
+        assert slice_.granted
+        assert pnmem.check_bytes(1, die=0).pending_bytes == 10 * GIB + 2 * scratch
+    # The context manager settled the slice: counted until a sample of the die reads it.
+    first.cancel()
+    buf.cancel()
+    pnmem.set_die(0, 16 * GIB, 16 * GIB, 0, 0)  # the die read again, after the settle
+    assert pnmem.check_bytes(room, die=0).status == pnmem.Status.ADMITTED
+    assert pnmem.check_bytes(1, die=0).pending_bytes == 0
+
+
+def test_die_uuid():
+    pnmem.set_die_uuid(0, "GPU-0a0a0a0a-1111-2222-3333-444444444444")
+    pnmem.set_die_uuid(1, "0b0b0b0b-5555-6666-7777-888888888888")  # as torch prints it
+    for bad in ["", "GPU-", "not a uuid", "GPU-0a0a0a0a-1111-2222-3333-44444444444"]:
+        with pytest.raises(pnmem.Error, match="pnmem_set_die_uuid"):
+            pnmem.set_die_uuid(0, bad)
+    with pytest.raises(pnmem.ArgumentError):
+        pnmem.set_die_uuid(pnmem.MAX_DIES, "GPU-0a0a0a0a-1111-2222-3333-444444444444")
+    with pytest.raises(pnmem.ArgumentTypeError):
+        pnmem.set_die_uuid(0, None)
+
+
+@pytest.mark.parametrize("args", [(-1, 1), (pnmem.MAX_DIES, 1), (0, -1), (0, 2 ** 64), (None, 1), (0, "1"),
+                                  (0, 1, 0), (0, 1, -1)])
+def test_reserve_die_bytes_bad_arguments(args):
+    with pytest.raises(pnmem.Error):
+        pnmem.reserve_die_bytes(*args)

@@ -131,6 +131,35 @@ class ledger_command final : public box_command {
         << (x.reservations > 0 ? held_text.str() : std::string("-")) << '\n';
     }
     out.json["holders"] = holders;
+    // The GPUs of the book, by UUID (processes that name their dies: pnmem_set_die_uuid, name_dies).
+    nlohmann::ordered_json dies = nlohmann::ordered_json::array();
+    if (!v.dies.empty()) {
+      t << "dies:" << '\n';
+      t << std::left << "  " << std::setw(42) << "gpu" << std::setw(20) << "reserved" << std::setw(14) << "settled"
+        << "retiring" << '\n';
+    }
+    for (const lo::box_die_view& d : v.dies) {
+      const std::string gpu = pnmem::to_string(d.uuid);
+      t << "  " << std::setw(42) << gpu << std::setw(20)
+        << (pnmem::format_bytes(d.reserved_bytes) + " (" + std::to_string(d.reservations) + ")") << std::setw(14)
+        << pnmem::format_bytes(d.settled_unseen_bytes) << pnmem::format_bytes(d.retiring_bytes) << '\n';
+      nlohmann::ordered_json j;
+      j["gpu"] = gpu;
+      j["reservations"] = d.reservations;
+      j["reserved_bytes"] = d.reserved_bytes;
+      j["settled_unseen_bytes"] = d.settled_unseen_bytes;
+      j["retiring_bytes"] = d.retiring_bytes;
+      nlohmann::ordered_json by = nlohmann::ordered_json::array();
+      for (const auto& h : d.holders) {
+        by.push_back({{"pid", h.pid},
+                      {"reservations", h.reservations},
+                      {"reserved_bytes", h.reserved_bytes},
+                      {"retiring_bytes", h.retiring_bytes}});
+      }
+      j["holders"] = by;
+      dies.push_back(j);
+    }
+    out.json["dies"] = dies;
     out.text = t.str();
     return out;
   }
@@ -147,8 +176,11 @@ std::string box_ledger_metrics(const pnmem::mem_state& s) {
   const lo::box_read r = lo::read_box(options_for(s, std::nullopt, std::nullopt));
   if (!r.view) return {};
   const lo::box_view& v = *r.view;
-  return pnmem::prometheus_ledger_text({v.scope, v.holders.size(), v.unsettled_bytes + v.settled_unseen_bytes,
-                                        v.credited_unseen_bytes});
+  pnmem::ledger_load l{v.scope, v.holders.size(), v.unsettled_bytes + v.settled_unseen_bytes, v.credited_unseen_bytes};
+  for (const lo::box_die_view& d : v.dies) {
+    l.dies.push_back({pnmem::to_string(d.uuid), d.reserved_bytes + d.settled_unseen_bytes, d.retiring_bytes});
+  }
+  return pnmem::prometheus_ledger_text(l);
 }
 
 }  // namespace pnmem_cli

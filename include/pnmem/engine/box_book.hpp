@@ -98,6 +98,7 @@ struct box_die {
   std::uint64_t retiring_total;   // every live holder's retiring bytes on it
   std::uint32_t reservations;     // every live holder's unsettled reservations on it
   std::uint32_t unused;
+  std::int64_t last_read_ns;      // the newest read of it any holder's answers used (box_die_saw)
 };
 
 // A die reservation settled: counted until a sample of that die that began after it.
@@ -509,6 +510,18 @@ inline box_die_figures box_die_pending(const box_segment& s, std::uint32_t d, st
     if (e.die == d) out.pending = detail::sat_add(out.pending, e.bytes);
   }
   return out;
+}
+
+// A holder's answer used a sample of die `d` read at die_read_ns: the die's newest read, if newer (what
+// box_die_seen_pending measures from, for people and metrics).
+inline void box_die_saw(box_segment& s, std::uint32_t d, std::int64_t die_read_ns) noexcept {
+  if (d < s.dies_used && d < box_max_dies && die_read_ns > s.dies[d].last_read_ns) s.dies[d].last_read_ns = die_read_ns;
+}
+
+// What box_die_pending tells a holder whose sample of die `d` is the newest any holder used: the figures
+// `pnmem ledger` and the metrics show.
+inline box_die_figures box_die_seen_pending(const box_segment& s, std::uint32_t d) noexcept {
+  return d < s.dies_used && d < box_max_dies ? box_die_pending(s, d, s.dies[d].last_read_ns) : box_die_figures{};
 }
 
 // Frees holder `h` (its process is gone): its unsettled bytes stop counting. Its settles stay in the ring

@@ -82,6 +82,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <limits>
 #include <memory>
@@ -322,6 +323,28 @@ class host_ledger {
     });
   }
 
+  // reserve_model_load's and reserve_model_load_die's answers with nothing reserved.
+  template <class Watcher>
+  admission check_model_load(const Watcher& w, const model_load_spec& m, int die,
+                             const pnmem::policy& p = process_policy()) PNMEM_EXCLUDES(mu_) {
+    admission out;
+    detail::lock_guard lk(mu_);
+    const box_scope box(*this);
+    die_answer_locked(w, answer_kind::model_load, out, [&](const mem_state& s) { return admit_model_load(m, s, die, p); });
+    return out;
+  }
+  template <class Watcher>
+  admission check_model_load_die(const Watcher& w, std::uint64_t weights_slice_bytes, std::uint64_t kv_slice_bytes,
+                                 int die, const pnmem::policy& p = process_policy()) PNMEM_EXCLUDES(mu_) {
+    admission out;
+    detail::lock_guard lk(mu_);
+    const box_scope box(*this);
+    die_answer_locked(w, answer_kind::load_slice, out, [&](const mem_state& s) {
+      return admit_model_load_die(weights_slice_bytes, kv_slice_bytes, s, die, p);
+    });
+    return out;
+  }
+
   // What every answer counts on `die` beside its sampled numbers: the bytes promised on it and not yet in
   // a sample of it, and its retiring bytes (per_die_retiring_bytes); every process's when the die is
   // named and the ledger joined a box (`box` true), else this process's. Zeros for a die out of range,
@@ -472,12 +495,20 @@ class host_ledger {
   // The box-wide figures an engine's /metrics carries (engine/metrics.hpp prometheus_ledger_text): on
   // the watcher's newest snapshot, the bytes promised and credited that it has not seen, and the
   // processes joined. `box` false when the ledger counts alone (then the figures are its own).
+  // Each GPU of the book (by UUID): what every process promised on it and a sample of it has not seen
+  // (from the newest read of it any process's answers used), and their retiring bytes there.
+  struct die_load {
+    die_uuid uuid;
+    std::uint64_t pending_bytes = 0;
+    std::uint64_t retiring_bytes = 0;
+  };
   struct figures {
     bool box = false;
     std::string scope;
     std::uint32_t processes = 1;
     std::uint64_t pending_bytes = 0;
     std::uint64_t credited_bytes = 0;
+    std::vector<die_load> dies;
   };
   template <class Watcher>
   figures ledger_figures(const Watcher& w) PNMEM_EXCLUDES(mu_) {
@@ -487,9 +518,18 @@ class host_ledger {
     if (w.running()) with_budget_locked(w, out.pending_bytes, [](const mem_state&) { return 0; });
     out.credited_bytes = credited_now_;
     if (box_held_ != nullptr) {
+      const box_segment& seg = *box_held_->seg;
       out.box = true;
       out.scope = box_held_->scope;
-      out.processes = box_held_->seg->holders_live;
+      out.processes = seg.holders_live;
+      for (std::uint32_t d = 0; d < seg.dies_used && d < box_max_dies; ++d) {
+        const box_die_figures f = box_die_seen_pending(seg, d);
+        die_load l;
+        std::memcpy(l.uuid.bytes.data(), seg.dies[d].uuid, l.uuid.bytes.size());
+        l.pending_bytes = f.pending;
+        l.retiring_bytes = f.retiring;
+        out.dies.push_back(l);
+      }
     }
     return out;
   }
@@ -809,6 +849,7 @@ class host_ledger {
           box_die_set_retiring(seg, box_held_->holder, bd, sampled_die_retiring_[d]);
           box_retiring_[d] = sampled_die_retiring_[d];
         }
+        box_die_saw(seg, bd, s.per_die_read_ns[d]);
         const box_die_figures f = box_die_pending(seg, bd, s.per_die_read_ns[d]);
         pending = f.pending;
         s.per_die_retiring_bytes[d] = f.retiring;

@@ -25,7 +25,8 @@
 //             (TotalRunningRequests), pnmem_kv_cache_usage_ratio (KVCacheUtilization, 0 to 1),
 //             and pnmem_slot_capacity (the slots the ratio is over when no KV bytes are known)
 //   ledger    (prometheus_ledger_text: a process joined to a box ledger) pnmem_ledger_processes,
-//             pnmem_ledger_pending_bytes, pnmem_ledger_credited_bytes{scope}
+//             pnmem_ledger_pending_bytes, pnmem_ledger_credited_bytes{scope};
+//             pnmem_ledger_die_pending_bytes, pnmem_ledger_die_retiring_bytes{scope,gpu}
 //
 // Not on the decision path: it allocates. Counters are read with relaxed loads,
 // each on its own (the text is not one atomic cut of all of them).
@@ -38,6 +39,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "pnmem/admission.hpp"
 #include "pnmem/clock_ns.hpp"
@@ -257,11 +259,21 @@ inline std::string prometheus_counters_text(const engine_counters& counters) {
 //   pnmem_ledger_processes{scope}        the pnmem processes joined to it
 //   pnmem_ledger_pending_bytes{scope}    bytes every one of them promised that the newest sample has not seen
 //   pnmem_ledger_credited_bytes{scope}   bytes they freed (credited) that it has not seen
+//   pnmem_ledger_die_pending_bytes{scope,gpu}   per GPU of the book (its UUID): bytes promised on it (model
+//                                               loads, die reservations) that its newest sample has not seen
+//   pnmem_ledger_die_retiring_bytes{scope,gpu}  bytes its processes released there that in-flight work still
+//                                               reads (not free yet)
+struct ledger_die_load {
+  std::string gpu;  // "GPU-..."
+  std::uint64_t pending_bytes = 0;
+  std::uint64_t retiring_bytes = 0;
+};
 struct ledger_load {
   std::string_view scope;
   std::uint64_t processes = 0;
   std::uint64_t pending_bytes = 0;
   std::uint64_t credited_bytes = 0;
+  std::vector<ledger_die_load> dies{};
 };
 inline std::string prometheus_ledger_text(const ledger_load& l) {
   detail::metrics::writer w;
@@ -274,6 +286,19 @@ inline std::string prometheus_ledger_text(const ledger_load& l) {
   w.family("pnmem_ledger_credited_bytes", "gauge",
            "Bytes the box ledger's processes freed (credited) that the newest sample has not seen.");
   w.sample("pnmem_ledger_credited_bytes", {label}, l.credited_bytes);
+  if (!l.dies.empty()) {
+    w.family("pnmem_ledger_die_pending_bytes", "gauge",
+             "Bytes the box ledger's processes promised on a GPU (model loads, die reservations) that its newest "
+             "sample has not seen.");
+    for (const ledger_die_load& d : l.dies) {
+      w.sample("pnmem_ledger_die_pending_bytes", {label, {"gpu", d.gpu}}, d.pending_bytes);
+    }
+    w.family("pnmem_ledger_die_retiring_bytes", "gauge",
+             "Bytes the box ledger's processes released on a GPU that in-flight work still reads.");
+    for (const ledger_die_load& d : l.dies) {
+      w.sample("pnmem_ledger_die_retiring_bytes", {label, {"gpu", d.gpu}}, d.retiring_bytes);
+    }
+  }
   return w.take();
 }
 

@@ -14,7 +14,10 @@
 // the group's members may join (a box whose engines run as several users). A file that is not this
 // user's (or, with a group, that group's), is a link, has world access, is of another size or
 // version, or holds impossible figures is refused: one line says why, and the process counts in its own
-// ledger, as with PN_LEDGER=off.
+// ledger, as with PN_LEDGER=off. One exception: a ledger of another pnmem version (its magic, another
+// size, version or layout) that no process holds (no lock on any byte of it: an upgrade's leftover in a
+// /dev/shm that outlived its engines) is replaced by a fresh one, quietly, under a lock on the whole
+// file; while a process of that version holds it, it is refused (two versions cannot share one book).
 //
 // Liveness. Each holder (one joined ledger) holds an open-file-description lock on one byte of the
 // file (F_OFD_SETLK): the kernel drops it when the process dies, however it dies (SIGKILL, the OOM
@@ -80,6 +83,22 @@ struct box_holder_view {
   std::uint64_t settled_unseen_bytes = 0;   // its settles the box's newest sample has not seen
   std::uint64_t credited_unseen_bytes = 0;  // its credits likewise
 };
+// One GPU of the book: what every holder reserved on it and settled that its newest read has not seen,
+// their retiring bytes there, and each holder's reservations on it.
+struct box_die_view {
+  die_uuid uuid;
+  std::uint64_t reserved_bytes = 0;
+  std::uint32_t reservations = 0;
+  std::uint64_t settled_unseen_bytes = 0;
+  std::uint64_t retiring_bytes = 0;
+  struct holding {
+    std::int32_t pid = 0;
+    std::uint64_t reserved_bytes = 0;
+    std::uint32_t reservations = 0;
+    std::uint64_t retiring_bytes = 0;
+  };
+  std::vector<holding> holders;  // those with something on it
+};
 struct box_view {
   std::string path;
   std::string scope;
@@ -90,6 +109,7 @@ struct box_view {
   std::uint64_t credited_unseen_bytes = 0;
   std::uint32_t owner_uid = 0;
   std::vector<box_holder_view> holders;
+  std::vector<box_die_view> dies;
 };
 struct box_read {
   std::optional<box_view> view;
