@@ -80,6 +80,22 @@ pnmem::policy policy_of(const pnmem::c_abi::platform_watcher* w) {
   return w != nullptr ? w->options().policy : pnmem::default_policy;
 }
 
+// A C reservation's options (the watcher's policy, ttl_ms as the C calls take it) and when its handle
+// expires (0: never): no later than the ledger's entry, its clock read first.
+struct c_reserve {
+  pnmem::host_ledger::reserve_options options;
+  std::int64_t handle_expires_ns = 0;
+};
+c_reserve reserve_for(global_state& s, const pnmem::c_abi::platform_watcher* w, std::int64_t ttl_ms) {
+  c_reserve out;
+  out.options.policy = policy_of(w);
+  out.options.ttl = pnmem::c_abi::ttl_from_c(ttl_ms);
+  const std::int64_t now = s.ledger.now_ns();
+  const std::int64_t ttl = out.options.ttl.count();
+  out.handle_expires_ns = ttl <= 0 || now > INT64_MAX - ttl ? 0 : now + ttl;
+  return out;
+}
+
 // The options a live admission runs with: the watcher's policy, and its log line (the ladder's clamp)
 // kept in `line` for the caller to hand to the sink once the decision is made.
 pnmem::admit_options live_options(global_state& s, const pnmem::c_abi::platform_watcher* w, std::string& line) {
@@ -542,17 +558,42 @@ int pnmem_reserve_bytes(uint64_t bytes, int64_t ttl_ms, pnmem_admit_answer* out,
   return boundary(__func__, -1, {out, reservation}, [&] {
     global_state& s = state();
     const pnmem::c_abi::platform_watcher* w = s.watcher();
-    pnmem::host_ledger::reserve_options o;
-    o.policy = policy_of(w);
-    o.ttl = pnmem::c_abi::ttl_from_c(ttl_ms);
-    // The handle expires no later than the ledger's entry: its clock is read first.
-    const std::int64_t now = s.ledger.now_ns();
-    const std::int64_t ttl = o.ttl.count();
-    const std::int64_t expires = ttl <= 0 || now > INT64_MAX - ttl ? 0 : now + ttl;
-    auto r = s.ledger.reserve_bytes(pnmem::c_abi::live_watcher{w}, bytes, o);  // the ledger's mutex
-    const pnmem_reservation id = s.keep(std::move(r.held), expires);
+    const c_reserve c = reserve_for(s, w, ttl_ms);
+    auto r = s.ledger.reserve_bytes(pnmem::c_abi::live_watcher{w}, bytes, c.options);  // the ledger's mutex
+    const pnmem_reservation id = s.keep(std::move(r.held), c.handle_expires_ns);
     *out = pnmem::c_abi::to_c(r.answer, r.pending_bytes);
     *reservation = id;
+    return 0;
+  });
+}
+
+int pnmem_make_room(uint64_t bytes, int64_t ttl_ms, pnmem_free_fn free_older, void* user, pnmem_admit_answer* out,
+                    pnmem_reservation* reservation) {
+  if (reservation != nullptr) *reservation = 0;  // whatever fails below, nothing is reserved
+  return boundary(__func__, -1, {out, reservation}, [&] {
+    global_state& s = state();
+    const pnmem::c_abi::platform_watcher* w = s.watcher();
+    const c_reserve c = reserve_for(s, w, ttl_ms);
+    auto made = s.ledger.make_room(pnmem::c_abi::live_watcher{w}, bytes, [&](std::uint64_t want) -> std::uint64_t {
+      return free_older != nullptr ? free_older(want, user) : 0;  // the engine's, no lock of pnmem's held
+    }, c.options);
+    const pnmem_reservation id = s.keep(std::move(made.admitted.held), c.handle_expires_ns);
+    *out = pnmem::c_abi::to_c(made.admitted.answer, made.admitted.pending_bytes);
+    *reservation = id;
+    return 0;
+  });
+}
+
+int pnmem_shed_bytes(uint64_t* out) {
+  return boundary(__func__, -1, {out}, [&] {
+    *out = state().shed_bytes();
+    return 0;
+  });
+}
+
+int pnmem_set_shed_hook(pnmem_free_fn fn, void* user) {
+  return boundary(__func__, -1, {}, [&] {
+    state().set_shed_hook(fn, user);
     return 0;
   });
 }
@@ -719,15 +760,10 @@ int pnmem_reserve_die_bytes(int die, uint64_t bytes, int64_t ttl_ms, pnmem_admit
       return -1;
     }
     const pnmem::c_abi::platform_watcher* w = s.watcher();
-    pnmem::host_ledger::reserve_options o;
-    o.policy = policy_of(w);
-    o.ttl = pnmem::c_abi::ttl_from_c(ttl_ms);
-    const std::int64_t now = s.ledger.now_ns();  // the handle expires no later than the ledger's entry
-    const std::int64_t ttl = o.ttl.count();
-    const std::int64_t expires = ttl <= 0 || now > INT64_MAX - ttl ? 0 : now + ttl;
-    auto r = s.ledger.reserve_die_bytes(pnmem::c_abi::live_watcher{w}, die, bytes, o);  // the ledger's mutex
+    const c_reserve c = reserve_for(s, w, ttl_ms);
+    auto r = s.ledger.reserve_die_bytes(pnmem::c_abi::live_watcher{w}, die, bytes, c.options);  // the ledger's mutex
     if (r.answer.status == pnmem::admit_status::fail_open) r.answer.die = die;
-    const pnmem_reservation id = s.keep(std::move(r.held), expires);
+    const pnmem_reservation id = s.keep(std::move(r.held), c.handle_expires_ns);
     *out = pnmem::c_abi::to_c(r.answer, r.pending_bytes);
     out->need_bytes = bytes;
     *reservation = id;

@@ -41,9 +41,11 @@ global_state::global_state() {
 void global_state::prepare_fork() noexcept {
   res_mu_.lock();
   subs_mu_.lock();
+  shed_mu_.lock();
 }
 
 void global_state::after_fork_parent() noexcept {
+  shed_mu_.unlock();
   subs_mu_.unlock();
   res_mu_.unlock();
 }
@@ -52,6 +54,9 @@ void global_state::after_fork_child() noexcept {
   running_.clear();  // the threads that were calling subscribers are gone (no allocation: clear keeps capacity)
   // Waiters in the parent (an unsubscribe waiting for a callback) do not exist here: a fresh one.
   new (&subs_cv_) std::condition_variable();
+  shed_running_ = std::thread::id();  // the hook's caller was the parent's poll thread
+  new (&shed_cv_) std::condition_variable();
+  shed_mu_.unlock();
   subs_mu_.unlock();
   res_mu_.unlock();
 }
@@ -108,6 +113,10 @@ platform_watcher& global_state::create_locked(watcher_options o, const std::stri
   // unsubscribed (the watcher lives as long as this state).
   w->subscribe([this](const level_change& c) { dispatch(c); });
   owner_ = std::move(w);
+  // Every sample below WATCH to the shed hook (pnmem_set_shed_hook): a shed that needs no loop of the
+  // engine's. (Ended before the watcher goes: declared after it.)
+  shed_sub_ = shed_on_every_sample(*owner_, ledger, [this](std::uint64_t want) { return call_shed_hook(want); },
+                                   owner_->options().policy);
   watcher_.store(owner_.get(), std::memory_order_release);
   return *owner_;
 }
@@ -302,6 +311,46 @@ void global_state::dispatch(const level_change& c) noexcept {
     // nothing unwinds into the watcher's thread.
     report_current_exception("pnmem_subscribe");
   }
+}
+
+void global_state::set_shed_hook(pnmem_free_fn fn, void* user) {
+  detail::unique_lock lk(shed_mu_);
+  shed_fn_ = fn;
+  shed_user_ = user;
+  // A call of the previous hook on another thread ends before this returns (the engine may then free
+  // what the hook's user pointer points at); the hook setting itself is not waited for.
+  while (shed_running_ != std::thread::id() && shed_running_ != std::this_thread::get_id()) shed_cv_.wait(lk.native());
+}
+
+std::uint64_t global_state::shed_bytes() {
+  const platform_watcher* w = watcher();
+  if (w == nullptr || !w->running()) return 0;
+  return ledger.room(live_watcher{w}, w->options().policy).free_bytes(mem_level::watch);  // the ledger's mutex
+}
+
+std::uint64_t global_state::call_shed_hook(std::uint64_t want) noexcept {
+  pnmem_free_fn fn = nullptr;
+  void* user = nullptr;
+  {
+    detail::lock_guard lk(shed_mu_);
+    if (shed_fn_ == nullptr) return 0;
+    fn = shed_fn_;
+    user = shed_user_;
+    shed_running_ = std::this_thread::get_id();
+  }
+  std::uint64_t freed = 0;
+  try {
+    freed = fn(want, user);
+  } catch (...) {
+    report_current_exception("pnmem_set_shed_hook");  // a C++ hook threw: nothing credited
+  }
+  {
+    detail::lock_guard lk(shed_mu_);
+    shed_running_ = std::thread::id();
+  }
+  shed_cv_.notify_all();
+  if (freed > 0) counters.count_shed(freed);
+  return freed;  // credited by shed_on_every_sample
 }
 
 global_state& state() {

@@ -19,6 +19,7 @@
 //   res_mu         the C reservation handles; then the ledger's own mutex
 //                  (a handle's settle or cancel reaches the ledger under res_mu)
 //   subs_mu        the C subscriptions (a leaf; never held while a callback runs)
+//   shed_mu        the shed hook (a leaf; never held while the hook runs)
 //
 // Internal to libpnmem_c.
 #pragma once
@@ -41,6 +42,7 @@
 #include "pnmem/detail/thread_annotations.hpp"
 #include "pnmem/engine/counters.hpp"
 #include "pnmem/engine/host_ledger.hpp"
+#include "pnmem/engine/shed_hook.hpp"
 #include "pnmem/pnmem_c.h"
 #include "pnmem/platform_sampler.hpp"
 #include "pnmem/policy.hpp"
@@ -133,6 +135,14 @@ class global_state {
   pnmem_subscription subscribe(pnmem_level_fn fn, void* user) PNMEM_EXCLUDES(subs_mu_);
   void unsubscribe(pnmem_subscription id) PNMEM_EXCLUDES(subs_mu_);
 
+  // --- the shed hook (pnmem_set_shed_hook) ----------------------------------------------------
+  // The process's one hook (fn NULL: none). Returns once a call of the previous one on another
+  // thread has returned.
+  void set_shed_hook(pnmem_free_fn fn, void* user) PNMEM_EXCLUDES(shed_mu_);
+  // The bytes to free for the host bands to be back at WATCH, on the ledger's budget (what is
+  // promised and credited counted): 0 at WATCH or better, not sampled, or with no watcher running.
+  std::uint64_t shed_bytes() PNMEM_EXCLUDES(life_mu_);
+
  private:
   // fork() (pnmem/detail/fork_guard.hpp; rank c_state: after the watcher's locks, whose level
   // callbacks may take these, and before the ledger's): the handles and subscriptions are never
@@ -150,6 +160,9 @@ class global_state {
   bool subscribed(pnmem_subscription id) const PNMEM_REQUIRES(subs_mu_);
   bool running_elsewhere(pnmem_subscription id) const PNMEM_REQUIRES(subs_mu_);
   void sweep_expired() PNMEM_REQUIRES(res_mu_);
+  // The shed hook's call, from shed_on_every_sample (engine/shed_hook.hpp) on a sample below WATCH: the
+  // bytes it freed (0 with no hook set), counted.
+  std::uint64_t call_shed_hook(std::uint64_t want) noexcept PNMEM_EXCLUDES(shed_mu_);
 
   // The policy: written once under life_mu, then published; read through policy_.
   detail::mutex life_mu_;
@@ -191,10 +204,19 @@ class global_state {
   std::vector<std::pair<pnmem_subscription, std::thread::id>> running_ PNMEM_GUARDED_BY(subs_mu_);
   pnmem_subscription last_sub_ PNMEM_GUARDED_BY(subs_mu_) = 0;
 
-  // Declared last: destroyed first at exit (its thread stops while what dispatch() uses
-  // still exists).
+  // The shed hook, and the thread calling it now (none: a default id), so set_shed_hook can wait for it.
+  detail::mutex shed_mu_ PNMEM_ACQUIRED_AFTER(subs_mu_);
+  std::condition_variable shed_cv_;
+  pnmem_free_fn shed_fn_ PNMEM_GUARDED_BY(shed_mu_) = nullptr;
+  void* shed_user_ PNMEM_GUARDED_BY(shed_mu_) = nullptr;
+  std::thread::id shed_running_ PNMEM_GUARDED_BY(shed_mu_);
+
+  // Declared last but one: destroyed right after the shed subscription (its thread stops while what
+  // dispatch() uses still exists).
   std::unique_ptr<platform_watcher> owner_ PNMEM_GUARDED_BY(life_mu_);
   std::atomic<platform_watcher*> watcher_{nullptr};
+  // The watcher's every-sample subscription for the shed hook: ended first, while the watcher exists.
+  scoped_subscription shed_sub_ PNMEM_GUARDED_BY(life_mu_);
 };
 
 // Never destroyed before the engine's last call: static storage, built on first use.

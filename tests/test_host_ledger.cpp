@@ -1,5 +1,7 @@
 // pnmem/engine/host_ledger.hpp: memory admitted is not free until a sample has seen it.
 #include "pnmem/engine/host_ledger.hpp"
+#include "pnmem/engine/explain.hpp"
+#include "pnmem/engine/shed_hook.hpp"
 #include "pnmem/model_shape.hpp"
 
 #include <doctest/doctest.h>
@@ -8,6 +10,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -663,6 +666,197 @@ TEST_CASE("credit_freed: freed bytes count at once, until a sample that began af
   // No watcher running: no room known.
   w.is_running = false;
   CHECK_FALSE(ledger.room(w, default_policy).sampled);
+}
+
+// --- make_room: a cache that keeps its newest entries ----------------------------------------------
+
+TEST_CASE("make_room: an insert that fits at WATCH is reserved at once; one that does not frees the oldest first") {
+  // 8 GiB, reserve r = 1288490188, WATCH floor r + r/4. MemAvailable 64 MiB above the WATCH floor.
+  fake_watcher w;
+  const std::uint64_t total = 8 * GiB;
+  const std::uint64_t r = box_reserve_bytes(total);
+  const std::uint64_t watch_floor = host_floor_bytes(mem_level::watch, r);
+  w.set(host_state(total, watch_floor + 64 * MiB), 1000);
+  host_ledger ledger;
+  std::vector<std::uint64_t> asked;
+  std::uint64_t give = 0;  // what the cache frees when asked
+  auto drop_oldest = [&](std::uint64_t want) {
+    asked.push_back(want);
+    return give;
+  };
+
+  // 48 MiB fits above WATCH's floor: reserved, nothing asked.
+  auto a = ledger.make_room(w, 48 * MiB, drop_oldest);
+  CHECK(a.admitted.answer.status == admit_status::admitted);
+  CHECK(a.admitted.answer.kind == answer_kind::cache_insert);
+  CHECK(a.admitted.answer.detail.limit_bytes == 64 * MiB);
+  CHECK(a.admitted.held.bytes() == 48 * MiB);
+  CHECK(a.asked_bytes == 0);
+  CHECK(asked.empty());
+
+  // 48 MiB more: 16 MiB are left above the floor, so 32 MiB of the oldest entries are asked for, exactly.
+  give = 32 * MiB;
+  auto b = ledger.make_room(w, 48 * MiB, drop_oldest);
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0] == 32 * MiB);
+  CHECK(b.asked_bytes == 32 * MiB);
+  CHECK(b.freed_bytes == 32 * MiB);
+  CHECK(b.admitted.answer.status == admit_status::admitted);
+  CHECK(b.admitted.held.bytes() == 48 * MiB);
+  CHECK(ledger.credited_bytes(w) == 32 * MiB);  // credited by make_room, once
+  const host_room after = ledger.room(w, default_policy);
+  CHECK(after.level == mem_level::watch);
+  CHECK(after.take_bytes(mem_level::watch) == 0);  // exactly on the floor: nothing more was dropped
+
+  // A cache that cannot free the shortfall frees nothing: refused, nothing reserved, the cache intact.
+  give = 0;
+  auto c = ledger.make_room(w, 8 * MiB, drop_oldest);
+  CHECK(asked.back() == 8 * MiB);
+  CHECK(c.freed_bytes == 0);
+  CHECK(c.admitted.answer.status == admit_status::capped);
+  CHECK(c.admitted.answer.reason == admit_reason::host_budget);
+  CHECK(c.admitted.answer.detail.limit_bytes == 0);
+  CHECK_FALSE(c.admitted.held);
+  CHECK(explain(c.admitted.answer).find("capped (host_budget): the insert, 8.00 MiB (8388608 B), does not fit with "
+                                        "the host at WATCH or better") == 0);
+
+  // One that frees less than asked: the insert is asked again on what it freed, and refused with the limit.
+  give = 3 * MiB;
+  auto d = ledger.make_room(w, 8 * MiB, drop_oldest);
+  CHECK(d.freed_bytes == 3 * MiB);
+  CHECK(d.admitted.answer.status == admit_status::capped);
+  CHECK(d.admitted.answer.detail.limit_bytes == 3 * MiB);
+  CHECK_FALSE(d.admitted.held);
+}
+
+TEST_CASE("make_room: below WATCH the whole way back is asked for; a throwing cache credits nothing; no watcher") {
+  fake_watcher w;
+  const std::uint64_t total = 8 * GiB;
+  const std::uint64_t r = box_reserve_bytes(total);
+  const std::uint64_t watch_floor = host_floor_bytes(mem_level::watch, r);
+  // TIGHT: 100 MiB below WATCH's floor. A 10 MiB insert needs 110 MiB dropped first.
+  w.set(host_state(total, watch_floor - 100 * MiB), 1000);
+  host_ledger ledger;
+  auto e = ledger.make_room(w, 10 * MiB, [](std::uint64_t want) { return want; });
+  CHECK(e.asked_bytes == 110 * MiB);
+  CHECK(e.admitted.answer.status == admit_status::admitted);
+  CHECK(ledger.room(w, default_policy).level == mem_level::watch);
+  e.admitted.held.cancel();
+
+  // CRITICAL, inside the reserve: the shortfall is counted from there, and freeing it admits.
+  host_ledger at_critical;
+  w.set(host_state(total, r - 5 * MiB), 2000);
+  CHECK(at_critical.make_room(w, 1 * MiB, [](std::uint64_t) { return std::uint64_t{0}; }).admitted.answer.reason ==
+        admit_reason::host_reserve);
+  auto f = at_critical.make_room(w, 1 * MiB, [](std::uint64_t want) { return want; });
+  CHECK(f.asked_bytes == watch_floor - (r - 5 * MiB) + 1 * MiB);
+  CHECK(f.admitted.answer.status == admit_status::admitted);
+
+#if PNMEM_HAS_EXCEPTIONS
+  // What the cache throws reaches the caller; nothing is credited or reserved.
+  host_ledger throwing;
+  w.set(host_state(total, watch_floor - 100 * MiB), 3000);
+  CHECK_THROWS_AS(throwing.make_room(w, 10 * MiB, [](std::uint64_t) -> std::uint64_t { throw std::runtime_error("x"); }),
+                  std::runtime_error);
+  CHECK(throwing.credited_bytes(w) == 0);
+  CHECK(throwing.size() == 0);
+#endif
+
+  // No watcher: fail open, the cache is not asked.
+  w.is_running = false;
+  bool called = false;
+  auto g = throwing.make_room(w, 10 * MiB, [&](std::uint64_t) {
+    called = true;
+    return std::uint64_t{0};
+  });
+  CHECK(g.admitted.answer.status == admit_status::fail_open);
+  CHECK_FALSE(called);
+  CHECK_FALSE(g.admitted.held);
+}
+
+TEST_CASE("shed_on_every_sample: each sample below WATCH asks for what to free, credits it; ended, never again") {
+  auto host = std::make_shared<fake_host>();
+  const std::uint64_t total = 8 * GiB;
+  const std::uint64_t floor = host_floor_bytes(mem_level::watch, box_reserve_bytes(total));
+  host_sample h;
+  h.total_bytes = total;
+  h.avail_bytes = floor + 64 * MiB;
+  host->set(h);
+  watcher_options o;
+  o.poll_interval = o.pressure_poll_interval = std::chrono::hours(1);  // samples only when the test polls
+  o.step_down_dwell = std::chrono::milliseconds(0);
+  o.policy = default_policy;
+  watcher<fake_sampler> w{fake_sampler{host}, o};
+  w.start();
+  host_ledger ledger;
+  std::vector<std::uint64_t> asked;
+  std::uint64_t give = 0;
+  {
+    scoped_subscription shed = shed_on_every_sample(w, ledger, [&](std::uint64_t want) {
+      asked.push_back(want);
+      return give;
+    }, default_policy);
+    w.poll_now();
+    CHECK(asked.empty());  // at WATCH or better: nothing to shed
+    h.avail_bytes = floor - 10 * MiB;
+    host->set(h);
+    give = 4 * MiB;
+    w.poll_now();
+    REQUIRE(asked.size() == 1);
+    CHECK(asked[0] == 10 * MiB);
+    CHECK(ledger.credited_bytes(w) == 4 * MiB);  // credited at once
+    CHECK(ledger.room(w, default_policy).free_bytes(mem_level::watch) == 6 * MiB);
+    // The next sample, the same level (no level change) and the kernel's numbers unmoved: asked again.
+    w.poll_now();
+    REQUIRE(asked.size() == 2);
+    CHECK(asked[1] == 10 * MiB);
+    h.avail_bytes = floor + 1;
+    host->set(h);
+    w.poll_now();
+    CHECK(asked.size() == 2);
+    h.avail_bytes = floor - 1;
+    host->set(h);
+  }
+  w.poll_now();  // below WATCH again, but the hook has ended
+  CHECK(asked.size() == 2);
+  w.stop();
+}
+
+TEST_CASE("admit_cache_insert and insert_shortfall_bytes: the WATCH floor, in every band") {
+  const std::uint64_t total = 8 * GiB;
+  const std::uint64_t r = box_reserve_bytes(total);
+  const std::uint64_t floor = host_floor_bytes(mem_level::watch, r);
+  struct row {
+    std::uint64_t avail, bytes;
+    verdict v;
+    admit_reason why;
+    std::uint64_t limit, shortfall;
+  };
+  const row rows[] = {
+      {2 * r, 1 * MiB, verdict::admit, admit_reason::fits, 2 * r - floor, 0},              // OK
+      {floor + 10, 10, verdict::admit, admit_reason::fits, 10, 0},                         // exactly fits
+      {floor + 10, 11, verdict::cap, admit_reason::host_budget, 10, 1},                    // one byte short
+      {floor, 1, verdict::cap, admit_reason::host_budget, 0, 1},                           // on the floor
+      {floor - 7, 0, verdict::cap, admit_reason::host_budget, 0, 7},                       // TIGHT: even 0 B
+      {r + 1, 5, verdict::cap, admit_reason::host_budget, 0, floor - r - 1 + 5},           // TIGHT's bottom
+      {r, 5, verdict::reject, admit_reason::host_reserve, r, floor - r + 5},               // CRITICAL
+      {0, 5, verdict::reject, admit_reason::host_reserve, 0, floor + 5},
+  };
+  for (const row& x : rows) {
+    CAPTURE(x.avail);
+    CAPTURE(x.bytes);
+    const mem_state s = host_state(total, x.avail);
+    const admit_result a = admit_cache_insert(x.bytes, s, default_policy);
+    CHECK(a.verdict == x.v);
+    CHECK(a.reason == x.why);
+    CHECK(a.limit_bytes == x.limit);
+    CHECK(a.need_bytes == x.bytes);
+    CHECK(insert_shortfall_bytes(x.bytes, room_for(s, default_policy)) == x.shortfall);
+  }
+  // Not sampled: fail open, nothing short.
+  CHECK(admit_cache_insert(1, mem_state{}, default_policy).verdict == verdict::admit);
+  CHECK(insert_shortfall_bytes(1, room_for(mem_state{}, default_policy)) == 0);
+  static_assert(admit_cache_insert(1, host_state(8 * GiB, 8 * GiB)).verdict == verdict::admit);
 }
 
 // --- Dies: model loads and die buffers promised until a sample of the die has them -------------------

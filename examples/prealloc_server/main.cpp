@@ -11,11 +11,12 @@
 //   c. pnmem_check_bytes + pnmem_explain     before the load: refuse one that does not fit, with
 //                                            pnmem's reason (nothing is reserved);
 //   d. pnmem_admit                           before queueing a request: PNMEM_DENIED is the HTTP 503;
-//   e. pnmem_reserve_bytes                   before a prompt-cache entry is allocated, then
-//      + pnmem_reservation_settle / _cancel  settled (or cancelled if the allocation fails); and
-//      pnmem_plan_ladder_now + pnmem_host_room  when the ladder's kv_evict holds (memory short, not PSI),
-//      + pnmem_credit_freed                  the oldest entries holding the bytes named for WATCH dropped,
-//                                            and credited at once;
+//   e. pnmem_make_room                       before a prompt-cache entry is allocated: reserved, the
+//      + pnmem_reservation_settle / _cancel  cache's oldest entries dropped first when the insert would
+//                                            take the host below WATCH (the cache keeps its newest), then
+//                                            settled (or cancelled if the allocation fails); and
+//      pnmem_set_shed_hook                   under pressure the oldest entries are shed on pnmem's poll
+//                                            thread, also while the engine's loop is busy;
 //   f. pnmem_metrics_text                    pnmem's /metrics lines, with PNMEM_METRICS_CONTENT_TYPE.
 // docs/engine-integration.md ("pnmem in a server that preallocates") walks through it.
 //
@@ -25,7 +26,7 @@
 //   g++ -std=c++17 main.cpp $(pkg-config --cflags --libs pnmem-c) -o prealloc_server
 //
 // In this tree, Meson builds it as build/examples/prealloc_server (test `prealloc_server`, suite
-// examples). To see the 503 and the ladder's eviction on an idle box, leave it little room above the
+// examples). To see the 503 and the cache making room on an idle box, leave it little room above the
 // host reserve: PN_HOST_RESERVE_BYTES=<MemAvailable - 96 MiB> ./prealloc_server.
 //
 // Exit status: 0 when every answer was one pnmem documents for its call (whatever the box's level),
@@ -38,6 +39,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <new>
 #include <string>
 #include <thread>
@@ -69,7 +71,7 @@ std::string explain(const pnmem_admit_answer& a) {
   return longer;
 }
 
-// The status a host-bytes answer (pnmem_check_bytes, pnmem_reserve_bytes) must have for its reason.
+// The status a host-bytes answer (pnmem_check_bytes, pnmem_make_room) must have for its reason.
 void check_bytes_answer(const char* call, const pnmem_admit_answer& a, std::uint64_t bytes) {
   const std::string r = reason_of(a);
   const bool ok = (a.status == PNMEM_ADMITTED && r == "fits") || (a.status == PNMEM_CAPPED && r == "host_budget") ||
@@ -83,6 +85,45 @@ struct cache_entry {
   int request;
   std::vector<char> bytes;
 };
+
+// The host prompt cache, oldest entry first. Its lock: pnmem's shed hook drops entries on pnmem's
+// poll thread while the request loop inserts.
+struct prompt_cache {
+  std::mutex mu;
+  std::deque<cache_entry> entries;
+  std::uint64_t total = 0;
+  int dropped = 0;  // to make room for an insert
+  int shed = 0;     // by the shed hook
+
+  // Drops the oldest entries until `want` bytes are freed (or none is left); the bytes freed.
+  std::uint64_t drop_locked(std::uint64_t want, const char* why, int& count) {
+    std::uint64_t freed = 0;
+    while (freed < want && !entries.empty()) {
+      const std::uint64_t b = entries.front().bytes.size();
+      std::printf("  cache: %s: dropped req %d's entry (%.2f MiB)\n", why, entries.front().request, mib(b));
+      entries.pop_front();  // entries of a few MiB are mmap'd by malloc: freed to the kernel
+      freed += b;
+      total -= b;
+      ++count;
+    }
+    return freed;
+  }
+};
+
+// pnmem_make_room's callback: the oldest entries holding `want` bytes, or nothing when the whole cache
+// holds less (emptying it would not make the insert fit).
+std::uint64_t drop_for_insert(std::uint64_t want, void* user) {
+  auto& c = *static_cast<prompt_cache*>(user);
+  std::lock_guard<std::mutex> lk(c.mu);
+  return c.total < want ? 0 : c.drop_locked(want, "making room for the newest", c.dropped);
+}
+
+// The shed hook, on pnmem's poll thread when the host is below WATCH: as much as pnmem asks, or all.
+std::uint64_t shed_oldest(std::uint64_t want, void* user) {
+  auto& c = *static_cast<prompt_cache*>(user);
+  std::lock_guard<std::mutex> lk(c.mu);
+  return c.drop_locked(want, "shed (the host is below WATCH)", c.shed);
+}
 
 }  // namespace
 
@@ -132,8 +173,9 @@ int main() {
   const int prompts[] = {812, 1630, 240, 3900, 5210, 1200, 2750, 96,   3300, 1870,
                          640, 4500, 2100, 980,  3650, 1430, 310,  2900, 1750, 2600};
   const std::uint64_t cache_bytes_per_token = 1024;  // this (small) model's KV state per prompt token
-  std::deque<cache_entry> cache;
-  std::uint64_t cache_total = 0;
+  prompt_cache cache;
+  // One hook per process: under pressure pnmem sheds the oldest entries on its own thread.
+  if (pnmem_set_shed_hook(shed_oldest, &cache) != 0) fail("pnmem_set_shed_hook returned -1");
   int n_admit_calls = 0;
   int queued = 0;
   int truncated = 0;
@@ -141,7 +183,6 @@ int main() {
   int refused = 0;
   int cached = 0;
   int not_cached = 0;
-  int dropped = 0;
   int id = 0;
   for (const int n_tokens : prompts) {
     ++id;
@@ -191,57 +232,42 @@ int main() {
     ++queued;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the request runs in a slot
 
-    // e. Its prompt goes into the host cache. First, when the ladder says evict (memory short, not a
-    //    box-wide PSI stall), free what pnmem names for WATCH, oldest entries first, and credit it: one
-    //    decision, no drop-sample-ask loop. (Entries of a few MiB are mmap'd by malloc: freeing one
-    //    returns it to the kernel, so the next sample sees it too.)
-    const pnmem_ladder_plan plan = pnmem_plan_ladder_now(model.max_slots, model.max_window, false);
-    if (plan.kv_evict && !cache.empty()) {
-      pnmem_room room;
-      pnmem_room_init(&room);
-      if (pnmem_host_room(&room) != 0) fail("pnmem_host_room returned -1");
-      const std::uint64_t want = room.free_bytes[PNMEM_LEVEL_WATCH];
-      std::uint64_t freed = 0;
-      while (freed < want && !cache.empty()) {
-        freed += cache.front().bytes.size();
-        cache_total -= cache.front().bytes.size();
-        std::printf("  cache: level %s, the ladder says evict: dropped req %d's entry (%.2f MiB)\n",
-                    pnmem_level_name(room.level), cache.front().request, mib(cache.front().bytes.size()));
-        cache.pop_front();
-        ++dropped;
-      }
-      if (pnmem_credit_freed(freed) != 0) fail("pnmem_credit_freed returned -1");
-    }
-    // Then reserve the entry's bytes, allocate them, and settle (or cancel if the allocation fails).
+    // e. Its prompt goes into the host cache, which keeps its newest entries: pnmem_make_room reserves
+    //    the entry's bytes, first asking the cache to drop its oldest entries when the insert would take
+    //    the host below WATCH (pnmem credits what they freed). Allocate, then settle (or cancel).
     const std::uint64_t entry_bytes = static_cast<std::uint64_t>(kept_tokens) * cache_bytes_per_token;
     pnmem_reservation reservation = 0;
-    if (pnmem_reserve_bytes(entry_bytes, 30000, &a, &reservation) != 0) fail("pnmem_reserve_bytes returned -1");
-    check_bytes_answer("pnmem_reserve_bytes", a, entry_bytes);
+    if (pnmem_make_room(entry_bytes, 30000, drop_for_insert, &cache, &a, &reservation) != 0)
+      fail("pnmem_make_room returned -1");
+    check_bytes_answer("pnmem_make_room", a, entry_bytes);
     if ((a.status == PNMEM_ADMITTED) != (reservation != 0))
-      fail("pnmem_reserve_bytes: a reservation handle with no admission, or none with one: " + explain(a));
+      fail("pnmem_make_room: a reservation handle with no admission, or none with one: " + explain(a));
     if (a.status != PNMEM_ADMITTED) {
       std::printf("  cache: not cached: %s\n", explain(a).c_str());
       ++not_cached;
       continue;
     }
+    std::lock_guard<std::mutex> lk(cache.mu);
     try {
-      cache.push_back(cache_entry{id, std::vector<char>(entry_bytes)});
+      cache.entries.push_back(cache_entry{id, std::vector<char>(entry_bytes)});
     } catch (const std::bad_alloc&) {
       pnmem_reservation_cancel(reservation);  // the bytes were never allocated: give them back
       std::printf("  cache: allocation of %.2f MiB failed: reservation cancelled\n", mib(entry_bytes));
       ++not_cached;
       continue;
     }
-    std::memset(cache.back().bytes.data(), 1, entry_bytes);
+    std::memset(cache.entries.back().bytes.data(), 1, entry_bytes);
     pnmem_reservation_settle(reservation);  // allocated: counted until a sample sees it
-    cache_total += entry_bytes;
+    cache.total += entry_bytes;
     ++cached;
     std::printf("  cache: +%.2f MiB reserved, allocated, settled: %zu entries, %.2f MiB\n", mib(entry_bytes),
-                cache.size(), mib(cache_total));
+                cache.entries.size(), mib(cache.total));
   }
+  if (pnmem_set_shed_hook(nullptr, nullptr) != 0) fail("pnmem_set_shed_hook(NULL) returned -1");  // before `cache` goes
   std::printf("requests %d: queued %d (truncated %d, prefill chunked %d), refused with 503 %d; cache: %d cached, "
-              "%d not cached, %d dropped by the ladder, %zu entries (%.2f MiB) kept\n",
-              id, queued, truncated, chunked, refused, cached, not_cached, dropped, cache.size(), mib(cache_total));
+              "%d not cached, %d dropped to make room, %d shed, %zu entries (%.2f MiB) kept\n",
+              id, queued, truncated, chunked, refused, cached, not_cached, cache.dropped, cache.shed,
+              cache.entries.size(), mib(cache.total));
 
   // f. pnmem's /metrics lines: the size first, then a buffer of that size (again if a newer snapshot is longer).
   const int size = pnmem_metrics_text(nullptr, 0, PNMEM_METRICS_ALL);

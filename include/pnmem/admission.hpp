@@ -45,6 +45,7 @@
 #include "pnmem/detail/cxx.hpp"
 #include "pnmem/detail/equality.hpp"
 #include "pnmem/detail/saturating.hpp"
+#include "pnmem/host_room.hpp"
 #include "pnmem/level.hpp"
 #include "pnmem/mem_state.hpp"
 #include "pnmem/policy.hpp"
@@ -763,6 +764,26 @@ constexpr admit_result admit_host_bytes(std::uint64_t bytes, const mem_state& s,
   const std::uint64_t limit = s.host_avail_bytes - reserve;
   return bytes <= limit ? make_result(verdict::admit, 0, admit_reason::fits, no_die, bytes, limit)
                         : make_result(verdict::cap, 0, admit_reason::host_budget, no_die, bytes, limit);
+}
+
+// A cache insert (host_ledger::make_room): may a cache grow by `bytes` with the host bands staying at
+// WATCH or better after it (host_room.hpp)? What a cache that keeps its newest entries asks, after
+// freeing its oldest to make the room:
+//   host not sampled (total 0)              -> ADMIT  fits (fail open), limit 2^64-1
+//   avail inside the reserve                -> REJECT host_reserve, limit = avail
+//   bytes <= avail - WATCH floor            -> ADMIT  fits, limit = avail - WATCH floor
+//   else                                    -> CAP    host_budget: limit_bytes is how many would fit at
+//                                                      WATCH (0 below it)
+constexpr admit_result admit_cache_insert(std::uint64_t bytes, const mem_state& s,
+                                          const policy& p = default_policy) noexcept {
+  using detail::make_result;
+  const admit_result r = admit_host_bytes(bytes, s, p);  // not sampled, or inside the reserve: as host bytes
+  if (!detail::host_known(s) || r.verdict == verdict::reject) return r;
+  const std::uint64_t floor = host_floor_bytes(mem_level::watch, host_reserve_bytes(s, p));
+  const std::uint64_t limit = detail::sat_sub(s.host_avail_bytes, floor);
+  return bytes <= limit && s.host_avail_bytes >= floor
+             ? make_result(verdict::admit, 0, admit_reason::fits, no_die, bytes, limit)
+             : make_result(verdict::cap, 0, admit_reason::host_budget, no_die, bytes, limit);
 }
 
 // Die-byte admission: may `bytes` more be allocated on `die` now? Its free VRAM less the policy's die

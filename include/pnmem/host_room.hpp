@@ -89,4 +89,15 @@ constexpr host_room room_for(const mem_state& s, const policy& p = default_polic
   return room_for(s.host_total_bytes, s.host_avail_bytes, host_reserve_bytes(s, p));
 }
 
+// Making room for a cache insert (host_ledger::make_room): a cache (a prompt cache, offloaded KV) about
+// to grow by `bytes` may grow while the host bands stay at WATCH or better after it; when they would
+// not, its own older entries make the room. The bytes to free first so the insert fits at WATCH:
+//   bytes + the WATCH floor - avail   (0 when it fits already; the whole way back to WATCH below it)
+// Not sampled: 0 (nothing is known to be short).
+constexpr std::uint64_t insert_shortfall_bytes(std::uint64_t bytes, const host_room& r) noexcept {
+  if (!r.sampled) return 0;
+  const std::uint64_t floor = host_floor_bytes(mem_level::watch, r.reserve_bytes);
+  return detail::sat_sub(detail::sat_add(bytes, floor), r.avail_bytes);
+}
+
 }  // namespace pnmem

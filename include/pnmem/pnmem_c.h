@@ -827,6 +827,57 @@ PNMEM_C_API int pnmem_host_room(pnmem_room* out);
  * MemAvailable, and the next sample shows it. 0 on success, -1 on failure. Locks the ledger's mutex. */
 PNMEM_C_API int pnmem_credit_freed(uint64_t bytes);
 
+/* Since 0.3: the engine's way to drop its oldest cache entries: free at least bytes_wanted (oldest
+ * first, which ones is the engine's choice) and return the bytes given back to the kernel; 0 when it
+ * dropped nothing (a cache that cannot free bytes_wanted should free nothing). Called on the thread
+ * that called pnmem_make_room, with no lock of pnmem's held (it may call pnmem, but must not credit
+ * what it returns: pnmem does). */
+typedef uint64_t (*pnmem_free_fn)(uint64_t bytes_wanted, void* user);
+
+/* Since 0.3: makes room for a cache insert: a cache that keeps its newest entries (a prompt cache,
+ * offloaded KV) is about to grow by `bytes`. If the insert fits with the host bands at WATCH or better
+ * (on the budget less what is promised), it is reserved at once. Else free_older(shortfall, user) is
+ * called with the bytes to free first; what it returns is credited (pnmem_credit_freed) and the
+ * insert asked again:
+ *   PNMEM_ADMITTED   reserved (*reservation != 0; 0 for bytes 0): insert, then settle;
+ *   PNMEM_CAPPED     nothing reserved ("host_budget"): the insert does not fit at WATCH even after what
+ *                    was freed; out->limit_bytes would;
+ *   PNMEM_DENIED     nothing reserved ("host_reserve"): available memory is still inside the reserve;
+ *   PNMEM_FAIL_OPEN  no watcher runs: nothing freed or reserved.
+ * free_older may be NULL: the answer alone (pnmem_reserve_bytes at WATCH's floor). out->need_bytes =
+ * bytes; pnmem_explain says "the insert, ... fits in the ... the host has above WATCH's floor". ttl_ms
+ * as pnmem_reserve_bytes. 0 on success; -1 if out or reservation is NULL, or on failure (nothing is
+ * reserved, *out is not written, *reservation is 0). Locks the ledger's mutex (twice, not while
+ * free_older runs), then the handles' mutex.
+ *
+ *   uint64_t drop_oldest(uint64_t want, void* cache);   // the engine's
+ *   pnmem_make_room(entry_bytes, 0, drop_oldest, &cache, &a, &r);
+ *   if (a.status == PNMEM_ADMITTED || a.status == PNMEM_FAIL_OPEN) { cache_insert(); pnmem_reservation_settle(r); }
+ */
+PNMEM_C_API int pnmem_make_room(uint64_t bytes, int64_t ttl_ms, pnmem_free_fn free_older, void* user,
+                                pnmem_admit_answer* out, pnmem_reservation* reservation);
+
+/* Since 0.3: the bytes to free now for the host bands to be back at WATCH (pnmem_room's
+ * free_bytes[PNMEM_LEVEL_WATCH], on the ledger's budget: what is promised and credited counted): 0 at
+ * WATCH or better, when the host was not sampled, or with no watcher running. Into *out. 0 on
+ * success; -1 if out is NULL or on failure. Locks the ledger's mutex. */
+PNMEM_C_API int pnmem_shed_bytes(uint64_t* out);
+
+/* Since 0.3: the shed hook: pnmem calls fn(pnmem_shed_bytes(), user) on the watcher's poll thread
+ * after every sample on which there is something to shed (the host bands at TIGHT or worse, on the
+ * ledger's budget), so a cache is shed while the engine's own loop is busy (a long prefill, a
+ * blocked scheduler), within one poll interval of the pressure. fn frees its oldest entries (at
+ * least bytes_wanted if it can) and returns the bytes it gave back to the kernel; pnmem credits them
+ * (pnmem_credit_freed: do not credit them again), so the next answers count them at once. fn runs
+ * with no lock of pnmem's held, one call at a time; it must not block for long (it holds up the next
+ * sample) and may take the engine's own cache lock. One hook per process: a second call replaces the
+ * first (a model reloaded registers again without a second hook), fn NULL removes it; the call
+ * returns once a running call of the previous hook on another thread has returned, so the engine may
+ * then free what `user` points at. The calls that freed something and their bytes are counted in
+ * pnmem_metrics_text (pnmem_shed_calls_total, pnmem_shed_freed_bytes_total). Returns 0. Locks the
+ * hook's mutex (a leaf). */
+PNMEM_C_API int pnmem_set_shed_hook(pnmem_free_fn fn, void* user);
+
 /* --- Level changes --------------------------------------------------------------------- */
 
 typedef struct pnmem_level_change {

@@ -25,10 +25,11 @@ from ._core import (Answer, ArgumentError, ArgumentTypeError, Budget, Die, Engin
                     Room, Snapshot,
                     State, Subscription, Watcher, admit,
                     admit_bytes, admit_load_spike, admit_model_load, admit_model_load_die, admit_reserved, budget,
-                    check_bytes, credit_freed, explain, kv_allocation, level_name, metrics_text, pending_bytes, plan,
+                    check_bytes, credit_freed, explain, kv_allocation, level_name, make_room, metrics_text,
+                    pending_bytes, plan,
                     plan_now, policy, poll_now, read, reserve_die_bytes, reserve_model_load,
                     reserve_model_load_die, retry_after, room, running,
-                    set_die, set_die_uuid, set_log_sink, subscribe)
+                    set_die, set_die_uuid, set_log_sink, set_shed_hook, shed_bytes, subscribe)
 from ._prometheus import PrometheusClientMissing, PrometheusCollector, register_prometheus
 
 __version__ = "0.1.0"
@@ -42,11 +43,12 @@ __all__ = [
     "Reason", "Reservation", "RetryHint", "Room", "SOURCES", "Snapshot", "Source", "State", "Status", "Subscription",
     "Watcher", "admit",
     "admit_bytes", "admit_load_spike", "admit_model_load", "admit_model_load_die", "admit_reserved", "budget",
-    "check_bytes", "credit_freed", "explain", "kv_allocation", "level_name", "library_path", "metrics_text",
+    "check_bytes", "credit_freed", "explain", "kv_allocation", "level_name", "library_path", "make_room",
+    "metrics_text",
     "pending_bytes",
     "plan", "plan_now", "policy", "poll_now",
     "read", "reserve_die_bytes", "reserve_model_load", "reserve_model_load_die", "retry_after", "room", "running",
-    "set_die", "set_die_uuid", "set_log_sink", "subscribe",
+    "set_die", "set_die_uuid", "set_log_sink", "set_shed_hook", "shed_bytes", "subscribe",
     "Eviction", "SlotEviction", "admit_after_eviction", "key_norm_scores", "observation_scores", "plan_eviction",
     "select_keep",
     "PrometheusClientMissing", "PrometheusCollector", "register_prometheus",

@@ -1435,6 +1435,108 @@ def credit_freed(nbytes: int) -> None:
         raise _fail("pnmem_credit_freed", "failed")
 
 
+# --- Making room, and shedding ---------------------------------------------------------------
+
+def _freed_of(f: str, fn: Callable[[int], int], want: int) -> int:
+    """fn(want) as the bytes a C free callback returns: an integer in [0, 2^64-1]."""
+    n = fn(want)
+    try:
+        v = operator.index(n)
+    except TypeError:
+        raise ArgumentTypeError(f"{f}: the callback returned {type(n).__name__}: must be an int (bytes freed)", f) from None
+    if v < 0:
+        raise ArgumentError(f"{f}: the callback returned {v}: bytes freed cannot be negative", f)
+    return min(v, (1 << 64) - 1)
+
+
+def make_room(n_bytes: int, free_older: Callable[[int], int], ttl: Optional[float] = None) -> Reservation:
+    """pnmem_make_room: a cache that keeps its newest entries is about to grow by n_bytes. If the insert
+    fits with the host bands at WATCH or better it is reserved at once; else free_older(shortfall) is
+    called (on this thread) to drop the oldest entries holding at least shortfall bytes, and returns the
+    bytes it freed (0: it dropped nothing); they are credited (do not credit them again) and the insert
+    asked again. granted when ADMITTED (reserved: insert, then settle()) or FAIL_OPEN. What free_older
+    raises is raised here, after the C call, with nothing reserved. ttl as admit_bytes."""
+    f = "pnmem_make_room"
+    b = _u64(f, "n_bytes", n_bytes)
+    if not callable(free_older):
+        raise ArgumentTypeError(f"{f}: free_older is {type(free_older).__name__}: must be callable", f)
+    ttl_ms = _ttl_ms(f, ttl)
+    raised: list[BaseException] = []
+
+    def call(want: int, _user: Any) -> int:
+        try:
+            return _freed_of(f, free_older, int(want))
+        except BaseException as e:  # never into C: raised after the call
+            raised.append(e)
+            return 0
+
+    thunk = _ffi.FREE_FN(call)
+    out = _ffi.pnmem_admit_answer()
+    r = ctypes.c_uint64(0)
+    _begin()
+    if _lib.pnmem_make_room(b, ttl_ms, thunk, None, ctypes.byref(out), ctypes.byref(r)) != 0:
+        raise _fail(f, "failed")
+    a = _answer(out)
+    res = Reservation(a, r.value, a.status in (Status.ADMITTED, Status.FAIL_OPEN))
+    if raised:
+        res.cancel()
+        raise raised[0]
+    return res
+
+
+def shed_bytes() -> int:
+    """pnmem_shed_bytes: the bytes to free now for the host bands to be back at WATCH (0 at WATCH or
+    better, not sampled, or no watcher running), on the ledger's budget."""
+    n = ctypes.c_uint64(0)
+    _begin()
+    if _lib.pnmem_shed_bytes(ctypes.byref(n)) != 0:
+        raise _fail("pnmem_shed_bytes", "failed")
+    return n.value
+
+
+_shed_lock = threading.Lock()
+_shed_thunk: Any = None
+
+
+def set_shed_hook(hook: Optional[Callable[[int], int]]) -> None:
+    """pnmem_set_shed_hook: hook(bytes_wanted) is called on the watcher's poll thread after every sample
+    on which the host bands are at TIGHT or worse (on the ledger's budget), so a cache is shed while the
+    engine's own loop is busy. It drops its oldest entries and returns the bytes it freed, which pnmem
+    credits. One hook per process: a second call replaces the first, None removes it; once this returns
+    the previous hook is not running on another thread. An exception it raises is logged (nothing is
+    credited) and the watcher carries on."""
+    global _shed_thunk
+    f = "pnmem_set_shed_hook"
+    if hook is not None and not callable(hook):
+        raise ArgumentTypeError(f"{f}: hook is {type(hook).__name__}: must be callable or None", f)
+    thunk: Any = None
+    if hook is not None:
+        fn: Callable[[int], int] = hook
+
+        def call(want: int, _user: Any) -> int:
+            _tls.callback_depth = getattr(_tls, "callback_depth", 0) + 1
+            try:
+                return _freed_of(f, fn, int(want))
+            except BaseException:  # never into C: logged, nothing credited
+                try:
+                    _log.exception("pnmem: shed hook %r raised", hook)
+                except BaseException:
+                    pass
+                return 0
+            finally:
+                _tls.callback_depth -= 1
+
+        thunk = _ffi.FREE_FN(call)
+    with _shed_lock:
+        old, _shed_thunk = _shed_thunk, thunk
+        _begin()
+        if _lib.pnmem_set_shed_hook(thunk if thunk is not None else _ffi.FREE_FN(0), None) != 0:  # 0: NULL, no hook
+            _shed_thunk = old
+            raise _fail(f, "failed")
+    if old is not None and _in_callback():
+        _retired_thunks.append(old)  # replaced from inside a callback: the C call may still run it
+
+
 # --- The gate --------------------------------------------------------------------------------
 
 _GATE_SLICE_MS = 100  # a main-thread wait's C calls last at most this long (Gate.acquire)

@@ -302,6 +302,7 @@ STRUCTS = (pnmem_state, pnmem_snapshot, pnmem_watcher_options, pnmem_activation_
 
 LEVEL_FN = CFUNCTYPE(None, c_void_p, POINTER(pnmem_level_change))
 LOG_FN = CFUNCTYPE(None, c_void_p, c_char_p)
+FREE_FN = CFUNCTYPE(c_uint64, c_uint64, c_void_p)
 
 # name: (restype, argtypes). Every function pnmem_c.h exports (the static inline *_init helpers are
 # the *_init_sized ones here, called with ctypes.sizeof).
@@ -370,6 +371,9 @@ PROTOTYPES = {
     "pnmem_room_init_sized": (c_int, [POINTER(pnmem_room), c_size_t]),
     "pnmem_host_room": (c_int, [POINTER(pnmem_room)]),
     "pnmem_credit_freed": (c_int, [c_uint64]),
+    "pnmem_make_room": (c_int, [c_uint64, c_int64, FREE_FN, c_void_p, POINTER(pnmem_admit_answer), POINTER(c_uint64)]),
+    "pnmem_shed_bytes": (c_int, [POINTER(c_uint64)]),
+    "pnmem_set_shed_hook": (c_int, [FREE_FN, c_void_p]),
     "pnmem_subscribe": (c_uint64, [LEVEL_FN, c_void_p]),
     "pnmem_unsubscribe": (None, [c_uint64]),
     "pnmem_plan_ladder": (pnmem_ladder_plan, [c_int, c_int, c_int, c_bool]),

@@ -270,6 +270,15 @@ static void bad_json(const char* json, size_t len, const char* message_part) {
 
 /* Every new entry point of the model, options, policy, budget, reservation, subscription
  * and explanation calls, with bad arguments. `running`: the watcher runs. */
+/* A cache that says it freed everything there is. */
+static int abuse_frees;
+static uint64_t abuse_free_all(uint64_t want, void* user) {
+  (void)want;
+  (void)user;
+  ++abuse_frees;
+  return UINT64_MAX;
+}
+
 static void bad_new_arguments(int running) {
   const pnmem_admit_answer pattern = untouched_answer();
   pnmem_admit_answer a = pattern;
@@ -368,6 +377,31 @@ static void bad_new_arguments(int running) {
     pnmem_watcher_poll_now(); /* a sample after the credits: they are gone */
     CHECK(pnmem_host_room(&room) == 0);
     CHECK(room.credited_bytes == 0);
+  }
+
+  /* pnmem_make_room: NULL out or reservation (nothing asked of the cache), a NULL cache (the answer
+   * alone), a cache that claims to have freed everything there is. pnmem_shed_bytes: NULL.
+   * pnmem_set_shed_hook: NULL removes, twice is fine. */
+  {
+    pnmem_reservation held = 5;
+    CHECK(pnmem_make_room(1, 0, abuse_free_all, NULL, NULL, &held) == -1);
+    CHECK(held == 0);
+    CHECK(pnmem_make_room(1, 0, abuse_free_all, NULL, &a, NULL) == -1);
+    CHECK(abuse_frees == 0);
+    CHECK(pnmem_make_room(UINT64_MAX, -5, NULL, NULL, &a, &held) == 0);
+    CHECK(held == 0);
+    CHECK(a.status == (running ? PNMEM_CAPPED : PNMEM_FAIL_OPEN));
+    CHECK(pnmem_make_room(UINT64_MAX, 0, abuse_free_all, NULL, &a, &held) == 0); /* "freed" 2^64-1 B */
+    CHECK(held == 0); /* more than any box holds, whatever was "freed" */
+    pnmem_reservation_cancel(held);
+    uint64_t shed = 7;
+    CHECK(pnmem_shed_bytes(NULL) == -1);
+    CHECK(pnmem_shed_bytes(&shed) == 0);
+    CHECK(pnmem_set_shed_hook(NULL, NULL) == 0);
+    CHECK(pnmem_set_shed_hook(abuse_free_all, NULL) == 0);
+    CHECK(pnmem_set_shed_hook(abuse_free_all, NULL) == 0);
+    CHECK(pnmem_set_shed_hook(NULL, NULL) == 0);
+    if (running) pnmem_watcher_poll_now(); /* the credits are gone */
   }
 
   /* A newer caller's larger struct: initialised whole (its tail zeroed) and accepted. */

@@ -66,6 +66,15 @@ static uint64_t cache_evict(uint64_t want) {
   return freed;
 }
 
+/* The shed hook: frees what pnmem asks for (the kernel's numbers do not move until the test says so). */
+static int hook_calls;
+static uint64_t hook_wanted;
+static uint64_t shed_hook(uint64_t want, void* user) {
+  ++hook_calls;
+  *(uint64_t*)user = want;
+  return cache_evict(want);
+}
+
 int main(void) {
   if (tree_make("shed") != 0) return 1;
 
@@ -147,6 +156,30 @@ int main(void) {
   CHECK(room.credited_bytes == 0);
   CHECK(room.level == PNMEM_LEVEL_WATCH);
   CHECK(room.avail_bytes == (tight_avail + freed + 1023) / 1024 * 1024);
+
+  /* 5. The same through the shed hook: the tree drops back to TIGHT, a sample (this thread's poll_now, the
+   *    intervals being an hour) calls the hook with exactly what pnmem_shed_bytes says, and what it frees is
+   *    credited: WATCH on that very snapshot, before the kernel's numbers move. */
+  for (int i = 0; i < 20; ++i) { /* refill the cache: 20 x 16 MiB, more than the shed needs */
+    entry_bytes[n_entries] = 16 * MIB;
+    entry[n_entries] = malloc((size_t)entry_bytes[n_entries]);
+    CHECK(entry[n_entries] != NULL);
+    ++n_entries;
+  }
+  CHECK(pnmem_set_shed_hook(shed_hook, &hook_wanted) == 0);
+  write_meminfo(total, tight_avail);
+  pnmem_watcher_poll_now();
+  CHECK(hook_calls == 1);
+  CHECK(hook_wanted == to_free);
+  CHECK(pnmem_host_room(&room) == 0);
+  CHECK(room.level == PNMEM_LEVEL_WATCH);
+  CHECK(room.credited_bytes == to_free);
+  uint64_t left = 1;
+  CHECK(pnmem_shed_bytes(&left) == 0);
+  CHECK(left == 0);
+  pnmem_watcher_poll_now(); /* the kernel has not caught up: the credit stays, no second call */
+  CHECK(pnmem_set_shed_hook(NULL, NULL) == 0);
+  printf("shed: the hook freed %" PRIu64 " B on the sample that saw TIGHT: level WATCH on it\n", hook_wanted);
 
   pnmem_watcher_stop();
   cache_evict(UINT64_MAX);

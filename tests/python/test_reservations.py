@@ -132,3 +132,83 @@ def test_die_uuid():
 def test_reserve_die_bytes_bad_arguments(args):
     with pytest.raises(pnmem.Error):
         pnmem.reserve_die_bytes(*args)
+
+
+# --- make_room and the shed hook (issue 41) ---------------------------------------------------------
+
+def test_make_room_fits_without_asking(roomy_die):
+    asked = []
+    r = pnmem.make_room(1 * MIB, lambda want: asked.append(want) or 0)
+    assert r.granted and r.answer.status == pnmem.Status.ADMITTED and r.handle != 0
+    assert asked == []  # it fit above WATCH's floor: the cache was not asked
+    assert "fits in the" in r.answer.explain() and "above WATCH's floor" in r.answer.explain()
+    r.cancel()
+
+
+def test_make_room_asks_the_cache_for_the_shortfall(roomy_die):
+    asked = []
+
+    def drop_oldest(want: int) -> int:
+        asked.append(want)
+        return want  # the cache freed exactly what was asked
+
+    room = pnmem.room()
+    over = room.take_bytes(pnmem.Level.WATCH) + 64 * MIB  # 64 MiB more than fits at WATCH
+    r = pnmem.make_room(over, drop_oldest)
+    assert len(asked) == 1 and asked[0] > 0
+    assert abs(asked[0] - 64 * MIB) < 256 * MIB  # the live box moves between the two reads
+    assert r.granted and r.answer.status == pnmem.Status.ADMITTED
+    r.cancel()
+    # A cache that frees nothing: refused, nothing reserved.
+    r2 = pnmem.make_room(over + 1024 * MIB, lambda want: 0)
+    assert not r2.granted and r2.handle == 0
+    assert r2.answer.status == pnmem.Status.CAPPED and r2.answer.reason == pnmem.Reason.HOST_BUDGET
+    assert "does not fit with the host at WATCH or better" in r2.answer.explain()
+
+
+def test_make_room_callback_errors(roomy_die):
+    over = pnmem.room().take_bytes(pnmem.Level.WATCH) + 64 * MIB
+
+    def broken(want: int) -> int:
+        raise KeyError("cache lock lost")
+
+    before = pnmem.pending_bytes()
+    with pytest.raises(KeyError):
+        pnmem.make_room(over, broken)
+    assert pnmem.pending_bytes() <= before  # nothing left reserved
+    with pytest.raises(pnmem.ArgumentTypeError, match="the callback returned str"):
+        pnmem.make_room(over, lambda want: "lots")  # type: ignore[arg-type,return-value]
+    with pytest.raises(pnmem.ArgumentError, match="cannot be negative"):
+        pnmem.make_room(over, lambda want: -1)
+    with pytest.raises(pnmem.ArgumentTypeError, match="must be callable"):
+        pnmem.make_room(1, 5)  # type: ignore[arg-type]
+    with pytest.raises(pnmem.ArgumentError):
+        pnmem.make_room(-1, lambda want: 0)
+
+
+def test_shed_bytes_and_hook(roomy_die):
+    # A roomy box: nothing to shed, and the hook is not called.
+    assert pnmem.shed_bytes() == 0
+    calls = []
+    pnmem.set_shed_hook(lambda want: calls.append(want) or 0)
+    pnmem.poll_now()
+    assert calls == []
+    # Promises that push the host under WATCH: the hook is called on the next sample with what to free.
+    room = pnmem.room()
+    # all there is above the reserve (the tests' policy may have a reserve of 1 B, and no TIGHT band)
+    gap = room.take_bytes(pnmem.Level.TIGHT) + 1
+    held = pnmem.admit_bytes(gap)
+    if not held.granted:
+        pytest.skip(f"this box cannot promise {gap} B above its reserve now: {held.answer.explain()}")
+    try:
+        assert pnmem.shed_bytes() > 0, (pnmem.room(), held.answer.explain())  # CRITICAL now
+        pnmem.poll_now()
+        assert calls and calls[-1] > 0
+    finally:
+        held.cancel()
+        pnmem.set_shed_hook(None)
+    n = len(calls)
+    pnmem.poll_now()
+    assert len(calls) == n  # removed: not called again
+    with pytest.raises(pnmem.ArgumentTypeError):
+        pnmem.set_shed_hook(3)  # type: ignore[arg-type]

@@ -43,6 +43,10 @@ struct engine_counters {
   std::atomic<std::uint64_t> gate_cancelled{0};
   std::atomic<std::uint64_t> gate_queue_full{0};
 
+  // The shed hook (C pnmem_set_shed_hook): the calls that freed something, and the bytes they freed.
+  std::atomic<std::uint64_t> shed_calls{0};
+  std::atomic<std::uint64_t> shed_freed_bytes{0};
+
   static void bump(std::atomic<std::uint64_t>& c) noexcept { c.fetch_add(1, std::memory_order_relaxed); }
 
   void count(const admit_result& r) noexcept {
@@ -53,6 +57,11 @@ struct engine_counters {
       case verdict::cap: bump(capped[i]); break;
       case verdict::reject: bump(denied[i]); break;
     }
+  }
+
+  void count_shed(std::uint64_t freed) noexcept {
+    bump(shed_calls);
+    shed_freed_bytes.fetch_add(freed, std::memory_order_relaxed);
   }
 
   void count_transition(mem_level from, mem_level to) noexcept {

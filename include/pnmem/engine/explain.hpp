@@ -10,7 +10,8 @@
 //                 is inside its reserve, level critical
 //   host_bytes  capped (host_budget): 94.16 GiB (...) does not fit, 19.52 GiB (...) would (above the host
 //                 reserve): nothing was reserved, level ok
-//   die_bytes, model_load, load_slice, load_spike: the bytes asked and what the die or host has.
+//   die_bytes, model_load, load_slice, load_spike, cache_insert: the bytes asked and what the die or
+//               host has (cache_insert: above the WATCH floor, host_ledger::make_room).
 //
 // A fail-open answer says why nothing was checked and has no level; pending bytes (host_ledger's
 // answers) follow as ", pending 64.00 MiB (67108864 B)". docs/c-api.md shows one line of every kind
@@ -139,6 +140,16 @@ inline std::string answer_words(const admit_answer& a) {
         return "the load's host spike, " + needs + ", needs more than the " + room + " above the host reserve";
       }
       if (st == S::denied && r == R::host_reserve) return "the load's host spike, " + needs + ", cannot start: " + inside_reserve;
+      return {};
+    case answer_kind::cache_insert:
+      if (st == S::admitted && r == R::fits) {
+        return "the insert, " + needs + ", fits in the " + room + " the host has above WATCH's floor";
+      }
+      if (st == S::capped && r == R::host_budget) {
+        return "the insert, " + needs + ", does not fit with the host at WATCH or better: it has " + room +
+               " above WATCH's floor after what the cache freed: nothing was reserved";
+      }
+      if (st == S::denied && r == R::host_reserve) return "the insert, " + needs + ", cannot be made: " + inside_reserve;
       return {};
   }
   return {};

@@ -243,12 +243,7 @@ class host_ledger {
     detail::lock_guard lk(mu_);
     const box_scope box(*this);
     bytes_answer_locked(w, bytes, o.policy, out);
-    if (out.answer.status == admit_status::admitted && bytes > 0) {  // never on fail_open
-      const std::int64_t now = now_();
-      const std::int64_t ttl = o.ttl.count();
-      const std::int64_t expires = ttl <= 0 ? never : now > never - ttl ? never : now + ttl;
-      out.held = hold_locked(bytes, expires);
-    }
+    if (out.answer.status == admit_status::admitted && bytes > 0) out.held = hold_for_locked(bytes, o.ttl);  // never on fail_open
     return out;
   }
 
@@ -266,6 +261,46 @@ class host_ledger {
   template <class Watcher>
   admission check_bytes(const Watcher& w, std::uint64_t bytes) PNMEM_EXCLUDES(mu_) {
     return check_bytes(w, bytes, process_policy());
+  }
+
+  // Makes room for a cache insert: a cache that keeps its newest entries (a prompt cache, offloaded KV)
+  // is about to grow by `bytes`. When the insert fits with the host bands at WATCH or better
+  // (admit_cache_insert, on the budget less what is promised), the bytes are reserved at once. When it
+  // does not, `free_older(shortfall)` is called, on this thread with no lock of pnmem's held, with the
+  // bytes to free first (host_room.hpp insert_shortfall_bytes): the engine drops its oldest entries
+  // (its choice which), returns the bytes it gave back to the kernel (0: it dropped nothing, the cache
+  // keeps what it has and the insert is refused); those are credited (credit_freed: do not credit them
+  // again) and the insert is asked again, and reserved when it fits. A cache that cannot free the whole
+  // shortfall should free nothing: a partial free leaves it smaller and the insert still refused.
+  //
+  //   auto made = ledger.make_room(watcher, entry_bytes, [&](std::uint64_t want) { return cache.drop_oldest(want); });
+  //   if (made.admitted.answer.status == pnmem::admit_status::admitted) { cache.insert(...); made.admitted.held.settle(); }
+  //
+  // The answer's kind is cache_insert (explain: "the insert, ... fits in the ... the host has above
+  // WATCH's floor"); asked_bytes is what free_older was asked for (0: not called), freed_bytes what it
+  // returned. What free_older throws goes to the caller; nothing is credited or reserved then. With no
+  // watcher running: fail_open, nothing freed or reserved.
+  struct room_made {
+    admission admitted;
+    std::uint64_t asked_bytes = 0;
+    std::uint64_t freed_bytes = 0;
+  };
+  template <class Watcher, class FreeOlder>
+  room_made make_room(const Watcher& w, std::uint64_t bytes, FreeOlder&& free_older, const reserve_options& o)
+      PNMEM_EXCLUDES(mu_) {
+    room_made out;
+    if (insert_locked(w, bytes, o, out.admitted, &out.asked_bytes) || out.asked_bytes == 0) return out;
+    out.freed_bytes = static_cast<std::uint64_t>(free_older(out.asked_bytes));
+    if (out.freed_bytes == 0) return out;  // nothing dropped: the first answer stands
+    credit_freed(out.freed_bytes);
+    out.admitted = admission{};
+    std::uint64_t still_short = 0;
+    (void)insert_locked(w, bytes, o, out.admitted, &still_short);
+    return out;
+  }
+  template <class Watcher, class FreeOlder>
+  room_made make_room(const Watcher& w, std::uint64_t bytes, FreeOlder&& free_older) PNMEM_EXCLUDES(mu_) {
+    return make_room(w, bytes, std::forward<FreeOlder>(free_older), reserve_options{});
   }
 
   // --- Dies ---
@@ -755,16 +790,44 @@ class host_ledger {
     return detail::to_u64_sat(pending_);
   }
 
+  // A reservation of `bytes` that expires `ttl` from now (0: never).
+  reservation hold_for_locked(std::uint64_t bytes, std::chrono::nanoseconds ttl_ns) PNMEM_REQUIRES(mu_) {
+    const std::int64_t now = now_();
+    const std::int64_t ttl = ttl_ns.count();
+    const std::int64_t expires = ttl <= 0 ? never : now > never - ttl ? never : now + ttl;
+    return hold_locked(bytes, expires);
+  }
+
+  // make_room's one answer: admit_cache_insert on the budget, reserved when admitted; true then (or
+  // fail_open: nothing to make room for). *shortfall: the bytes to free for it to fit.
+  template <class Watcher>
+  bool insert_locked(const Watcher& w, std::uint64_t bytes, const reserve_options& o, admission& out,
+                     std::uint64_t* shortfall) PNMEM_EXCLUDES(mu_) {
+    detail::lock_guard lk(mu_);
+    const box_scope box(*this);
+    bytes_answer_locked(w, bytes, o.policy, out, answer_kind::cache_insert, shortfall);
+    if (out.answer.status == admit_status::fail_open) {
+      *shortfall = 0;
+      return true;
+    }
+    if (out.answer.status != admit_status::admitted) return false;
+    if (bytes > 0) out.held = hold_for_locked(bytes, o.ttl);
+    return true;
+  }
+
   // admit_host_bytes on the newest snapshot less the pending bytes, into out.answer and out.pending_bytes
   // (fail open, nothing known, when no watcher runs). Reserves nothing.
+  // (kind cache_insert: admit_cache_insert, and *shortfall the bytes to free for it to fit at WATCH.)
   template <class Watcher>
-  void bytes_answer_locked(const Watcher& w, std::uint64_t bytes, const pnmem::policy& p, admission& out)
+  void bytes_answer_locked(const Watcher& w, std::uint64_t bytes, const pnmem::policy& p, admission& out,
+                           answer_kind kind = answer_kind::host_bytes, std::uint64_t* shortfall = nullptr)
       PNMEM_REQUIRES(mu_) {
-    out.answer.kind = answer_kind::host_bytes;
+    out.answer.kind = kind;
+    const bool insert = kind == answer_kind::cache_insert;
     if (!w.running()) {
       out.answer.status = admit_status::fail_open;
       out.answer.reason = admit_reason::not_watching;
-      out.answer.detail = admit_host_bytes(bytes, mem_state{}, p);
+      out.answer.detail = insert ? admit_cache_insert(bytes, mem_state{}, p) : admit_host_bytes(bytes, mem_state{}, p);
       return;
     }
     mem_level level = mem_level::ok;
@@ -772,7 +835,8 @@ class host_ledger {
     const admit_result r = with_budget_locked(w, out.pending_bytes, [&](const mem_state& s) {
       level = s.level;
       host_read = s.host_total_bytes != 0;
-      return admit_host_bytes(bytes, s, p);
+      if (shortfall != nullptr) *shortfall = insert_shortfall_bytes(bytes, room_for(s, p));
+      return insert ? admit_cache_insert(bytes, s, p) : admit_host_bytes(bytes, s, p);
     });
     out.answer.level = level;
     out.answer.reason = r.reason;
