@@ -220,6 +220,7 @@ pnmem_gate* create_gate(global_state& s, const pnmem::model_desc& m, int max_slo
       std::make_unique<pnmem_gate>(m, max_slots, static_cast<std::size_t>(max_waiters < 0 ? 0 : max_waiters), p,
                                              &s.counters);
   if (pnmem::c_abi::platform_watcher* w = s.watcher()) gate->connection = gate->gate.connect(*w);
+  s.add_gate(&gate->gate);  // its queue and slots in the fleet gauges while it lives
   return gate.release();
 }
 
@@ -871,7 +872,10 @@ pnmem_gate* pnmem_gate_create_for(const pnmem_model* model, int max_waiters) {
 }
 
 void pnmem_gate_destroy(pnmem_gate* gate) {
-  boundary(__func__, {gate}, [&] { delete gate; });
+  boundary(__func__, {gate}, [&] {
+    state().remove_gate(&gate->gate);
+    delete gate;
+  });
 }
 
 pnmem_gate_status pnmem_gate_acquire(pnmem_gate* gate, int64_t timeout_ms) {
@@ -929,6 +933,8 @@ int pnmem_metrics_text(char* buf, size_t len, unsigned what) {
       text = pnmem::prometheus_counters_text(s.counters);
     }
     if ((what & PNMEM_METRICS_COUNTERS) != 0) {
+      // The model-server protocol's gauges: the C gates' queues and slots and the engine's own numbers.
+      if (const std::optional<pnmem::fleet_load> f = s.fleet()) text += pnmem::prometheus_fleet_text(*f);
       // The box ledger this process joined: what every process of the box has promised, as this one counts it.
       const pnmem::host_ledger::figures f = s.ledger.ledger_figures(pnmem::c_abi::live_watcher{w});
       if (f.box) {
@@ -940,6 +946,15 @@ int pnmem_metrics_text(char* buf, size_t len, unsigned what) {
     if (text.size() > static_cast<std::size_t>(INT_MAX)) return -1;
     write_err(buf, len, text);  // cut to len - 1 bytes and NUL-terminated, as snprintf
     return static_cast<int>(text.size());
+  });
+}
+
+int pnmem_set_fleet_load(uint64_t queued_requests, uint64_t running_requests, uint64_t slot_capacity,
+                         uint64_t kv_used_bytes, uint64_t kv_capacity_bytes) {
+  return boundary(__func__, -1, {}, [&] {
+    state().set_fleet_load(pnmem::fleet_load{queued_requests, running_requests, slot_capacity, kv_used_bytes,
+                                             kv_capacity_bytes});
+    return 0;
   });
 }
 

@@ -41,11 +41,13 @@ global_state::global_state() {
 void global_state::prepare_fork() noexcept {
   res_mu_.lock();
   subs_mu_.lock();
+  fleet_mu_.lock();
   shed_mu_.lock();
 }
 
 void global_state::after_fork_parent() noexcept {
   shed_mu_.unlock();
+  fleet_mu_.unlock();
   subs_mu_.unlock();
   res_mu_.unlock();
 }
@@ -57,6 +59,7 @@ void global_state::after_fork_child() noexcept {
   shed_running_ = std::thread::id();  // the hook's caller was the parent's poll thread
   new (&shed_cv_) std::condition_variable();
   shed_mu_.unlock();
+  fleet_mu_.unlock();
   subs_mu_.unlock();
   res_mu_.unlock();
 }
@@ -326,6 +329,34 @@ std::uint64_t global_state::shed_bytes() {
   const platform_watcher* w = watcher();
   if (w == nullptr || !w->running()) return 0;
   return ledger.room(live_watcher{w}, w->options().policy).free_bytes(mem_level::watch);  // the ledger's mutex
+}
+
+void global_state::add_gate(const backpressure_gate* g) {
+  detail::lock_guard lk(fleet_mu_);
+  gates_.push_back(g);
+}
+
+void global_state::remove_gate(const backpressure_gate* g) {
+  detail::lock_guard lk(fleet_mu_);
+  gates_.erase(std::remove(gates_.begin(), gates_.end(), g), gates_.end());
+}
+
+void global_state::set_fleet_load(const fleet_load& own) {
+  detail::lock_guard lk(fleet_mu_);
+  own_fleet_ = own;
+}
+
+std::optional<fleet_load> global_state::fleet() {
+  detail::lock_guard lk(fleet_mu_);
+  if (!own_fleet_ && gates_.empty()) return std::nullopt;
+  fleet_load f = own_fleet_.value_or(fleet_load{});
+  for (const backpressure_gate* g : gates_) {  // each gate's three reads under its own lock
+    const fleet_load l = gate_load(*g);
+    f.queued_requests += l.queued_requests;
+    f.running_requests += l.running_requests;
+    f.slot_capacity += l.slot_capacity;
+  }
+  return f;
 }
 
 std::uint64_t global_state::call_shed_hook(std::uint64_t want) noexcept {

@@ -20,6 +20,7 @@
 //                  (a handle's settle or cancel reaches the ledger under res_mu)
 //   subs_mu        the C subscriptions (a leaf; never held while a callback runs)
 //   shed_mu        the shed hook (a leaf; never held while the hook runs)
+//   fleet_mu       the C gates alive and the engine's fleet numbers (then a gate's own lock)
 //
 // Internal to libpnmem_c.
 #pragma once
@@ -40,7 +41,9 @@
 #include "pnmem/detail/fork_guard.hpp"
 #include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
+#include "pnmem/engine/backpressure_gate.hpp"
 #include "pnmem/engine/counters.hpp"
+#include "pnmem/engine/fleet_load.hpp"
 #include "pnmem/engine/host_ledger.hpp"
 #include "pnmem/engine/shed_hook.hpp"
 #include "pnmem/pnmem_c.h"
@@ -135,6 +138,14 @@ class global_state {
   pnmem_subscription subscribe(pnmem_level_fn fn, void* user) PNMEM_EXCLUDES(subs_mu_);
   void unsubscribe(pnmem_subscription id) PNMEM_EXCLUDES(subs_mu_);
 
+  // --- the fleet gauges (pnmem_set_fleet_load) ---------------------------------------------------
+  // Every C gate alive adds its queue, held slots and capacity to the engine's own numbers.
+  void add_gate(const backpressure_gate* g) PNMEM_EXCLUDES(fleet_mu_);
+  void remove_gate(const backpressure_gate* g) PNMEM_EXCLUDES(fleet_mu_);
+  void set_fleet_load(const fleet_load& own) PNMEM_EXCLUDES(fleet_mu_);
+  // The gauges now: the engine's numbers plus every C gate's; nullopt while neither was ever given.
+  std::optional<fleet_load> fleet() PNMEM_EXCLUDES(fleet_mu_);
+
   // --- the shed hook (pnmem_set_shed_hook) ----------------------------------------------------
   // The process's one hook (fn NULL: none). Returns once a call of the previous one on another
   // thread has returned.
@@ -203,6 +214,11 @@ class global_state {
   std::vector<c_subscriber> subs_ PNMEM_GUARDED_BY(subs_mu_);
   std::vector<std::pair<pnmem_subscription, std::thread::id>> running_ PNMEM_GUARDED_BY(subs_mu_);
   pnmem_subscription last_sub_ PNMEM_GUARDED_BY(subs_mu_) = 0;
+
+  // The fleet gauges: the C gates alive, and the engine's numbers once given.
+  detail::mutex fleet_mu_ PNMEM_ACQUIRED_AFTER(subs_mu_);
+  std::vector<const backpressure_gate*> gates_ PNMEM_GUARDED_BY(fleet_mu_);
+  std::optional<fleet_load> own_fleet_ PNMEM_GUARDED_BY(fleet_mu_);
 
   // The shed hook, and the thread calling it now (none: a default id), so set_shed_hook can wait for it.
   detail::mutex shed_mu_ PNMEM_ACQUIRED_AFTER(subs_mu_);

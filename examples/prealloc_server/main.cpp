@@ -17,7 +17,8 @@
 //                                            settled (or cancelled if the allocation fails); and
 //      pnmem_set_shed_hook                   under pressure the oldest entries are shed on pnmem's poll
 //                                            thread, also while the engine's loop is busy;
-//   f. pnmem_metrics_text                    pnmem's /metrics lines, with PNMEM_METRICS_CONTENT_TYPE.
+//   f. pnmem_set_fleet_load                  the gateway's gauges (queued, running, slots);
+//      pnmem_metrics_text                    pnmem's /metrics lines, with PNMEM_METRICS_CONTENT_TYPE.
 // docs/engine-integration.md ("pnmem in a server that preallocates") walks through it.
 //
 // Build it against an installed pnmem (PKG_CONFIG_PATH at its lib/.../pkgconfig; add
@@ -230,7 +231,11 @@ int main() {
       std::printf("req %2d prompt %4d: queued (%s, level %s)\n", id, n_tokens, r.c_str(), pnmem_level_name(a.level));
     }
     ++queued;
+    // The gateway's gauges (docs/fleet.md): one request running in a slot of max_slots, no KV bytes counted
+    // (the slots are preallocated whole: the ratio is running over the slots).
+    pnmem_set_fleet_load(0, 1, static_cast<std::uint64_t>(model.max_slots), 0, 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the request runs in a slot
+    pnmem_set_fleet_load(0, 0, static_cast<std::uint64_t>(model.max_slots), 0, 0);
 
     // e. Its prompt goes into the host cache, which keeps its newest entries: pnmem_make_room reserves
     //    the entry's bytes, first asking the cache to drop its oldest entries when the insert would take
@@ -282,8 +287,10 @@ int main() {
   metrics.resize(static_cast<std::size_t>(n));
   std::printf("\nContent-Type: %s\n\n%s", PNMEM_METRICS_CONTENT_TYPE, metrics.c_str());
 
-  // The exposition holds the level and counted every pnmem_admit above.
+  // The exposition holds the level, the fleet gauges, and counted every pnmem_admit above.
   if (metrics.find("\npnmem_level ") == std::string::npos) fail("pnmem_metrics_text: no pnmem_level sample");
+  if (metrics.find("\npnmem_slot_capacity 4\n") == std::string::npos || metrics.find("\npnmem_running_requests 0\n") == std::string::npos)
+    fail("pnmem_metrics_text: the fleet gauges are not what pnmem_set_fleet_load gave");
   std::uint64_t admissions = 0;
   for (std::size_t at = metrics.find("\npnmem_admissions_total{"); at != std::string::npos;
        at = metrics.find("\npnmem_admissions_total{", at + 1)) {

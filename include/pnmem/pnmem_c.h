@@ -1108,7 +1108,8 @@ PNMEM_C_API int pnmem_admit_after_eviction(const pnmem_model* model, const pnmem
 #define PNMEM_METRICS_BOX 1u      /* the snapshot's families: exactly what `pnmem metrics` prints */
 #define PNMEM_METRICS_COUNTERS 2u /* what this library's C calls counted: request admissions by
                                    * verdict and reason, fail-open ones, the ladder's clamps, level
-                                   * changes, the C gates' slots (pnmem_admissions_total, ...) */
+                                   * changes, the C gates' slots (pnmem_admissions_total, ...); the
+                                   * fleet gauges (pnmem_set_fleet_load) and the box ledger's */
 #define PNMEM_METRICS_ALL 3u
 /* The Content-Type to serve the text with. */
 #define PNMEM_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
@@ -1125,6 +1126,18 @@ PNMEM_C_API int pnmem_admit_after_eviction(const pnmem_model* model, const pnmem
  * NULL with len > 0, `what` is 0 or has another bit, or on failure. Locks nothing
  * (allocates: not for the decision path). */
 PNMEM_C_API int pnmem_metrics_text(char* buf, size_t len, unsigned what);
+
+/* Since 0.3: the engine's own numbers for the model-server protocol's gauges an inference gateway's
+ * endpoint picker routes by (docs/fleet.md): requests waiting in its own queue, requests being served,
+ * the requests it may run at once now (0: unknown), and its KV cache's bytes in use and held for
+ * requests (0: unknown). Every C gate alive (pnmem_gate_create, _create_for; until pnmem_gate_destroy)
+ * adds its waiting acquirers, held slots and capacity. From the first call, or the first gate,
+ * pnmem_metrics_text's PNMEM_METRICS_COUNTERS carries pnmem_queued_requests, pnmem_running_requests,
+ * pnmem_kv_cache_usage_ratio (KV bytes used over held when known, else running over the slot
+ * capacity; at most 1) and pnmem_slot_capacity. Each call replaces the numbers of the one before; call
+ * it when they change (a request queued, started or finished). Returns 0. Locks the fleet mutex. */
+PNMEM_C_API int pnmem_set_fleet_load(uint64_t queued_requests, uint64_t running_requests, uint64_t slot_capacity,
+                                     uint64_t kv_used_bytes, uint64_t kv_capacity_bytes);
 
 /* Lower-case name of a level ("ok", ...), a static string; "invalid" for a value
  * outside [PNMEM_LEVEL_OK, PNMEM_LEVEL_CRITICAL]. Locks nothing. */

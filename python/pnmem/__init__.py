@@ -29,7 +29,7 @@ from ._core import (Answer, ArgumentError, ArgumentTypeError, Budget, Die, Engin
                     pending_bytes, plan,
                     plan_now, policy, poll_now, read, reserve_die_bytes, reserve_model_load,
                     reserve_model_load_die, retry_after, room, running,
-                    set_die, set_die_uuid, set_log_sink, set_shed_hook, shed_bytes, subscribe)
+                    set_die, set_die_uuid, set_fleet_load, set_log_sink, set_shed_hook, shed_bytes, subscribe)
 from ._prometheus import PrometheusClientMissing, PrometheusCollector, register_prometheus
 
 __version__ = "0.1.0"
@@ -48,7 +48,7 @@ __all__ = [
     "pending_bytes",
     "plan", "plan_now", "policy", "poll_now",
     "read", "reserve_die_bytes", "reserve_model_load", "reserve_model_load_die", "retry_after", "room", "running",
-    "set_die", "set_die_uuid", "set_log_sink", "set_shed_hook", "shed_bytes", "subscribe",
+    "set_die", "set_die_uuid", "set_fleet_load", "set_log_sink", "set_shed_hook", "shed_bytes", "subscribe",
     "Eviction", "SlotEviction", "admit_after_eviction", "key_norm_scores", "observation_scores", "plan_eviction",
     "select_keep",
     "PrometheusClientMissing", "PrometheusCollector", "register_prometheus",

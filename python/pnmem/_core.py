@@ -1494,6 +1494,20 @@ def shed_bytes() -> int:
     return n.value
 
 
+def set_fleet_load(queued_requests: int = 0, running_requests: int = 0, slot_capacity: int = 0,
+                   kv_used_bytes: int = 0, kv_capacity_bytes: int = 0) -> None:
+    """pnmem_set_fleet_load: the engine's numbers for the gateway's gauges (pnmem_queued_requests,
+    pnmem_running_requests, pnmem_kv_cache_usage_ratio, pnmem_slot_capacity in metrics_text), to which
+    every Gate alive adds its queue and slots. Each call replaces the one before (0: unknown capacity)."""
+    f = "pnmem_set_fleet_load"
+    args = [_u64(f, n, v) for n, v in (("queued_requests", queued_requests), ("running_requests", running_requests),
+                                         ("slot_capacity", slot_capacity), ("kv_used_bytes", kv_used_bytes),
+                                         ("kv_capacity_bytes", kv_capacity_bytes))]
+    _begin()
+    if _lib.pnmem_set_fleet_load(*args) != 0:
+        raise _fail(f, "failed")
+
+
 _shed_lock = threading.Lock()
 _shed_thunk: Any = None
 

@@ -374,6 +374,7 @@ PROTOTYPES = {
     "pnmem_make_room": (c_int, [c_uint64, c_int64, FREE_FN, c_void_p, POINTER(pnmem_admit_answer), POINTER(c_uint64)]),
     "pnmem_shed_bytes": (c_int, [POINTER(c_uint64)]),
     "pnmem_set_shed_hook": (c_int, [FREE_FN, c_void_p]),
+    "pnmem_set_fleet_load": (c_int, [c_uint64, c_uint64, c_uint64, c_uint64, c_uint64]),
     "pnmem_subscribe": (c_uint64, [LEVEL_FN, c_void_p]),
     "pnmem_unsubscribe": (None, [c_uint64]),
     "pnmem_plan_ladder": (pnmem_ladder_plan, [c_int, c_int, c_int, c_bool]),

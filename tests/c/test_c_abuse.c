@@ -402,6 +402,9 @@ static void bad_new_arguments(int running) {
     CHECK(pnmem_set_shed_hook(abuse_free_all, NULL) == 0);
     CHECK(pnmem_set_shed_hook(NULL, NULL) == 0);
     if (running) pnmem_watcher_poll_now(); /* the credits are gone */
+    /* pnmem_set_fleet_load: any numbers are taken (a ratio past 1 reads 1). */
+    CHECK(pnmem_set_fleet_load(UINT64_MAX, UINT64_MAX, 0, UINT64_MAX, 1) == 0);
+    CHECK(pnmem_set_fleet_load(0, 0, 0, 0, 0) == 0);
   }
 
   /* A newer caller's larger struct: initialised whole (its tail zeroed) and accepted. */

@@ -17,7 +17,8 @@
  *      The hook runs on the watcher's poll thread, drops the oldest entries holding what pnmem asks,
  *      and the host is back at WATCH within a few poll intervals; pnmem_shed_bytes says 0 then.
  *   4. One hook per process: set twice, the second replaces the first; NULL removes it. The metrics
- *      count the calls that freed something and their bytes. */
+ *      count the calls that freed something and their bytes.
+ *   5. The fleet gauges from C: a gate's queue and slots plus the engine's own (pnmem_set_fleet_load). */
 #define _POSIX_C_SOURCE 200809L
 
 #include <inttypes.h>
@@ -245,6 +246,29 @@ int main(void) {
   CHECK(want == watch_floor - kb_up(reserve + 1));
   CHECK(hook_calls == calls);
   CHECK(pnmem_shed_bytes(NULL) == -1);
+
+  /* 5. The fleet gauges from C: a gate's slots and queue, plus the engine's own numbers. */
+  pthread_mutex_lock(&box_mu);
+  avail = total / 2; /* OK again: the gate's capacity is its own, not the ladder's half */
+  write_meminfo_locked();
+  pthread_mutex_unlock(&box_mu);
+  sleep_ms(200);
+  CHECK(pnmem_metrics_text(text, sizeof text, PNMEM_METRICS_COUNTERS) > 0);
+  CHECK(metric(text, "\npnmem_queued_requests ") == UINT64_MAX); /* no gate, no numbers yet: no fleet families */
+  pnmem_gate* gate = pnmem_gate_create(4, 8);
+  CHECK(gate != NULL);
+  CHECK(pnmem_gate_acquire(gate, 0) == PNMEM_GATE_ACQUIRED);
+  CHECK(pnmem_set_fleet_load(3, 2, 0, 256 * MIB, 1024 * MIB) == 0);
+  CHECK(pnmem_metrics_text(text, sizeof text, PNMEM_METRICS_ALL) > 0);
+  CHECK(metric(text, "\npnmem_queued_requests ") == 3);
+  CHECK(metric(text, "\npnmem_running_requests ") == 3); /* 2 of the engine's + 1 slot of the gate's */
+  CHECK(metric(text, "\npnmem_slot_capacity ") == 4);
+  CHECK(strstr(text, "\npnmem_kv_cache_usage_ratio 0.25\n") != NULL);
+  pnmem_gate_release(gate);
+  pnmem_gate_destroy(gate);
+  CHECK(pnmem_metrics_text(text, sizeof text, PNMEM_METRICS_COUNTERS) > 0);
+  CHECK(metric(text, "\npnmem_running_requests ") == 2); /* the gate is gone */
+  CHECK(metric(text, "\npnmem_slot_capacity ") == 0);
 
   pnmem_watcher_stop();
   tree_remove();

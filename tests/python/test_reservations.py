@@ -212,3 +212,23 @@ def test_shed_bytes_and_hook(roomy_die):
     assert len(calls) == n  # removed: not called again
     with pytest.raises(pnmem.ArgumentTypeError):
         pnmem.set_shed_hook(3)  # type: ignore[arg-type]
+
+
+def test_fleet_load_in_metrics(roomy_die):
+    pnmem.set_fleet_load(queued_requests=2, running_requests=3, slot_capacity=8, kv_used_bytes=1 << 30,
+                         kv_capacity_bytes=4 << 30)
+    text = pnmem.metrics_text()
+    assert "\npnmem_queued_requests 2\n" in text
+    assert "\npnmem_running_requests 3\n" in text
+    assert "\npnmem_kv_cache_usage_ratio 0.25\n" in text
+    gate = pnmem.Gate(max_slots=4)
+    try:
+        with gate:  # one slot held
+            assert "\npnmem_running_requests 4\n" in pnmem.metrics_text()  # the gate's slot added
+    finally:
+        gate.close()
+    assert "\npnmem_running_requests 3\n" in pnmem.metrics_text()  # the gate is gone
+    pnmem.set_fleet_load()
+    assert "\npnmem_running_requests 0\n" in pnmem.metrics_text()
+    with pytest.raises(pnmem.ArgumentError):
+        pnmem.set_fleet_load(queued_requests=-1)

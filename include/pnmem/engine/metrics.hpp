@@ -256,6 +256,13 @@ inline std::string prometheus_counters_text(const engine_counters& counters) {
   return w.take();
 }
 
+// The model-server protocol's families alone: what prometheus_text() appends last when given a fleet_load.
+inline std::string prometheus_fleet_text(const fleet_load& fleet) {
+  detail::metrics::writer w;
+  detail::metrics::write_fleet(w, fleet);
+  return w.take();
+}
+
 // The box ledger's families (engine/box_book.hpp; docs/multi-process.md), for a process whose ledger
 // joined one or a tool that reads it (`pnmem metrics`): gauges labelled with the scope.
 //   pnmem_ledger_processes{scope}        the pnmem processes joined to it
