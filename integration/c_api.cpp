@@ -585,6 +585,33 @@ int pnmem_make_room(uint64_t bytes, int64_t ttl_ms, pnmem_free_fn free_older, vo
   });
 }
 
+int pnmem_admit_host_load(uint64_t fixed_bytes, uint64_t bytes_per_token, int wanted_tokens, int least_tokens,
+                          int64_t ttl_ms, pnmem_admit_answer* out, pnmem_reservation* reservation) {
+  if (reservation != nullptr) *reservation = 0;  // whatever fails below, nothing is reserved
+  const char* const entry = __func__;
+  return boundary(entry, -1, {out}, [&] {
+    global_state& s = state();
+    if (wanted_tokens < 0 || least_tokens < 0 || least_tokens > wanted_tokens) {
+      refuse(s, entry, "the context asked is " + std::to_string(wanted_tokens) + " tokens and the least " +
+                           std::to_string(least_tokens) + ": each must be >= 0, the least no more than the asked");
+      return -1;
+    }
+    const pnmem::c_abi::platform_watcher* w = s.watcher();
+    const pnmem::host_load_spec l{fixed_bytes, bytes_per_token, wanted_tokens, least_tokens};
+    if (reservation == nullptr) {
+      const auto r = s.ledger.check_host_load(pnmem::c_abi::live_watcher{w}, l, policy_of(w));  // the ledger's mutex
+      *out = pnmem::c_abi::to_c(r.answer, r.pending_bytes);
+      return 0;
+    }
+    const c_reserve c = reserve_for(s, w, ttl_ms);
+    auto r = s.ledger.reserve_host_load(pnmem::c_abi::live_watcher{w}, l, c.options);  // the ledger's mutex
+    const pnmem_reservation id = s.keep(std::move(r.held), c.handle_expires_ns);
+    *out = pnmem::c_abi::to_c(r.answer, r.pending_bytes);
+    *reservation = id;
+    return 0;
+  });
+}
+
 int pnmem_shed_bytes(uint64_t* out) {
   return boundary(__func__, -1, {out}, [&] {
     *out = state().shed_bytes();

@@ -89,7 +89,7 @@ bool reason_of(const char* p, answer_kind& kind, admit_reason& reason) noexcept 
 }
 }  // namespace
 static_assert(reasons_as_documented());
-static_assert(static_cast<int>(answer_kind::cache_insert) + 1 == answer_kinds);
+static_assert(static_cast<int>(answer_kind::host_load) + 1 == answer_kinds);
 
 // pnmem_kv_format: kv_format's values, and its count.
 static_assert(PNMEM_KV_Q4 == static_cast<int>(kv_format::q4));

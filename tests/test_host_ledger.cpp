@@ -822,6 +822,65 @@ TEST_CASE("shed_on_every_sample: each sample below WATCH asks for what to free, 
   w.stop();
 }
 
+TEST_CASE("admit_host_load: the largest context that fits at WATCH, down to the least; reserved at that context") {
+  const std::uint64_t total = 8 * GiB;
+  const std::uint64_t r = box_reserve_bytes(total);
+  const std::uint64_t floor = host_floor_bytes(mem_level::watch, r);
+  // 1 GiB of weights, 256 KiB of KV per token; 8192 tokens asked (2 GiB of KV), 1024 the least worth it.
+  const host_load_spec l{.fixed_bytes = 1 * GiB, .bytes_per_token = 256 * 1024, .wanted_tokens = 8192, .least_tokens = 1024};
+  const std::uint64_t whole = 3 * GiB;
+  CHECK(host_load_bytes(l, 8192) == whole);
+  struct row {
+    std::uint64_t above_floor;  // MemAvailable - WATCH floor
+    verdict v;
+    admit_reason why;
+    int fit;
+  };
+  const row rows[] = {
+      {whole, verdict::admit, admit_reason::fits, 8192},                     // exactly fits
+      {whole - 1, verdict::cap, admit_reason::host_budget, 8191},            // one token less
+      {1 * GiB + 1024 * 256 * 1024, verdict::cap, admit_reason::host_budget, 1024},  // the least, exactly
+      {1 * GiB + 1024 * 256 * 1024 - 1, verdict::reject, admit_reason::host_budget, 0},
+      {1 * GiB - 1, verdict::reject, admit_reason::host_budget, 0},          // not even the weights
+  };
+  for (const row& x : rows) {
+    CAPTURE(x.above_floor);
+    const admit_result a = admit_host_load(l, host_state(total, floor + x.above_floor), default_policy);
+    CHECK(a.verdict == x.v);
+    CHECK(a.reason == x.why);
+    CHECK(a.fit_tokens == x.fit);
+    CHECK(a.need_bytes == whole);
+    CHECK(a.limit_bytes == x.above_floor);
+  }
+  // Inside the reserve; not sampled (fail open); counts that make no sense.
+  CHECK(admit_host_load(l, host_state(total, r), default_policy).reason == admit_reason::host_reserve);
+  CHECK(admit_host_load(l, mem_state{}, default_policy).fit_tokens == 8192);
+  CHECK(admit_host_load(host_load_spec{.fixed_bytes = 1, .bytes_per_token = 1, .wanted_tokens = 10, .least_tokens = 11},
+                        host_state(total, total), default_policy).reason == admit_reason::bad_request);
+  CHECK(admit_host_load(host_load_spec{.fixed_bytes = 1, .bytes_per_token = 1, .wanted_tokens = -1, .least_tokens = 0},
+                        host_state(total, total), default_policy).reason == admit_reason::bad_request);
+  static_assert(admit_host_load(host_load_spec{.fixed_bytes = 1, .bytes_per_token = 1, .wanted_tokens = 10},
+                                host_state(8 * GiB, 8 * GiB)).verdict == verdict::admit);
+
+  // Through the ledger: what is promised counts, and a capped load reserves its bytes at the context given.
+  fake_watcher w;
+  w.set(host_state(total, floor + whole), 1000);
+  host_ledger ledger;
+  auto cache = ledger.reserve_bytes(w, 1 * GiB);  // 1 GiB promised to something else first
+  REQUIRE(cache.answer.status == admit_status::admitted);
+  auto load = ledger.reserve_host_load(w, l);
+  CHECK(load.answer.status == admit_status::capped);
+  CHECK(load.answer.kind == answer_kind::host_load);
+  CHECK(load.answer.fit_tokens == 8192 / 2);  // 2 GiB left: 1 GiB of weights and 1 GiB of KV
+  CHECK(load.held.bytes() == host_load_bytes(l, 4096));
+  CHECK(explain(load.answer).find("capped (host_budget): the load (fixed bytes and KV at the context asked) needs "
+                                  "3.00 GiB (3221225472 B); start it with 4096 tokens of context") == 0);
+  CHECK(ledger.check_host_load(w, l, default_policy).answer.status == admit_status::denied);  // nothing left
+  load.held.cancel();
+  cache.held.cancel();
+  CHECK(ledger.check_host_load(w, l, default_policy).answer.status == admit_status::admitted);
+}
+
 TEST_CASE("admit_cache_insert and insert_shortfall_bytes: the WATCH floor, in every band") {
   const std::uint64_t total = 8 * GiB;
   const std::uint64_t r = box_reserve_bytes(total);

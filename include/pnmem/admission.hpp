@@ -786,6 +786,51 @@ constexpr admit_result admit_cache_insert(std::uint64_t bytes, const mem_state& 
              : make_result(verdict::cap, 0, admit_reason::host_budget, no_die, bytes, limit);
 }
 
+// A model load on the host (a CPU engine's weights and KV, a runner loading a model into host memory),
+// whose cost grows with the context it is started with: fixed bytes (weights, compute buffers) plus
+// bytes per context token (its KV), wanted_tokens asked for, least_tokens the smallest context worth
+// starting. May it start, and with how much context, the host bands at WATCH or better after it
+// (host_room.hpp; a load that leaves the box TIGHT degrades every request after it)?
+//   host not sampled (total 0)                  -> ADMIT  fits (fail open), fit = wanted, limit 2^64-1
+//   avail inside the reserve                    -> REJECT host_reserve, limit = avail
+//   need(wanted) <= avail - WATCH floor         -> ADMIT  fits, fit = wanted
+//   need(n) fits for some n >= least            -> CAP    host_budget, fit = the largest such n
+//   else (a negative or inverted context too)   -> REJECT host_budget (bad_request for the counts)
+// need(n) = fixed_bytes + bytes_per_token x n; need_bytes is need(wanted), limit_bytes what may be taken
+// at WATCH. The engine starts the load with fit_tokens of context (llama.cpp's -c, vLLM's max_model_len).
+struct host_load_spec {
+  std::uint64_t fixed_bytes = 0;
+  std::uint64_t bytes_per_token = 0;
+  int wanted_tokens = 0;
+  int least_tokens = 1;
+};
+constexpr std::uint64_t host_load_bytes(const host_load_spec& l, int tokens) noexcept {
+  return detail::sat_add(l.fixed_bytes, detail::sat_mul(l.bytes_per_token, static_cast<std::uint64_t>(tokens < 0 ? 0 : tokens)));
+}
+constexpr admit_result admit_host_load(const host_load_spec& l, const mem_state& s,
+                                       const policy& p = default_policy) noexcept {
+  using detail::make_result;
+  const std::uint64_t need = host_load_bytes(l, l.wanted_tokens);
+  if (l.wanted_tokens < 0 || l.least_tokens < 0 || l.least_tokens > l.wanted_tokens) {
+    return make_result(verdict::reject, 0, admit_reason::bad_request, no_die, need, 0);
+  }
+  if (!detail::host_known(s)) return make_result(verdict::admit, l.wanted_tokens, admit_reason::fits, no_die, need, detail::u64_max);
+  const admit_result inside = admit_host_bytes(need, s, p);  // inside the reserve: as host bytes (host_reserve)
+  if (inside.verdict == verdict::reject) return inside;
+  const std::uint64_t limit = detail::sat_sub(s.host_avail_bytes, host_floor_bytes(mem_level::watch, host_reserve_bytes(s, p)));
+  if (need <= limit) return make_result(verdict::admit, l.wanted_tokens, admit_reason::fits, no_die, need, limit);
+  // The largest context whose load fits: (limit - fixed) / per token, below wanted here.
+  int fit = -1;
+  if (limit >= l.fixed_bytes) {
+    const std::uint64_t n = l.bytes_per_token == 0 ? static_cast<std::uint64_t>(l.wanted_tokens)
+                                                   : (limit - l.fixed_bytes) / l.bytes_per_token;
+    fit = n >= static_cast<std::uint64_t>(l.wanted_tokens) ? l.wanted_tokens : static_cast<int>(n);
+  }
+  return fit >= l.least_tokens && fit > 0
+             ? make_result(verdict::cap, fit, admit_reason::host_budget, no_die, need, limit)
+             : make_result(verdict::reject, 0, admit_reason::host_budget, no_die, need, limit);
+}
+
 // Die-byte admission: may `bytes` more be allocated on `die` now? Its free VRAM less the policy's die
 // reserve, as admit_model_load checks a load (without the load's scratch):
 //   die not fed (or out of range)  -> REJECT bad_request

@@ -857,6 +857,27 @@ typedef uint64_t (*pnmem_free_fn)(uint64_t bytes_wanted, void* user);
 PNMEM_C_API int pnmem_make_room(uint64_t bytes, int64_t ttl_ms, pnmem_free_fn free_older, void* user,
                                 pnmem_admit_answer* out, pnmem_reservation* reservation);
 
+/* Since 0.3: a model load on the host whose cost grows with its context (a CPU engine's weights and KV,
+ * a runner loading a model into host memory): fixed_bytes (weights, compute buffers) plus
+ * bytes_per_token of KV per context token, wanted_tokens asked for, least_tokens the smallest context
+ * worth starting. May it start, and with how much context, the host at WATCH or better after it:
+ *   PNMEM_ADMITTED   "fits": out->fit_tokens = wanted_tokens;
+ *   PNMEM_CAPPED     "host_budget": start it with out->fit_tokens of context (the largest that fits,
+ *                    at least least_tokens): llama.cpp's -c, vLLM's max_model_len;
+ *   PNMEM_DENIED     "host_budget": not even least_tokens fit; "host_reserve": available memory is
+ *                    inside the host reserve;
+ *   PNMEM_FAIL_OPEN  no watcher runs: nothing is known.
+ * out->need_bytes is the load at wanted_tokens, out->limit_bytes what the host has above WATCH's
+ * floor, less what is promised; pnmem_explain says "the load (fixed bytes and KV at the context asked)
+ * needs ...; start it with N tokens of context: that fits in ...". With `reservation` not NULL, the
+ * load's bytes at fit_tokens are reserved when admitted or capped, until pnmem_reservation_settle
+ * (loaded) or _cancel, ttl_ms as pnmem_reserve_bytes; NULL: the answer alone. 0 on success; -1 if
+ * out is NULL, a context is negative or least_tokens > wanted_tokens (logged), or on failure (nothing
+ * is reserved, *out is not written). Locks the ledger's mutex (then the handles' mutex). */
+PNMEM_C_API int pnmem_admit_host_load(uint64_t fixed_bytes, uint64_t bytes_per_token, int wanted_tokens,
+                                      int least_tokens, int64_t ttl_ms, pnmem_admit_answer* out,
+                                      pnmem_reservation* reservation);
+
 /* Since 0.3: the bytes to free now for the host bands to be back at WATCH (pnmem_room's
  * free_bytes[PNMEM_LEVEL_WATCH], on the ledger's budget: what is promised and credited counted): 0 at
  * WATCH or better, when the host was not sampled, or with no watcher running. Into *out. 0 on

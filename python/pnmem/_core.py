@@ -1494,6 +1494,39 @@ def shed_bytes() -> int:
     return n.value
 
 
+def _host_load(f: str, fixed_bytes: int, bytes_per_token: int, wanted_tokens: int, least_tokens: int,
+               ttl_ms: int, reserve: bool) -> Tuple[Answer, int]:
+    fb = _u64(f, "fixed_bytes", fixed_bytes)
+    pt = _u64(f, "bytes_per_token", bytes_per_token)
+    w = _int(f, "wanted_tokens", wanted_tokens, 0, INT32_MAX)
+    least = _int(f, "least_tokens", least_tokens, 0, INT32_MAX)
+    if least > w:
+        raise ArgumentError(f"{f}: least_tokens is {least}: more than wanted_tokens ({w})", f)
+    out = _ffi.pnmem_admit_answer()
+    r = ctypes.c_uint64(0)
+    _begin()
+    if _lib.pnmem_admit_host_load(fb, pt, w, least, ttl_ms, ctypes.byref(out), ctypes.byref(r) if reserve else None) != 0:
+        raise _fail(f, "failed")
+    return _answer(out), r.value
+
+
+def admit_host_load(fixed_bytes: int, bytes_per_token: int, wanted_tokens: int, least_tokens: int = 1) -> Answer:
+    """pnmem_admit_host_load: may a load into host memory start (fixed bytes plus KV per context token), and
+    with how much context, the host at WATCH or better after it? ADMITTED (fit_tokens = wanted), CAPPED
+    (start it with answer.fit_tokens of context, at least least_tokens) or DENIED. Reserves nothing."""
+    a, _ = _host_load("pnmem_admit_host_load", fixed_bytes, bytes_per_token, wanted_tokens, least_tokens, 0, False)
+    return a
+
+
+def reserve_host_load(fixed_bytes: int, bytes_per_token: int, wanted_tokens: int, least_tokens: int = 1,
+                      ttl: Optional[float] = None) -> Reservation:
+    """admit_host_load, and when ADMITTED or CAPPED the load's bytes at answer.fit_tokens of context
+    reserved until settle() (loaded) or cancel(). granted then (or FAIL_OPEN). ttl as admit_bytes."""
+    f = "pnmem_admit_host_load"
+    a, handle = _host_load(f, fixed_bytes, bytes_per_token, wanted_tokens, least_tokens, _ttl_ms(f, ttl), True)
+    return Reservation(a, handle, a.status in (Status.ADMITTED, Status.CAPPED, Status.FAIL_OPEN))
+
+
 def set_fleet_load(queued_requests: int = 0, running_requests: int = 0, slot_capacity: int = 0,
                    kv_used_bytes: int = 0, kv_capacity_bytes: int = 0) -> None:
     """pnmem_set_fleet_load: the engine's numbers for the gateway's gauges (pnmem_queued_requests,

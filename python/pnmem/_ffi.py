@@ -375,6 +375,8 @@ PROTOTYPES = {
     "pnmem_shed_bytes": (c_int, [POINTER(c_uint64)]),
     "pnmem_set_shed_hook": (c_int, [FREE_FN, c_void_p]),
     "pnmem_set_fleet_load": (c_int, [c_uint64, c_uint64, c_uint64, c_uint64, c_uint64]),
+    "pnmem_admit_host_load": (c_int, [c_uint64, c_uint64, c_int, c_int, c_int64, POINTER(pnmem_admit_answer),
+                                      POINTER(c_uint64)]),
     "pnmem_subscribe": (c_uint64, [LEVEL_FN, c_void_p]),
     "pnmem_unsubscribe": (None, [c_uint64]),
     "pnmem_plan_ladder": (pnmem_ladder_plan, [c_int, c_int, c_int, c_bool]),

@@ -402,6 +402,14 @@ static void bad_new_arguments(int running) {
     CHECK(pnmem_set_shed_hook(abuse_free_all, NULL) == 0);
     CHECK(pnmem_set_shed_hook(NULL, NULL) == 0);
     if (running) pnmem_watcher_poll_now(); /* the credits are gone */
+    /* pnmem_admit_host_load: NULL out, negative or inverted contexts (logged), the largest numbers. */
+    CHECK(pnmem_admit_host_load(1, 1, 10, 1, 0, NULL, &held) == -1);
+    CHECK(pnmem_admit_host_load(1, 1, -1, 0, 0, &a, NULL) == -1);
+    CHECK(logged("pnmem_admit_host_load"));
+    CHECK(pnmem_admit_host_load(1, 1, 10, 11, 0, &a, &held) == -1);
+    CHECK(held == 0);
+    CHECK(pnmem_admit_host_load(UINT64_MAX, UINT64_MAX, INT_MAX, 0, -1, &a, &held) == 0);
+    CHECK(held == 0 && (a.status == PNMEM_DENIED || a.status == PNMEM_FAIL_OPEN));
     /* pnmem_set_fleet_load: any numbers are taken (a ratio past 1 reads 1). */
     CHECK(pnmem_set_fleet_load(UINT64_MAX, UINT64_MAX, 0, UINT64_MAX, 1) == 0);
     CHECK(pnmem_set_fleet_load(0, 0, 0, 0, 0) == 0);

@@ -3,7 +3,7 @@
  *   test_c_explain DOCS_PAGE
  *
  * pnmem_explain words an answer by what was asked (a request's tokens, host bytes, bytes on a die, a
- * model load, one die's slice of one, a load's host spike, a cache insert; include/pnmem/engine/explain.hpp). This test
+ * model load, one die's slice of one, a load's host spike, a cache insert, a host load; include/pnmem/engine/explain.hpp). This test
  * makes every answer those calls give on a box it writes (pnmem_watcher_options.root: 16 GiB, its
  * MemAvailable and PSI set per scene; die 0 has 64 GiB free of 80, die 1 2 GiB of 4, and die 2, fed
  * later, 10 MiB of 16), prints each as "<what was asked>: <pnmem_explain's line>", and compares the lines with
@@ -95,6 +95,12 @@ static void cache_insert(const char* what, uint64_t bytes) {
   CHECK(pnmem_make_room(bytes, 0, NULL, NULL, &a, &r) == 0); /* no cache to free from: the answer alone */
   say(what, &a);
   pnmem_reservation_cancel(r);
+}
+
+static void host_load(const char* what, int wanted) {
+  pnmem_admit_answer a;
+  CHECK(pnmem_admit_host_load(GIB, 256 * 1024, wanted, 1024, 0, &a, NULL) == 0); /* 1 GiB + 256 KiB a token */
+  say(what, &a);
 }
 
 static void spike(const char* what) {
@@ -216,6 +222,8 @@ int main(int argc, char** argv) {
   load("load slice, no die named", 1, 20 * GIB, 4 * GIB, -1);
   spike("load spike, fits");
   cache_insert("cache insert, fits", 64 * MIB);
+  host_load("host load, fits", 8192);
+  host_load("host load, a smaller context", 65536);
 
   /* Tight: 2.5 GiB available, 102.4 MiB above the reserve. */
   scene(5 * GIB / 2, 0.0);
@@ -229,6 +237,7 @@ int main(int argc, char** argv) {
   m.die = 0;
   spike("load spike, tight");
   cache_insert("cache insert, tight, nothing freed", 64 * MIB);
+  host_load("host load, tight", 8192);
 
   /* Critical: 1 GiB available, inside the reserve. */
   scene(GIB, 0.0);
@@ -238,6 +247,7 @@ int main(int argc, char** argv) {
   host_bytes("host bytes, critical", 64 * MIB);
   spike("load spike, critical");
   cache_insert("cache insert, critical, nothing freed", 64 * MIB);
+  host_load("host load, critical", 8192);
 
   /* Stalled: bytes to spare, but the box has been stalled on memory 60 % of the last 10 s. */
   scene(12 * GIB, 60.0);

@@ -232,3 +232,27 @@ def test_fleet_load_in_metrics(roomy_die):
     assert "\npnmem_running_requests 0\n" in pnmem.metrics_text()
     with pytest.raises(pnmem.ArgumentError):
         pnmem.set_fleet_load(queued_requests=-1)
+
+
+def test_host_load_with_a_fit(roomy_die):
+    room = pnmem.room()
+    above = room.take_bytes(pnmem.Level.WATCH)
+    per_token = 1 << 20
+    # Twice what fits at WATCH, asked: capped to about half, reserved at that context.
+    want = int((above * 2) // per_token)
+    a = pnmem.admit_host_load(0, per_token, want, least_tokens=1)
+    assert a.status == pnmem.Status.CAPPED and a.reason == pnmem.Reason.HOST_BUDGET
+    assert 0 < a.fit_tokens < want
+    assert "start it with" in a.explain()
+    r = pnmem.reserve_host_load(0, per_token, want, least_tokens=1)
+    assert r.granted and r.handle != 0 and r.answer.fit_tokens > 0
+    before = pnmem.pending_bytes()
+    assert before >= r.answer.fit_tokens * per_token
+    r.cancel()
+    assert pnmem.pending_bytes() <= before - r.answer.fit_tokens * per_token
+    # A small load fits whole; the least above the asked is refused before C.
+    assert pnmem.admit_host_load(1 << 20, 1024, 16).status == pnmem.Status.ADMITTED
+    with pytest.raises(pnmem.ArgumentError, match="least_tokens"):
+        pnmem.admit_host_load(0, 1, 10, least_tokens=11)
+    with pytest.raises(pnmem.ArgumentError):
+        pnmem.admit_host_load(0, 1, -1)

@@ -74,8 +74,10 @@ constexpr std::string_view to_string(admit_status s) noexcept {
 // the gate, host_ledger::admit); host bytes (host_ledger::reserve_bytes, check_bytes); bytes on a die
 // (admit_die_bytes); a model load (admit_model_load), one die's slice of one (admit_model_load_die),
 // or a load's host spike (admit_load_spike).
-enum class answer_kind : std::uint8_t { request, host_bytes, die_bytes, model_load, load_slice, load_spike, cache_insert };
-inline constexpr int answer_kinds = 7;
+enum class answer_kind : std::uint8_t {
+  request, host_bytes, die_bytes, model_load, load_slice, load_spike, cache_insert, host_load
+};
+inline constexpr int answer_kinds = 8;
 
 constexpr std::string_view to_string(answer_kind k) noexcept {
   switch (k) {
@@ -86,6 +88,7 @@ constexpr std::string_view to_string(answer_kind k) noexcept {
     case answer_kind::load_slice: return "load_slice";
     case answer_kind::load_spike: return "load_spike";
     case answer_kind::cache_insert: return "cache_insert";
+    case answer_kind::host_load: return "host_load";
   }
   return "invalid";
 }

@@ -151,6 +151,16 @@ inline std::string answer_words(const admit_answer& a) {
       }
       if (st == S::denied && r == R::host_reserve) return "the insert, " + needs + ", cannot be made: " + inside_reserve;
       return {};
+    case answer_kind::host_load: {
+      const std::string what = "the load (fixed bytes and KV at the context asked) needs " + needs;
+      const std::string has = room + " the host has above WATCH's floor";
+      if (st == S::admitted && r == R::fits) return what + ", " + tokens + " of context, and fits in the " + has;
+      if (st == S::capped && r == R::host_budget) return what + "; start it with " + tokens + " of context: that fits in the " + has;
+      if (st == S::denied && r == R::host_budget) return what + "; not even its least context fits in the " + has;
+      if (st == S::denied && r == R::host_reserve) return what + ", and cannot start: " + inside_reserve;
+      if (st == S::denied && r == R::bad_request) return "a negative context, or a least context above the one asked";
+      return {};
+    }
   }
   return {};
 }

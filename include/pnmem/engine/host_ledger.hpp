@@ -303,6 +303,39 @@ class host_ledger {
     return make_room(w, bytes, std::forward<FreeOlder>(free_older), reserve_options{});
   }
 
+  // A model load on the host (admission.hpp admit_host_load: fixed bytes plus KV per context token,
+  // started with the largest context up to the one asked that fits with the host at WATCH or better),
+  // on the budget less what is promised. When admitted or capped, the load's bytes at fit_tokens of
+  // context are reserved until settled (loaded) or cancelled. With no watcher running: fail_open,
+  // nothing reserved.
+  template <class Watcher>
+  admission reserve_host_load(const Watcher& w, const host_load_spec& l, const reserve_options& o) PNMEM_EXCLUDES(mu_) {
+    admission out;
+    detail::lock_guard lk(mu_);
+    const box_scope box(*this);
+    host_answer_locked(w, answer_kind::host_load, out, [&](const mem_state& s) { return admit_host_load(l, s, o.policy); });
+    const auto st = out.answer.status;
+    if (st == admit_status::admitted || st == admit_status::capped) {
+      const std::uint64_t bytes = host_load_bytes(l, out.answer.fit_tokens);
+      if (bytes > 0) out.held = hold_for_locked(bytes, o.ttl);
+    }
+    return out;
+  }
+  template <class Watcher>
+  admission reserve_host_load(const Watcher& w, const host_load_spec& l) PNMEM_EXCLUDES(mu_) {
+    return reserve_host_load(w, l, reserve_options{});
+  }
+  // reserve_host_load's answer with nothing reserved.
+  template <class Watcher>
+  admission check_host_load(const Watcher& w, const host_load_spec& l, const pnmem::policy& p = process_policy())
+      PNMEM_EXCLUDES(mu_) {
+    admission out;
+    detail::lock_guard lk(mu_);
+    const box_scope box(*this);
+    host_answer_locked(w, answer_kind::host_load, out, [&](const mem_state& s) { return admit_host_load(l, s, p); });
+    return out;
+  }
+
   // --- Dies ---
 
   // admit_die_bytes on the newest snapshot with what is promised on the die taken off its free VRAM; the
@@ -815,19 +848,17 @@ class host_ledger {
     return true;
   }
 
-  // admit_host_bytes on the newest snapshot less the pending bytes, into out.answer and out.pending_bytes
-  // (fail open, nothing known, when no watcher runs). Reserves nothing.
-  // (kind cache_insert: admit_cache_insert, and *shortfall the bytes to free for it to fit at WATCH.)
-  template <class Watcher>
-  void bytes_answer_locked(const Watcher& w, std::uint64_t bytes, const pnmem::policy& p, admission& out,
-                           answer_kind kind = answer_kind::host_bytes, std::uint64_t* shortfall = nullptr)
-      PNMEM_REQUIRES(mu_) {
+  // A host answer of `kind`: decide(s) on the newest snapshot less the pending bytes (plus the credited),
+  // into out.answer and out.pending_bytes; fail open, nothing known, when no watcher runs (decide on an
+  // empty snapshot) or the host was not read. Reserves nothing.
+  template <class Watcher, class Decide>
+  void host_answer_locked(const Watcher& w, answer_kind kind, admission& out, Decide&& decide) PNMEM_REQUIRES(mu_) {
     out.answer.kind = kind;
-    const bool insert = kind == answer_kind::cache_insert;
     if (!w.running()) {
       out.answer.status = admit_status::fail_open;
       out.answer.reason = admit_reason::not_watching;
-      out.answer.detail = insert ? admit_cache_insert(bytes, mem_state{}, p) : admit_host_bytes(bytes, mem_state{}, p);
+      out.answer.detail = decide(mem_state{});
+      out.answer.fit_tokens = out.answer.detail.fit_tokens;
       return;
     }
     mem_level level = mem_level::ok;
@@ -835,12 +866,12 @@ class host_ledger {
     const admit_result r = with_budget_locked(w, out.pending_bytes, [&](const mem_state& s) {
       level = s.level;
       host_read = s.host_total_bytes != 0;
-      if (shortfall != nullptr) *shortfall = insert_shortfall_bytes(bytes, room_for(s, p));
-      return insert ? admit_cache_insert(bytes, s, p) : admit_host_bytes(bytes, s, p);
+      return decide(s);
     });
     out.answer.level = level;
     out.answer.reason = r.reason;
     out.answer.detail = r;
+    out.answer.fit_tokens = r.fit_tokens;
     out.answer.status = r.verdict == verdict::admit ? admit_status::admitted
                         : r.verdict == verdict::cap ? admit_status::capped
                                                     : admit_status::denied;
@@ -848,6 +879,19 @@ class host_ledger {
       out.answer.status = admit_status::fail_open;
       out.answer.reason = admit_reason::not_sampled;
     }
+  }
+
+  // admit_host_bytes (kind cache_insert: admit_cache_insert, and *shortfall the bytes to free for it to
+  // fit at WATCH) as host_answer_locked answers it.
+  template <class Watcher>
+  void bytes_answer_locked(const Watcher& w, std::uint64_t bytes, const pnmem::policy& p, admission& out,
+                           answer_kind kind = answer_kind::host_bytes, std::uint64_t* shortfall = nullptr)
+      PNMEM_REQUIRES(mu_) {
+    const bool insert = kind == answer_kind::cache_insert;
+    host_answer_locked(w, kind, out, [&](const mem_state& s) {
+      if (shortfall != nullptr) *shortfall = insert_shortfall_bytes(bytes, room_for(s, p));
+      return insert ? admit_cache_insert(bytes, s, p) : admit_host_bytes(bytes, s, p);
+    });
   }
 
   template <class T>
