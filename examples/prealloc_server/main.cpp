@@ -8,8 +8,9 @@
 //   a. pnmem_watcher_start                   the live snapshot, on its own thread;
 //   b. pnmem_model_init_preallocated         requests cost nothing: admission answers on pressure
 //                                            and the host reserve only;
-//   c. pnmem_check_bytes + pnmem_explain     before the load: refuse one that does not fit, with
-//                                            pnmem's reason (nothing is reserved);
+//   c. pnmem_check_bytes + pnmem_explain     before the load: one that can never fit is refused, with
+//                                            pnmem's reason; pnmem_admit_host_load gives the context
+//                                            that fits (the load started smaller when capped), reserved;
 //   d. pnmem_admit                           before queueing a request: PNMEM_DENIED is the HTTP 503;
 //   e. pnmem_make_room                       before a prompt-cache entry is allocated: reserved, the
 //      + pnmem_reservation_settle / _cancel  cache's oldest entries dropped first when the insert would
@@ -146,29 +147,39 @@ int main() {
   model.max_window = 4096;  // the context each slot was allocated for (llama.cpp's -c / -np)
   model.max_slots = 4;      // the slots allocated (-np)
 
-  // c. Before the load: weights + KV at the full context + compute buffers, checked as one.
-  const std::uint64_t load_bytes = 64 * MiB;
-  const std::uint64_t too_big = 4 * state.host_total_bytes;  // far above MemTotal: can never fit
+  // c. Before the load. One far above MemTotal is refused as one that can never fit (a 507, not a 503).
+  const std::uint64_t too_big = 4 * state.host_total_bytes;
   pnmem_admit_answer a;
   if (pnmem_check_bytes(too_big, -1, &a) != 0) fail("pnmem_check_bytes returned -1");
   check_bytes_answer("pnmem_check_bytes", a, too_big);
   if (a.status == PNMEM_ADMITTED) fail("pnmem_check_bytes admitted 4 x MemTotal: " + explain(a));
   std::printf("load 4 x MemTotal refused: %s\n", explain(a).c_str());
-  // Asking again later does not help a load larger than the box: pnmem says so (a 507, not a 503).
   const char* load_basis = nullptr;
   if (pnmem_retry_after_ms(&a, &load_basis) != 0 || std::strcmp(load_basis, "never_fits") != 0)
     fail("pnmem_retry_after_ms: a load of 4 x MemTotal should never fit, not " + std::string(load_basis ? load_basis : "?"));
   std::printf("  retry: never (%s)\n", load_basis);
-  if (pnmem_check_bytes(load_bytes, -1, &a) != 0) fail("pnmem_check_bytes returned -1");
-  check_bytes_answer("pnmem_check_bytes", a, load_bytes);
-  if (a.status != PNMEM_ADMITTED) {
-    std::printf("load %.0f MiB refused: %s\n", mib(load_bytes), explain(a).c_str());
+  //    The load itself: 32 MiB of weights and compute buffers, and 8 KiB of KV per token of context (4
+  //    slots x 2 KiB), asked with 4096 tokens, 1024 the least worth serving. pnmem answers with the
+  //    context that fits with the host at WATCH or better (capped: start with a smaller -c), reserved
+  //    until the buffers are allocated.
+  const std::uint64_t fixed_bytes = 32 * MiB;
+  const std::uint64_t kv_per_token = 4 * 2048;
+  pnmem_reservation load = 0;
+  if (pnmem_admit_host_load(fixed_bytes, kv_per_token, model.max_window, 1024, 0, &a, &load) != 0)
+    fail("pnmem_admit_host_load returned -1");
+  if (a.status == PNMEM_DENIED) {
+    std::printf("load refused: %s\n", explain(a).c_str());
     std::printf("OK: pnmem refused the load with its reason; this box has no room for the example\n");
     return 0;
   }
-  std::printf("load %.0f MiB: %s\n", mib(load_bytes), explain(a).c_str());
+  if (a.status == PNMEM_FAIL_OPEN || load == 0 || a.fit_tokens < 1024 || a.fit_tokens > model.max_window)
+    fail("pnmem_admit_host_load: not an answer it documents: " + explain(a));
+  model.max_window = a.fit_tokens;  // capped: the slots are allocated for the context that fits
+  const std::uint64_t load_bytes = fixed_bytes + kv_per_token * static_cast<std::uint64_t>(model.max_window);
+  std::printf("load %.0f MiB, %d tokens of context: %s\n", mib(load_bytes), model.max_window, explain(a).c_str());
   std::vector<char> arena(load_bytes);  // the weights, the KV cache and the compute buffers
   std::memset(arena.data(), 1, arena.size());
+  pnmem_reservation_settle(load);  // allocated: counted until a sample sees it
 
   // d., e. The requests: prompts of varied lengths, two longer than the context.
   const int prompts[] = {812, 1630, 240, 3900, 5210, 1200, 2750, 96,   3300, 1870,
