@@ -1977,4 +1977,5 @@ def _at_exit() -> None:
             s.unsubscribe()
         except BaseException:
             pass
+    _lib.pnmem_set_shed_hook(_ffi.FREE_FN(0), None)  # no shed hook: it would call into Python
     _lib.pnmem_set_log_sink(_ffi.LOG_FN(0), None)  # a NULL sink (the function pointer at address 0)
