@@ -328,7 +328,7 @@ void global_state::set_shed_hook(pnmem_free_fn fn, void* user) {
 std::uint64_t global_state::shed_bytes() {
   const platform_watcher* w = watcher();
   if (w == nullptr || !w->running()) return 0;
-  return ledger.room(live_watcher{w}, w->options().policy).free_bytes(mem_level::watch);  // the ledger's mutex
+  return ledger.shed_bytes(live_watcher{w}, w->options().policy);  // the ledger's mutex
 }
 
 void global_state::add_gate(const backpressure_gate* g) {

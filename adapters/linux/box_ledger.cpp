@@ -629,7 +629,7 @@ box_read read_box(const box_options& o) {
       const box_die& die = s.dies[d];
       const box_die_figures fig = box_die_seen_pending(s, d);
       box_die_view dv;
-      std::memcpy(dv.uuid.bytes.data(), die.uuid, dv.uuid.bytes.size());
+      dv.uuid = box_die_id(die);
       dv.reserved_bytes = die.unsettled_total;
       dv.reservations = die.reservations;
       dv.settled_unseen_bytes = fig.pending - (fig.pending < die.unsettled_total ? fig.pending : die.unsettled_total);

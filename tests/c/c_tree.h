@@ -6,6 +6,8 @@
 #define PNMEM_TESTS_C_TREE_H
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,17 +44,24 @@ static int tree_make(const char* program) {
   return 0;
 }
 
-/* Writes `text` to the tree's file `rel` (e.g. "proc/meminfo"), replacing it. */
+/* Writes `text` to the tree's file `rel` (e.g. "proc/meminfo"), replacing it whole: written beside it and
+ * renamed into place, so a watcher's poll thread reading it meanwhile never sees half a file. */
 static void tree_write(const char* rel, const char* text) {
   char path[320];
+  char next[330];
   snprintf(path, sizeof path, "%s/%s", tree_root, rel);
-  FILE* f = fopen(path, "w");
+  snprintf(next, sizeof next, "%s.next", path);
+  FILE* f = fopen(next, "w");
   if (f == NULL) {
-    fprintf(stderr, "%s: cannot write %s: %s\n", tree_program, path, strerror(errno));
+    fprintf(stderr, "%s: cannot write %s: %s\n", tree_program, next, strerror(errno));
     exit(1);
   }
   fputs(text, f);
   fclose(f);
+  if (rename(next, path) != 0) {
+    fprintf(stderr, "%s: cannot rename %s to %s: %s\n", tree_program, next, path, strerror(errno));
+    exit(1);
+  }
   for (int i = 0; i < tree_n_files; ++i) {
     if (strcmp(tree_files[i], path) == 0) return;
   }
@@ -61,6 +70,15 @@ static void tree_write(const char* rel, const char* text) {
     exit(1);
   }
   snprintf(tree_files[tree_n_files++], sizeof tree_files[0], "%s", path);
+}
+
+/* proc/meminfo for a box of `total` bytes with `avail` available (MemFree the same), in whole kB as the
+ * kernel prints them (the bytes below a kB are dropped). */
+static inline void tree_meminfo(uint64_t total, uint64_t avail) {
+  char text[256];
+  snprintf(text, sizeof text, "MemTotal:       %" PRIu64 " kB\nMemFree:        %" PRIu64 " kB\nMemAvailable:   %" PRIu64 " kB\n",
+           total / 1024, avail / 1024, avail / 1024);
+  tree_write("proc/meminfo", text);
 }
 
 /* Removes the files written and the tree. */

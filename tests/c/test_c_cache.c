@@ -41,21 +41,8 @@ static const uint64_t reserve = 1288490188; /* 15 % of 8 GiB */
 static pthread_mutex_t box_mu = PTHREAD_MUTEX_INITIALIZER; /* the tree and the cache: the hook's thread too */
 static uint64_t avail;                                     /* the tree's MemAvailable */
 
-/* Written whole and renamed into place: the poll thread never reads half a file. `avail` is kept a
- * multiple of 1024 (the kernel prints kB). */
-static void write_meminfo_locked(void) {
-  char text[256];
-  snprintf(text, sizeof text, "MemTotal:       %" PRIu64 " kB\nMemFree:        %" PRIu64 " kB\nMemAvailable:   %" PRIu64 " kB\n",
-           total / 1024, avail / 1024, avail / 1024);
-  tree_write("proc/meminfo.next", text);
-  char from[320], to[320];
-  snprintf(from, sizeof from, "%s/proc/meminfo.next", tree_root);
-  snprintf(to, sizeof to, "%s/proc/meminfo", tree_root);
-  if (rename(from, to) != 0) {
-    perror("cache: rename meminfo");
-    exit(1);
-  }
-}
+/* `avail` is kept a multiple of 1024 (the kernel prints kB; tree_write replaces the file whole). */
+static void write_meminfo_locked(void) { tree_meminfo(total, avail); }
 static uint64_t kb_up(uint64_t b) { return (b + 1023) / 1024 * 1024; }
 
 /* The cache: entry ids in insertion order, oldest first. */

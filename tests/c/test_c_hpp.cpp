@@ -6,7 +6,6 @@
 // lambda (and its exception rethrown), a subscription and shed hooks that end with their scope.
 #include "pnmem/pnmem_c.hpp"
 
-#include <cinttypes>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -27,10 +26,7 @@ constexpr std::uint64_t reserve = 1288490188;  // 15 % of 8 GiB
 constexpr std::uint64_t watch_floor = reserve + reserve / 4;
 
 void meminfo(std::uint64_t avail) {
-  char text[256];
-  std::snprintf(text, sizeof text, "MemTotal:       %" PRIu64 " kB\nMemFree:        %" PRIu64 " kB\nMemAvailable:   %" PRIu64 " kB\n",
-                total / 1024, avail / 1024, avail / 1024);
-  tree_write("proc/meminfo", text);
+  tree_meminfo(total, avail);
   pnmem_watcher_poll_now();
 }
 
@@ -45,11 +41,7 @@ std::uint64_t pending() {
 
 int main() {
   if (tree_make("hpp") != 0) return 1;
-  const std::uint64_t roomy = (watch_floor + 64 * MiB + 1023) / 1024 * 1024;
-  char text[256];
-  std::snprintf(text, sizeof text, "MemTotal:       %" PRIu64 " kB\nMemAvailable:   %" PRIu64 " kB\n", total / 1024,
-                roomy / 1024);
-  tree_write("proc/meminfo", text);
+  tree_meminfo(total, (watch_floor + 64 * MiB + 1023) / 1024 * 1024);  // 64 MiB above WATCH's floor
   pnmem_watcher_options o;
   CHECK(pnmem_watcher_options_init(&o) == 0);
   o.poll_interval_ms = 3600000;

@@ -30,13 +30,7 @@
 #define GIB ((uint64_t)1 << 30)
 
 /* The kernel counts whole pages, and prints kB: the freed bytes rounded up. */
-static void write_meminfo(uint64_t total, uint64_t avail) {
-  avail = (avail + 1023) / 1024 * 1024;
-  char text[256];
-  snprintf(text, sizeof text, "MemTotal:       %" PRIu64 " kB\nMemFree:        %" PRIu64 " kB\nMemAvailable:   %" PRIu64 " kB\n",
-           total / 1024, avail / 1024, avail / 1024);
-  tree_write("proc/meminfo", text);
-}
+static void write_meminfo(uint64_t total, uint64_t avail) { tree_meminfo(total, (avail + 1023) / 1024 * 1024); }
 
 /* A prompt cache: entries of real memory. */
 #define ENTRIES 64

@@ -101,6 +101,13 @@ struct box_die {
   std::int64_t last_read_ns;      // the newest read of it any holder's answers used (box_die_saw)
 };
 
+// The UUID a die entry is keyed by (empty for an entry not used yet).
+inline die_uuid box_die_id(const box_die& die) noexcept {
+  die_uuid id;
+  std::memcpy(id.bytes.data(), die.uuid, sizeof die.uuid);
+  return id;
+}
+
 // A die reservation settled: counted until a sample of that die that began after it.
 struct box_die_entry {
   std::int64_t ns;
@@ -209,8 +216,7 @@ inline std::string box_dies_problem(const box_segment& s) {
   if (s.dies_used > box_max_dies) return box_text("its count of dies", s.dies_used, box_max_dies) + " at most";
   for (std::uint32_t d = 0; d < box_max_dies; ++d) {
     const box_die& die = s.dies[d];
-    die_uuid id;
-    std::memcpy(id.bytes.data(), die.uuid, sizeof die.uuid);
+    const die_uuid id = box_die_id(die);
     const std::string name = "die " + std::to_string(d);
     if (d >= s.dies_used) {
       if (!id.empty() || die.unsettled_total != 0 || die.retiring_total != 0 || die.reservations != 0) {

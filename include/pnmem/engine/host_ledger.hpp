@@ -82,7 +82,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <limits>
 #include <memory>
@@ -289,13 +288,12 @@ class host_ledger {
   room_made make_room(const Watcher& w, std::uint64_t bytes, FreeOlder&& free_older, const reserve_options& o)
       PNMEM_EXCLUDES(mu_) {
     room_made out;
-    if (insert_locked(w, bytes, o, out.admitted, &out.asked_bytes) || out.asked_bytes == 0) return out;
+    if (reserve_insert(w, bytes, o, out.admitted, &out.asked_bytes) || out.asked_bytes == 0) return out;
     out.freed_bytes = static_cast<std::uint64_t>(free_older(out.asked_bytes));
     if (out.freed_bytes == 0) return out;  // nothing dropped: the first answer stands
     credit_freed(out.freed_bytes);
     out.admitted = admission{};
-    std::uint64_t still_short = 0;
-    (void)insert_locked(w, bytes, o, out.admitted, &still_short);
+    (void)reserve_insert(w, bytes, o, out.admitted);
     return out;
   }
   template <class Watcher, class FreeOlder>
@@ -525,6 +523,14 @@ class host_ledger {
     return room(w, process_policy());
   }
 
+  // The bytes to free now for the host bands to be back at WATCH: room(w, p).free_bytes(WATCH), what
+  // is promised and credited counted (0 at WATCH or better, or not sampled). What a shed frees
+  // (shed_hook.hpp; C pnmem_shed_bytes).
+  template <class Watcher>
+  std::uint64_t shed_bytes(const Watcher& w, const pnmem::policy& p) PNMEM_EXCLUDES(mu_) {
+    return room(w, p).free_bytes(mem_level::watch);
+  }
+
   // Reservations the ledger still counts (not cancelled, not yet seen by a sample), the dies' included.
   std::size_t size() const PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
@@ -592,11 +598,7 @@ class host_ledger {
       out.processes = seg.holders_live;
       for (std::uint32_t d = 0; d < seg.dies_used && d < box_max_dies; ++d) {
         const box_die_figures f = box_die_seen_pending(seg, d);
-        die_load l;
-        std::memcpy(l.uuid.bytes.data(), seg.dies[d].uuid, l.uuid.bytes.size());
-        l.pending_bytes = f.pending;
-        l.retiring_bytes = f.retiring;
-        out.dies.push_back(l);
+        out.dies.push_back(die_load{box_die_id(seg.dies[d]), f.pending, f.retiring});
       }
     }
     return out;
@@ -832,15 +834,18 @@ class host_ledger {
   }
 
   // make_room's one answer: admit_cache_insert on the budget, reserved when admitted; true then (or
-  // fail_open: nothing to make room for). *shortfall: the bytes to free for it to fit.
+  // fail_open: nothing to make room for). *shortfall (when given): the bytes to free for it to fit.
   template <class Watcher>
-  bool insert_locked(const Watcher& w, std::uint64_t bytes, const reserve_options& o, admission& out,
-                     std::uint64_t* shortfall) PNMEM_EXCLUDES(mu_) {
+  bool reserve_insert(const Watcher& w, std::uint64_t bytes, const reserve_options& o, admission& out,
+                      std::uint64_t* shortfall = nullptr) PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
     const box_scope box(*this);
-    bytes_answer_locked(w, bytes, o.policy, out, answer_kind::cache_insert, shortfall);
+    host_answer_locked(w, answer_kind::cache_insert, out, [&](const mem_state& s) {
+      if (shortfall != nullptr) *shortfall = insert_shortfall_bytes(bytes, room_for(s, o.policy));
+      return admit_cache_insert(bytes, s, o.policy);
+    });
     if (out.answer.status == admit_status::fail_open) {
-      *shortfall = 0;
+      if (shortfall != nullptr) *shortfall = 0;
       return true;
     }
     if (out.answer.status != admit_status::admitted) return false;
@@ -881,17 +886,11 @@ class host_ledger {
     }
   }
 
-  // admit_host_bytes (kind cache_insert: admit_cache_insert, and *shortfall the bytes to free for it to
-  // fit at WATCH) as host_answer_locked answers it.
+  // admit_host_bytes as host_answer_locked answers it.
   template <class Watcher>
-  void bytes_answer_locked(const Watcher& w, std::uint64_t bytes, const pnmem::policy& p, admission& out,
-                           answer_kind kind = answer_kind::host_bytes, std::uint64_t* shortfall = nullptr)
+  void bytes_answer_locked(const Watcher& w, std::uint64_t bytes, const pnmem::policy& p, admission& out)
       PNMEM_REQUIRES(mu_) {
-    const bool insert = kind == answer_kind::cache_insert;
-    host_answer_locked(w, kind, out, [&](const mem_state& s) {
-      if (shortfall != nullptr) *shortfall = insert_shortfall_bytes(bytes, room_for(s, p));
-      return insert ? admit_cache_insert(bytes, s, p) : admit_host_bytes(bytes, s, p);
-    });
+    host_answer_locked(w, answer_kind::host_bytes, out, [&](const mem_state& s) { return admit_host_bytes(bytes, s, p); });
   }
 
   template <class T>

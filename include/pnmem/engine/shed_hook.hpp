@@ -5,8 +5,8 @@
 //     return cache.drop_oldest(want);  // the bytes it gave back to the kernel
 //   });
 //
-// After every snapshot the watcher publishes on which the host bands are below WATCH (host_ledger::room,
-// on the ledger's budget: what is promised and credited counted), `fn(room.free_bytes(WATCH))` is called
+// After every snapshot the watcher publishes on which the host bands are below WATCH (on the ledger's
+// budget: what is promised and credited counted), `fn(ledger.shed_bytes(w, p))` is called
 // on the publishing thread (the poll thread, or a poll_now() caller) with no lock of pnmem's held, one
 // call at a time; what it returns is credited (host_ledger::credit_freed), so the next answers count it
 // at once. fn may take the engine's cache lock; it must not block for long (the next sample waits), nor
@@ -28,8 +28,6 @@
 #include "pnmem/change_delivery.hpp"
 #include "pnmem/config.hpp"
 #include "pnmem/engine/host_ledger.hpp"
-#include "pnmem/host_room.hpp"
-#include "pnmem/mem_level.hpp"
 #include "pnmem/policy.hpp"
 
 namespace pnmem {
@@ -67,7 +65,7 @@ template <class Watcher, class Fn>
             c.cv.notify_all();
           }
         } guard{*calls};
-        const std::uint64_t want = ledger.room(w, p).free_bytes(mem_level::watch);
+        const std::uint64_t want = ledger.shed_bytes(w, p);
         if (want == 0) return;
         const std::uint64_t freed = static_cast<std::uint64_t>(fn(want));
         if (freed > 0) ledger.credit_freed(freed);
