@@ -345,7 +345,7 @@ int main(int argc, char** argv) {
           logf("[deny ] req %2d prompt %5d: %s at %s (need %llu MiB, limit %llu MiB)", r.id, r.prompt,
                std::string(pnmem::to_string(a.reason)).c_str(), std::string(pnmem::log_name(a.level)).c_str(),
                mib(a.detail.need_bytes), mib(a.detail.limit_bytes));
-          gate.notify_pressure(a.level, a.request);  // the hold re-checks it each sample
+          gate.notify_denied(a);  // the hold re-checks it each sample
           continue;
         case pnmem::admit_status::capped:
           t.capped.fetch_add(1);

@@ -5,8 +5,9 @@
 // byte of each picks the variable (its value mod 16: 0 PN_HOST_RESERVE_BYTES,
 // 1 PN_PSI_FULL_REJECT, 2 PN_DIE_RESERVE_BYTES, 3 PN_LADDER_DISABLE,
 // 4 PN_LOAD_SPIKE_BYTES, 8 PN_PSI_SOURCE, 9 PN_PSI_SOME_TIGHT, 10 PN_PSI_FULL_WINDOW_MS,
-// 11 PN_STEP_DOWN_DWELL_MS, 12 PN_MEMWATCH_POLL_MS, 13 PN_PRESSURE_POLL_MS, 15 PN_EVICT_ON_PSI;
-// 5-7, 14 names pnmem does not read: as characters, '0'-'4', '8'-'=' and '?' pick the documented ones);
+// 11 PN_STEP_DOWN_DWELL_MS, 12 PN_MEMWATCH_POLL_MS, 13 PN_PRESSURE_POLL_MS, 14 PN_ZERO_COST,
+// 15 PN_EVICT_ON_PSI; 5-7 names pnmem does not read: as characters, '0'-'4' and '8'-'?' pick the
+// documented ones);
 // the rest is its value, any bytes. A later assignment of a variable replaces an earlier one;
 // an empty assignment is skipped. So "02GiB\0" + "1abc" sets the reserve to 2GiB and the
 // PSI threshold to "abc". Each environment is read over the default settings and
@@ -15,7 +16,7 @@
 // Properties (config.hpp's contract):
 //   - lookup is asked only for the documented names, each at most once;
 //   - a variable that is set and valid for its parser (parse_bytes,
-//     parse_percent_bp above 0, parse_switch, parse_psi_source, parse_milliseconds in
+//     parse_percent_bp above 0, parse_switch, parse_psi_source, parse_zero_cost_rule, parse_milliseconds in
 //     the variable's range) sets exactly its field (and PN_HOST_RESERVE_BYTES zeroes the
 //     percentage share); one that is not gives exactly one error, which names the
 //     variable, carries the value as found, says what is wrong and what is kept, and the
@@ -41,9 +42,9 @@ constexpr std::array<const char*, 16> names = {
     "PN_HOST_RESERVE_BYTES", "PN_PSI_FULL_REJECT",    "PN_DIE_RESERVE_BYTES",  "PN_LADDER_DISABLE",
     "PN_LOAD_SPIKE_BYTES",   "PN_HOST_RESERVE",       "pn_psi_full_reject",    "PN_LOAD_SPIKE_BYTES ",
     "PN_PSI_SOURCE",         "PN_PSI_SOME_TIGHT",     "PN_PSI_FULL_WINDOW_MS", "PN_STEP_DOWN_DWELL_MS",
-    "PN_MEMWATCH_POLL_MS",   "PN_PRESSURE_POLL_MS",   "PN_PSI_SOURCE ",        "PN_EVICT_ON_PSI",
+    "PN_MEMWATCH_POLL_MS",   "PN_PRESSURE_POLL_MS",   "PN_ZERO_COST",          "PN_EVICT_ON_PSI",
 };
-constexpr bool documented(std::size_t i) { return i < 5 || (i >= 8 && i < 14) || i == 15; }
+constexpr bool documented(std::size_t i) { return i < 5 || i >= 8; }
 
 constexpr pnmem::policy other_base = [] {
   pnmem::policy p;
@@ -58,6 +59,7 @@ constexpr pnmem::policy other_base = [] {
   p.load_spike_bytes = 0;
   p.ladder_disabled = true;
   p.evict_on_psi = true;
+  p.zero_cost = pnmem::zero_cost_rule::reject;
   return p;
 }();
 
@@ -197,6 +199,23 @@ void check(const std::map<std::string, std::string>& env, const pnmem::env_setti
     }
   } else {
     FUZZ_CHECK(error_for(cfg, names[8]) == nullptr && st.psi_source == base_settings.psi_source);
+  }
+
+  // PN_ZERO_COST: hold, admit or reject.
+  if (const std::string* v = find(env, names[14])) {
+    pnmem::zero_cost_rule want = base.zero_cost;
+    const bool valid = pnmem::parse_zero_cost_rule(*v, want);
+    const auto* e = error_for(cfg, names[14]);
+    FUZZ_CHECK(valid == (e == nullptr));
+    if (valid) {
+      FUZZ_CHECK(p.zero_cost == want);
+    } else {
+      ++bad;
+      check_error(*e, *v, std::string(pnmem::to_string(base.zero_cost)));
+      FUZZ_CHECK(p.zero_cost == base.zero_cost);
+    }
+  } else {
+    FUZZ_CHECK(error_for(cfg, names[14]) == nullptr && p.zero_cost == base.zero_cost);
   }
 
   // PN_PSI_SOME_TIGHT: a percentage above 0.

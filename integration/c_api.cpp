@@ -26,6 +26,7 @@
 #include "pnmem/detail/printable.hpp"
 #include "pnmem/die_uuid.hpp"
 #include "pnmem/engine/admit.hpp"
+#include "pnmem/engine/admit_wait.hpp"
 #include "pnmem/engine/admit_after_eviction.hpp"
 #include "pnmem/engine/backpressure_gate.hpp"
 #include "pnmem/engine/host_ledger.hpp"
@@ -108,8 +109,9 @@ pnmem::admit_options live_options(global_state& s, const pnmem::c_abi::platform_
 
 // pnmem_admit and pnmem_admit_reserved (reservation != nullptr): *out is written
 // only when the whole call succeeds; on any throw the held bytes go back.
+// With `patience` (pnmem_admit_wait, no reservation): a request held at the reserve waits up to it.
 int admit_c(const char* entry, const pnmem_model& model, int n_tokens, pnmem_admit_answer& out,
-            pnmem_reservation* reservation, int encoder_items = 0) {
+            pnmem_reservation* reservation, int encoder_items = 0, const std::chrono::milliseconds* patience = nullptr) {
   global_state& s = state();
   std::string why;
   const std::optional<pnmem::model_desc> m = pnmem::c_abi::model_from_c(model, why);
@@ -119,13 +121,15 @@ int admit_c(const char* entry, const pnmem_model& model, int n_tokens, pnmem_adm
   }
 
   std::string line;
-  const pnmem::c_abi::platform_watcher* w = s.watcher();  // no lock: published once, never destroyed
+  pnmem::c_abi::platform_watcher* w = s.watcher();  // no lock: published once, never destroyed
   const pnmem::admit_options o = live_options(s, w, line);
   const pnmem::c_abi::live_watcher view{w};
   pnmem::admit_answer a;
   std::uint64_t pending = 0;
   pnmem::host_ledger::reservation held;
-  if (reservation != nullptr) {
+  if (patience != nullptr && w != nullptr) {
+    a = pnmem::admit_wait(*w, *m, n_tokens, encoder_items, std::chrono::steady_clock::now() + *patience, o);
+  } else if (reservation != nullptr) {
     auto r = s.ledger.admit(view, *m, n_tokens, encoder_items, o);  // the ledger's mutex
     a = r.answer;
     pending = r.pending_bytes;
@@ -214,7 +218,8 @@ int model_load_c(const char* entry, pnmem::answer_kind kind, const pnmem_model_l
 
 // The gates of pnmem_gate_create and pnmem_gate_create_for.
 pnmem_gate* create_gate(global_state& s, const pnmem::model_desc& m, int max_slots, int max_waiters) {
-  const pnmem::policy p = s.policy();
+  pnmem::policy p = s.policy();
+  if (m.zero_cost) p.zero_cost = *m.zero_cost;  // the model's own rule: what its denials are held or shed by
   s.flush();
   auto gate =
       std::make_unique<pnmem_gate>(m, max_slots, static_cast<std::size_t>(max_waiters < 0 ? 0 : max_waiters), p,
@@ -531,6 +536,13 @@ int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out)
   return boundary(entry, -1, {model, out}, [&] { return admit_c(entry, *model, n_tokens, *out, nullptr); });
 }
 
+int pnmem_admit_wait(const pnmem_model* model, int n_tokens, int64_t timeout_ms, pnmem_admit_answer* out) {
+  const char* const entry = __func__;
+  const auto patience = std::min(std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms), pnmem::c_abi::max_gate_wait);
+  return boundary(entry, -1, {model, out},
+                  [&] { return admit_c(entry, *model, n_tokens, *out, nullptr, 0, &patience); });
+}
+
 int pnmem_admit_reserved(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out,
                          pnmem_reservation* reservation) {
   if (reservation != nullptr) *reservation = 0;  // whatever fails below, nothing is reserved
@@ -741,6 +753,15 @@ int64_t pnmem_retry_after_ms(const pnmem_admit_answer* a, const char** basis) {
 
 int64_t pnmem_retry_after_seconds(int64_t after_ms) { return pnmem::retry_after_seconds(after_ms); }
 
+int pnmem_retry_basis_is_guess(const char* basis) {
+  if (basis == nullptr) return 0;
+  for (int i = 0; i < pnmem::retry_basis_count; ++i) {
+    const auto b = static_cast<pnmem::retry_basis>(i);
+    if (to_string(b) == basis) return pnmem::retry_basis_is_guess(b) ? 1 : 0;
+  }
+  return 0;
+}
+
 int pnmem_model_load_init_sized(pnmem_model_load* load, size_t struct_size) {
   return init_versioned(__func__, load, struct_size, pnmem::c_abi::model_load_size_v1, pnmem::c_abi::default_model_load);
 }
@@ -927,7 +948,16 @@ void pnmem_gate_notify_denied(pnmem_gate* gate, const pnmem_admit_answer* answer
     if (answer->status != PNMEM_DENIED || n_tokens < 0) return;
     const std::optional<pnmem::mem_level> l = pnmem::c_abi::level_from_c(answer->level);
     if (!l) return;
-    gate->gate.notify_pressure(*l, gate->request(n_tokens, answer->die >= 0 ? answer->die : pnmem::no_die));
+    // As the decision the answer gives: a refusal of a request needing no host bytes at the reserve is held
+    // (TIGHT) under the gate's zero-cost rule hold, not shed.
+    // An answer whose reason is not pnmem's string is pushed as it says, never held.
+    std::string ignored;
+    const std::optional<pnmem::admit_answer> a = pnmem::c_abi::answer_from_c(*answer, ignored);
+    pnmem::admit_result r;
+    r.verdict = pnmem::verdict::reject;
+    r.reason = a ? a->detail.reason : pnmem::admit_reason::bad_request;
+    r.need_bytes = answer->need_bytes;
+    gate->gate.notify_denied(*l, r, gate->request(n_tokens, answer->die >= 0 ? answer->die : pnmem::no_die));
   });
 }
 

@@ -127,10 +127,11 @@ constexpr bool mirrored_field_counts() noexcept {
   [[maybe_unused]] const auto [groups, n_groups, query_heads, hidden, fixed_act, normal_kv, compact_kv, state_f, ssm_f] =
       model_shape{};
   [[maybe_unused]] const auto [anchors, n_anchors, fixed, per_token, per_token_sq] = activation_model{};
-  // evict_on_psi is not in pnmem_policy: that struct has no struct_size, so a field added to it would
-  // overflow an older caller's; C sets it with PN_EVICT_ON_PSI and reads it through the plan it changes.
+  // evict_on_psi and zero_cost are not in pnmem_policy: that struct has no struct_size, so a field added to
+  // it would overflow an older caller's; C sets them with PN_EVICT_ON_PSI (read through the plan it changes)
+  // and PN_ZERO_COST or pnmem_model's zero_cost.
   [[maybe_unused]] const auto [reserve_min, reserve_bp, psi_full, psi_some, psi_window, die_reserve, tight_div,
-                               watch_div, scratch, spike, ladder_off, evict_on_psi] = policy{};
+                               watch_div, scratch, spike, ladder_off, evict_on_psi, zero_cost] = policy{};
   [[maybe_unused]] const auto [poll, pressure_poll, dwell, pol] = seed_watcher_options;
   [[maybe_unused]] const auto [tokens, peak] = activation_anchor{};
   [[maybe_unused]] const auto [weights, kv] = model_load_spec{};  // pnmem_model_load (with its die)
@@ -290,6 +291,15 @@ pnmem_ladder_plan to_c(const ladder_plan& p) noexcept {
 
 pnmem_kv_format to_c(kv_format f) noexcept { return static_cast<pnmem_kv_format>(static_cast<int>(f)); }
 
+pnmem_zero_cost to_c(zero_cost_rule r) noexcept {
+  switch (r) {
+    case zero_cost_rule::hold: return PNMEM_ZERO_COST_HOLD;
+    case zero_cost_rule::admit: return PNMEM_ZERO_COST_ADMIT;
+    case zero_cost_rule::reject: return PNMEM_ZERO_COST_REJECT;
+  }
+  return PNMEM_ZERO_COST_POLICY;
+}
+
 pnmem_admit_answer to_c(const admit_result& r, answer_kind kind, mem_level level) noexcept {
   return to_c(answer_from(r, kind, level), 0);
 }
@@ -409,6 +419,7 @@ pnmem_model default_model() noexcept {
   out.max_window = d.max_window;
   out.die = d.die;
   out.max_slots = d.max_slots;
+  out.zero_cost = d.zero_cost ? to_c(*d.zero_cost) : PNMEM_ZERO_COST_POLICY;
   cost_to_c(d.cost, out);
   return out;
 }
@@ -528,6 +539,16 @@ int raw_int(const E& e) noexcept {
   return raw;
 }
 
+// A valid pnmem_zero_cost as the model's own rule; PNMEM_ZERO_COST_POLICY: none (the policy's).
+std::optional<zero_cost_rule> zero_cost_from_c(int raw) noexcept {
+  switch (raw) {
+    case PNMEM_ZERO_COST_HOLD: return zero_cost_rule::hold;
+    case PNMEM_ZERO_COST_ADMIT: return zero_cost_rule::admit;
+    case PNMEM_ZERO_COST_REJECT: return zero_cost_rule::reject;
+    default: return std::nullopt;
+  }
+}
+
 std::string not_a_format(const char* field, const pnmem_kv_format& f) {
   return std::string("model->") + field + " is " + std::to_string(raw_int(f)) + ": not a pnmem_kv_format (0 to " +
          std::to_string(PNMEM_KV_FORMATS - 1) + ")";
@@ -619,9 +640,15 @@ std::optional<model_desc> model_from_c(const pnmem_model& in, std::string& why) 
     why = "model->activation_fixed_bytes, activation_per_token_bytes, activation_per_token_sq_bytes: not 0 with "
           "n_anchors " + std::to_string(c.n_anchors) + ": the activation is an anchor table or coefficients, not both";
   }
+  const int zero_cost = raw_int(c.zero_cost);
+  if (why.empty() && (zero_cost < PNMEM_ZERO_COST_POLICY || zero_cost > PNMEM_ZERO_COST_REJECT)) {
+    why = "model->zero_cost is " + std::to_string(zero_cost) + ": not a pnmem_zero_cost (PNMEM_ZERO_COST_POLICY, " +
+          "_HOLD, _ADMIT or _REJECT: 0 to 3)";
+  }
   if (!why.empty()) return std::nullopt;
 
   m.kv = kv;  // unset: the model's normal_kv
+  m.zero_cost = zero_cost_from_c(zero_cost);
   m.gpu_resident = c.gpu_resident != 0;
   m.max_window = c.max_window;
   m.die = c.die;

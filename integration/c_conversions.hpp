@@ -54,6 +54,7 @@ pnmem_level_change to_c(const level_change& c, pnmem_state& state_out) noexcept;
 // Writes a model's cost into the cost fields of `out` (the request fields are left).
 void cost_to_c(const model_cost& m, pnmem_model& out) noexcept;
 pnmem_kv_format to_c(kv_format f) noexcept;
+pnmem_zero_cost to_c(zero_cost_rule r) noexcept;
 // A pure check's answer (admission.hpp's admit_result: a model load, die bytes, the load spike) as an
 // answer of `kind` on a snapshot at `level`.
 pnmem_admit_answer to_c(const admit_result& r, answer_kind kind, mem_level level) noexcept;

@@ -134,6 +134,67 @@ TEST_CASE("2. GPU-resident fast path: host cost 0, reserve line, window cap") {
   }
 }
 
+TEST_CASE("a request that needs no host bytes, inside the reserve: the zero-cost rule (hold, admit, reject)") {
+  const request_spec gpu{.n_prompt = 4096, .kv = kv_format::fp32, .gpu_resident = true};
+  const request_spec host{.n_prompt = 4096, .kv = kv_format::fp32};  // priced by the model given
+  const mem_state at_reserve = host_state(total, reserve);
+  policy hold;  // the default
+  REQUIRE(hold.zero_cost == zero_cost_rule::hold);
+  policy admit = hold;
+  admit.zero_cost = zero_cost_rule::admit;
+  policy reject = hold;
+  reject.zero_cost = zero_cost_rule::reject;
+
+  SUBCASE("hold and reject: refused now (the seed's answer, to the field); only hold is held") {
+    for (const policy& p : {hold, reject}) {
+      CHECK_RESULT(admit_request(gpu, at_reserve, p), verdict::reject, 0, admit_reason::host_reserve, no_die, 0, reserve);
+      CHECK_RESULT(admit_request(preallocated_model_cost, host, at_reserve, p), verdict::reject, 0,
+                   admit_reason::host_reserve, no_die, 0, reserve);
+    }
+    CHECK(held_at_reserve(admit_request(gpu, at_reserve, hold), hold));
+    CHECK(held_at_reserve(admit_request(preallocated_model_cost, host, at_reserve, hold), hold));
+    CHECK_FALSE(held_at_reserve(admit_request(gpu, at_reserve, reject), reject));
+  }
+  SUBCASE("admit: admitted whole, 0 B needed and 0 B above the reserve; the window still caps") {
+    CHECK_RESULT(admit_request(gpu, at_reserve, admit), verdict::admit, 4096, admit_reason::fits, no_die, 0, 0);
+    CHECK_RESULT(admit_request(preallocated_model_cost, host, at_reserve, admit), verdict::admit, 4096,
+                 admit_reason::fits, no_die, 0, 0);
+    request_spec w = host;
+    w.max_window = 1024;
+    CHECK_RESULT(admit_request(preallocated_model_cost, w, at_reserve, admit), verdict::cap, 1024, admit_reason::window,
+                 no_die, 0, 0);
+    w.gpu_resident = true;
+    CHECK_RESULT(admit_request(w, at_reserve, admit), verdict::cap, 1024, admit_reason::window, no_die, 0, 0);
+  }
+  SUBCASE("a request that costs anything is refused whatever the rule, and never held") {
+    for (const policy& p : {hold, admit, reject}) {
+      const admit_result r = admit_request(host, at_reserve, p);  // the seed's model: KV, state, activation
+      CHECK_RESULT(r, verdict::reject, 0, admit_reason::host_reserve, no_die, host_cost_bytes(4096, kv_format::fp32),
+                   reserve);
+      CHECK_FALSE(held_at_reserve(r, p));
+      // A preallocated model with an image to encode (cross-attention KV per item) costs that.
+      model_cost items = preallocated_model_cost;
+      items.kv_bytes_per_encoder_item[static_cast<std::size_t>(kv_format::fp32)] = MiB;
+      request_spec with_image = host;
+      with_image.encoder_items = 1;
+      CHECK(admit_request(items, with_image, at_reserve, p).verdict == verdict::reject);
+    }
+  }
+  SUBCASE("a whole-box stall refuses it whatever the rule: psi_stall, not held") {
+    const mem_state stalled = host_state(total, reserve, 0.0, 30.0);
+    for (const policy& p : {hold, admit, reject}) {
+      const admit_result r = admit_request(gpu, stalled, p);
+      CHECK(r.reason == admit_reason::psi_stall);
+      CHECK_FALSE(held_at_reserve(r, p));
+    }
+  }
+  SUBCASE("above the reserve the rule changes nothing") {
+    for (const policy& p : {hold, admit, reject}) {
+      CHECK(admit_request(gpu, host_state(total, reserve + 1), p) == admit_request(gpu, host_state(total, reserve + 1)));
+    }
+  }
+}
+
 TEST_CASE("3. host path: admit when the whole prompt fits") {
   const std::uint64_t need = host_cost_bytes(1000, kv_format::q4);
   CHECK_RESULT(admit_request({.n_prompt = 1000, .kv = kv_format::q4}, with_budget(need)), verdict::admit, 1000, admit_reason::fits, no_die,

@@ -2,6 +2,7 @@
 // outcome: threads meet on latches, the test waits for the gate's own waiter
 // count, and deadlines are only safety nets (except in the deadline tests).
 #include "pnmem/engine/backpressure_gate.hpp"
+#include "pnmem/engine/admit_wait.hpp"
 #include "pnmem/engine/fleet_load.hpp"
 
 #include <doctest/doctest.h>
@@ -762,4 +763,160 @@ TEST_CASE("gate: rung 2 follows the watcher's level both ways, restored at OK") 
   manual.set_capacity(5);
   set_level(w, mem_level::critical);
   CHECK(manual.capacity() == 5);
+}
+
+namespace {
+// A host at its reserve (CRITICAL): nothing that costs host bytes may start.
+host_sample at_reserve_host() {
+  host_sample h;
+  h.total_bytes = box;
+  h.avail_bytes = reserve16;
+  return h;
+}
+host_sample roomy_host() {
+  host_sample h;
+  h.total_bytes = box;
+  h.avail_bytes = 3 * reserve16;
+  return h;
+}
+// An engine whose KV was allocated at load: a request costs the host nothing.
+const model_desc prealloc{.max_window = 8192, .max_slots = 4, .cost = preallocated_model_cost};
+
+// A watcher the test polls by hand, seen as running (pnmem::admit fails open on one that is not).
+struct polled_watcher {
+  watcher<hand_host>& w;
+  bool running() const { return true; }
+  mem_state read() const { return w.read(); }
+  template <class F>
+  auto subscribe(F fn, delivery d) {
+    return w.subscribe(std::move(fn), d);
+  }
+  void unsubscribe(watcher<hand_host>::subscription_id id) { w.unsubscribe(id); }
+};
+}  // namespace
+
+TEST_CASE("admit_wait: a request that needs no host bytes is held at the reserve and served on the first sample "
+          "above it") {
+  hand_host host;
+  *host.next = at_reserve_host();
+  watcher<hand_host> w{host};
+  w.poll_now();
+  REQUIRE(w.read().level == mem_level::critical);
+  polled_watcher pw{w};
+  engine_counters counters;
+  const admit_options o{.policy = default_policy, .counters = &counters};
+  const admit_answer now = admit(pw, prealloc, 1000, o);
+  REQUIRE(now.status == admit_status::denied);
+  CHECK(now.reason == admit_reason::host_reserve);
+  CHECK(now.held);
+
+  std::atomic<bool> done{false};
+  admit_answer waited;
+  std::thread t([&] {
+    waited = admit_wait(pw, prealloc, 1000, std::chrono::steady_clock::now() + 60s, o);
+    done = true;
+  });
+  for (int i = 0; i < 5; ++i) {
+    w.poll_now();  // still at the reserve: still held
+    std::this_thread::sleep_for(2ms);
+  }
+  CHECK_FALSE(done.load());
+  *host.next = roomy_host();
+  w.poll_now();
+  t.join();
+  CHECK(waited.status == admit_status::admitted);
+  CHECK(waited.fit_tokens == 1000);
+  CHECK_FALSE(waited.held);
+  CHECK(counters.held_served.load() == 1);
+  CHECK(counters.held_timed_out.load() == 0);
+  // Counted once each, as pnmem::admit counts: the refusal asked before, and the answer the wait returned
+  // (not each re-decision while it was held).
+  CHECK(counters.denied[static_cast<std::size_t>(admit_reason::host_reserve)].load() == 1);
+  CHECK(counters.admitted[static_cast<std::size_t>(admit_reason::fits)].load() == 1);
+}
+
+TEST_CASE("admit_wait: held past the patience, the refusal as it stands; nothing else waits") {
+  hand_host host;
+  *host.next = at_reserve_host();
+  watcher<hand_host> w{host};
+  w.poll_now();
+  polled_watcher pw{w};
+  engine_counters counters;
+  SUBCASE("the patience runs out: denied host_reserve, counted") {
+    const auto start = std::chrono::steady_clock::now();
+    const admit_answer a = admit_wait(pw, prealloc, 1000, 30ms, {.policy = default_policy, .counters = &counters});
+    CHECK(std::chrono::steady_clock::now() - start >= 30ms);
+    CHECK(a.status == admit_status::denied);
+    CHECK(a.reason == admit_reason::host_reserve);
+    CHECK(counters.held_timed_out.load() == 1);
+    CHECK(counters.held_served.load() == 0);
+  }
+  SUBCASE("a request that costs host bytes, the rule reject, or the model's own rule admit: at once") {
+    const auto patience = std::chrono::steady_clock::now() + 60s;  // a wait would hang the test
+    model_desc costly = prealloc;
+    costly.cost = seed_model_cost;
+    const admit_answer c = admit_wait(pw, costly, 1000, patience, {.policy = default_policy, .counters = &counters});
+    CHECK(c.status == admit_status::denied);
+    CHECK_FALSE(c.held);
+    policy reject = default_policy;
+    reject.zero_cost = zero_cost_rule::reject;
+    const admit_answer r = admit_wait(pw, prealloc, 1000, patience, {.policy = reject, .counters = &counters});
+    CHECK(r.status == admit_status::denied);
+    CHECK_FALSE(r.held);
+    model_desc own = prealloc;
+    own.zero_cost = zero_cost_rule::admit;  // the engine's choice for this model, over the policy's
+    const admit_answer m = admit_wait(pw, own, 1000, patience, {.policy = default_policy, .counters = &counters});
+    CHECK(m.status == admit_status::admitted);
+    CHECK(m.detail.need_bytes == 0);
+    own.zero_cost = zero_cost_rule::reject;
+    CHECK_FALSE(admit(pw, own, 1000, {.policy = default_policy}).held);
+    CHECK(counters.held_timed_out.load() == 0);
+    CHECK(counters.held_served.load() == 0);
+  }
+}
+
+TEST_CASE("gate: a request that needs no host bytes, refused at the reserve, is held (TIGHT), not shed; the rule "
+          "reject sheds it") {
+  hand_host host;
+  *host.next = at_reserve_host();
+  watcher<hand_host> w{host};
+  w.poll_now();
+  polled_watcher pw{w};
+  SUBCASE("hold: the waiter is served once the box is above its reserve") {
+    backpressure_gate gate{gate_options{.max_slots = 4, .model = preallocated_model_cost, .policy = default_policy}};
+    auto conn = gate.connect(w);
+    const admit_answer a = admit(pw, prealloc, 1000, {.policy = default_policy});
+    REQUIRE(a.held);
+    REQUIRE(a.level == mem_level::critical);
+    gate.notify_denied(a);
+    CHECK(gate.pushed_level() == mem_level::tight);  // held, not CRITICAL
+    std::atomic<int> result{-1};
+    std::thread t([&] { result = static_cast<int>(gate.acquire(far_deadline(), a.request).status); });
+    REQUIRE(eventually([&] { return gate.waiting() == 1; }));
+    w.poll_now();
+    CHECK(gate.waiting() == 1);  // still at the reserve
+    *host.next = roomy_host();
+    w.poll_now();
+    t.join();
+    CHECK(result.load() == static_cast<int>(gate_status::acquired));
+    CHECK(gate.pushed_level() == mem_level::ok);
+  }
+  SUBCASE("reject: shed at once, as the seed") {
+    policy reject = default_policy;
+    reject.zero_cost = zero_cost_rule::reject;
+    backpressure_gate gate{gate_options{.max_slots = 4, .model = preallocated_model_cost, .policy = reject}};
+    auto conn = gate.connect(w);
+    const admit_answer a = admit(pw, prealloc, 1000, {.policy = reject});
+    REQUIRE(a.status == admit_status::denied);
+    REQUIRE_FALSE(a.held);
+    gate.notify_denied(a);
+    CHECK(gate.pushed_level() == mem_level::critical);
+    CHECK(gate.try_acquire().status == gate_status::overloaded);
+    // The same decision through the (level, result, request) form, under the gate's policy.
+    backpressure_gate held_gate{gate_options{.max_slots = 4, .model = preallocated_model_cost, .policy = default_policy}};
+    held_gate.notify_denied(a.level, a.detail, a.request);
+    CHECK(held_gate.pushed_level() == mem_level::tight);
+    held_gate.notify_denied(a.level, admit_result{.verdict = verdict::admit}, a.request);  // not a refusal: ignored
+    CHECK(held_gate.pushed_level() == mem_level::tight);
+  }
 }

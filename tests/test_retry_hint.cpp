@@ -106,9 +106,13 @@ TEST_CASE("retry_after host bytes: the shortfall at the recovery rate, or the re
   const std::uint64_t short_by = 3 * GiB - limit;
   CHECK(retry_shortfall_bytes(r, s, default_policy) == short_by);
 
-  SUBCASE("memory not coming back and nothing expiring: the fallback") {
+  SUBCASE("memory not coming back and nothing expiring, the level's age unknown: the fallback, a guess") {
     s.host_avail_trend = -50.0 * static_cast<double>(MiB);
-    CHECK(retry_after(r, s, default_policy, at(0)) == retry_hint{retry_fallback_ms, retry_basis::no_recovery});
+    CHECK(retry_after(r, s, default_policy, at(0)) == retry_hint{retry_fallback_ms, retry_basis::memory_falling});
+    s.host_avail_trend = 0.0;
+    const retry_hint flat = retry_after(r, s, default_policy, at(0));
+    CHECK(flat == retry_hint{retry_fallback_ms, retry_basis::no_recovery});
+    CHECK(flat.guess());
   }
   SUBCASE("rising at 1 GiB/s") {
     s.host_avail_trend = static_cast<double>(GiB);
@@ -144,6 +148,79 @@ TEST_CASE("retry_after host bytes: the shortfall at the recovery rate, or the re
     CHECK(retry_after(result(verdict::cap, admit_reason::host_budget, 3 * GiB, limit), s, default_policy, at(0)) ==
           retry_after(r, s, default_policy, at(0)));
   }
+}
+
+TEST_CASE("retry_after: with nothing coming back, a guess from how long the level has held") {
+  mem_state s = box(4 * GiB);
+  const std::uint64_t limit = 4 * GiB - host_reserve_bytes(s, default_policy);
+  const admit_result r = result(verdict::reject, admit_reason::host_budget, 3 * GiB, limit);
+  s.level_since_ns = 1'000'000'000;  // the level has been what it is since t = 1 s
+  constexpr std::int64_t sec = 1'000'000'000;
+  SUBCASE("memory flat: as long again as it has held, at least 1 s, at most 60 s") {
+    CHECK(retry_after(r, s, default_policy, at(1 * sec + 200'000'000)) == retry_hint{retry_guess_min_ms, retry_basis::no_recovery});
+    CHECK(retry_after(r, s, default_policy, at(3 * sec)) == retry_hint{2000, retry_basis::no_recovery});
+    CHECK(retry_after(r, s, default_policy, at(9 * sec)) == retry_hint{8000, retry_basis::no_recovery});
+    CHECK(retry_after(r, s, default_policy, at(301 * sec)) == retry_hint{retry_max_ms, retry_basis::no_recovery});
+    CHECK(retry_after(r, s, default_policy, at(3 * sec)).guess());
+    // A clock before the level's start (a snapshot from another clock): unknown age, the fallback.
+    CHECK(retry_after(r, s, default_policy, at(0)) == retry_hint{retry_fallback_ms, retry_basis::no_recovery});
+  }
+  SUBCASE("memory still falling (a co-tenant growing): as long as it has held, at least 10 s") {
+    s.host_avail_trend = -20.0 * static_cast<double>(MiB);
+    CHECK(retry_after(r, s, default_policy, at(3 * sec)) == retry_hint{retry_fallback_ms, retry_basis::memory_falling});
+    CHECK(retry_after(r, s, default_policy, at(31 * sec)) == retry_hint{30'000, retry_basis::memory_falling});
+    CHECK(retry_after(r, s, default_policy, at(31 * sec)).guess());
+  }
+  SUBCASE("what pnmem sees coming back is not a guess, and wins") {
+    s.host_avail_trend = static_cast<double>(GiB);
+    const retry_hint h = retry_after(r, s, default_policy, at(31 * sec));
+    CHECK(h.basis == retry_basis::host_recovery);
+    CHECK_FALSE(h.guess());
+    s.host_avail_trend = 0.0;
+    const retry_hint e = retry_after(r, s, default_policy, at(31 * sec, 100, 32 * sec));
+    CHECK(e == retry_hint{1000, retry_basis::pending_expiry});
+    CHECK_FALSE(e.guess());
+  }
+  SUBCASE("a die short: the host's trend says nothing of it") {
+    s.n_dies = 1;
+    s.host_avail_trend = -20.0 * static_cast<double>(MiB);
+    const admit_result d = result(verdict::reject, admit_reason::die_vram, 6 * GiB, 4 * GiB, 0);
+    CHECK(retry_after(d, s, default_policy, at(3 * sec)) == retry_hint{2000, retry_basis::no_recovery});
+  }
+  for (int i = 0; i < retry_basis_count; ++i) {
+    const auto b = static_cast<retry_basis>(i);
+    CHECK(to_string(b) != "invalid");
+    CHECK(retry_basis_is_guess(b) == (b == retry_basis::no_recovery || b == retry_basis::memory_falling));
+  }
+  CHECK(to_string(static_cast<retry_basis>(retry_basis_count)) == "invalid");
+}
+
+TEST_CASE("the watcher: level_since_ns is when the published level became what it is") {
+  auto host = std::make_shared<fake_host>();
+  fake_clock clock;
+  watcher<fake_sampler, fake_clock> w{fake_sampler{host}, seed_watcher_options, clock};
+  host_sample h;
+  h.total_bytes = 16 * GiB;
+  h.avail_bytes = 12 * GiB;  // ok
+  host->set(h);
+  clock.advance(1s);
+  w.poll_now();
+  const std::int64_t first = w.read().level_since_ns;
+  CHECK(first == w.read().sample_time_ns);
+  clock.advance(1s);
+  w.poll_now();
+  CHECK(w.read().level_since_ns == first);  // still ok: unchanged
+  h.avail_bytes = 2 * GiB;                  // inside the reserve: critical
+  host->set(h);
+  clock.advance(1s);
+  w.poll_now();
+  REQUIRE(w.read().level == mem_level::critical);
+  const std::int64_t critical_since = w.read().level_since_ns;
+  CHECK(critical_since == w.read().sample_time_ns);
+  CHECK(critical_since > first);
+  clock.advance(1s);
+  w.poll_now();
+  CHECK(w.read().level_since_ns == critical_since);
 }
 
 TEST_CASE("retry_after die_vram: buffers retiring on the die cover the shortfall at the next sample") {
@@ -268,7 +345,18 @@ TEST_CASE("retry_after on the fake clock: the hint shrinks as the memory comes b
     avail -= 50 * MiB;
     const auto [a, hint] = ask(avail);
     CHECK(hint.after_ms >= 0);
-    if (a.status != admit_status::admitted) CHECK(hint.basis == retry_basis::no_recovery);
+    // Nothing expiring: a guess; once the trend has seen the ramp (two reads), memory falling, at least
+    // the fallback.
+    if (a.status != admit_status::admitted) {
+      CHECK(hint.guess());
+      if (w.read().host_avail_trend < 0.0) {
+        CHECK(hint.basis == retry_basis::memory_falling);
+        CHECK(hint.after_ms >= retry_fallback_ms);
+      } else {
+        CHECK(hint.basis == retry_basis::no_recovery);
+      }
+      if (i >= 2) CHECK(hint.basis == retry_basis::memory_falling);
+    }
     clock.advance(100ms);
   }
   // The co-tenant gives back 80 MiB per 100 ms (800 MiB/s).

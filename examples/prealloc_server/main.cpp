@@ -11,7 +11,8 @@
 //   c. pnmem_check_bytes + pnmem_explain     before the load: one that can never fit is refused, with
 //                                            pnmem's reason; pnmem_admit_host_load gives the context
 //                                            that fits (the load started smaller when capped), reserved;
-//   d. pnmem_admit                           before queueing a request: PNMEM_DENIED is the HTTP 503;
+//   d. pnmem_admit_wait                      before queueing a request: at the reserve it is held (it costs
+//                                            nothing) up to a patience; PNMEM_DENIED is the HTTP 503;
 //   e. pnmem_make_room                       before a prompt-cache entry is allocated: reserved, the
 //      + pnmem_reservation_settle / _cancel  cache's oldest entries dropped first when the insert would
 //                                            take the host below WATCH (the cache keeps its newest), then
@@ -29,7 +30,10 @@
 //
 // In this tree, Meson builds it as build/examples/prealloc_server (test `prealloc_server`, suite
 // examples). To see the 503 and the cache making room on an idle box, leave it little room above the
-// host reserve: PN_HOST_RESERVE_BYTES=<MemAvailable - 96 MiB> ./prealloc_server.
+// host reserve: PN_HOST_RESERVE_BYTES=<MemAvailable - 96 MiB> ./prealloc_server. With --root DIR it reads
+// the box from DIR/proc/meminfo (and pressure/memory) instead: the test `prealloc_server_box` moves that
+// box by hand (tests/examples/prealloc_box.py: a load started smaller, a co-tenant holding the box at its
+// reserve while a request waits, then leaving).
 //
 // Exit status: 0 when every answer was one pnmem documents for its call (whatever the box's level),
 // 1 with a "FAIL: " line naming the call and what was wrong.
@@ -129,12 +133,24 @@ std::uint64_t shed_oldest(std::uint64_t want, void* user) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::printf("prealloc_server: pnmem through its C ABI, in a server that preallocates\n");
+  // --root DIR: read the box from DIR/proc/... instead of /proc (a test moves that box by hand).
+  const char* root = nullptr;
+  if (argc == 3 && std::strcmp(argv[1], "--root") == 0) {
+    root = argv[2];
+  } else if (argc != 1) {
+    std::fprintf(stderr, "usage: prealloc_server [--root DIR]\n");
+    return 2;
+  }
 
   // a. The watcher: one synchronous sample, then its own thread.
-  if (pnmem_watcher_start() != 0) fail("pnmem_watcher_start returned -1: no watcher, every answer would fail open");
+  pnmem_watcher_options options;
+  if (pnmem_watcher_options_init(&options) != 0) fail("pnmem_watcher_options_init returned -1");
+  options.root = root;  // NULL: this box
+  if (pnmem_watcher_start_with(&options) != 0)
+    fail("pnmem_watcher_start_with returned -1: no watcher, every answer would fail open");
   pnmem_state state;
   if (pnmem_read(&state) != 0) fail("pnmem_read returned -1");
   if (state.host_total_bytes == 0) fail("pnmem_read: host_total_bytes is 0 after the watcher started");
@@ -198,16 +214,24 @@ int main() {
   int id = 0;
   for (const int n_tokens : prompts) {
     ++id;
-    // d. Admit before queueing. A preallocated request costs nothing: only pressure refuses it.
-    if (pnmem_admit(&model, n_tokens, &a) != 0) fail("pnmem_admit returned -1");
+    // d. Admit before queueing. A preallocated request costs nothing: only pressure refuses it, and at the
+    //    reserve (a co-tenant holding the box) it is held, up to the patience, until the box lets it start
+    //    (the zero-cost rule hold, pnmem's default): served late rather than failed with a 503.
+    const auto asked = std::chrono::steady_clock::now();
+    if (pnmem_admit_wait(&model, n_tokens, /*patience_ms=*/5000, &a) != 0) fail("pnmem_admit_wait returned -1");
+    const auto waited_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - asked).count();
+    if (waited_ms >= 100)
+      std::printf("req %2d prompt %4d: held %lld ms (it costs the host nothing; the box was at its reserve)\n", id,
+                  n_tokens, static_cast<long long>(waited_ms));
     ++n_admit_calls;
     const std::string r = reason_of(a);
     int kept_tokens = n_tokens;  // the prompt the request runs, and caches
-    if (a.status == PNMEM_FAIL_OPEN) fail("pnmem_admit failed open with the watcher running");
+    if (a.status == PNMEM_FAIL_OPEN) fail("pnmem_admit_wait failed open with the watcher running");
     if (a.need_bytes != 0 || r == "host_budget")
-      fail("pnmem_admit charged host bytes to a preallocated request: " + explain(a));
+      fail("pnmem_admit_wait charged host bytes to a preallocated request: " + explain(a));
     if (a.status == PNMEM_DENIED) {
-      if (r != "psi_stall" && r != "host_reserve") fail("pnmem_admit denied for an undocumented reason: " + explain(a));
+      if (r != "psi_stall" && r != "host_reserve") fail("pnmem_admit_wait denied for an undocumented reason: " + explain(a));
       std::printf("req %2d prompt %4d: HTTP/1.1 503 Service Unavailable\n", id, n_tokens);
       // When to come back: pnmem's hint from what it sees (the stall's decay, memory coming back, the
       // reservations' expiry), in whole seconds as Retry-After wants them. A hint, never negative.
@@ -222,7 +246,7 @@ int main() {
     }
     if (a.status == PNMEM_CAPPED) {
       if ((r != "window" && r != "prefill_window") || a.fit_tokens >= n_tokens)
-        fail("pnmem_admit capped a preallocated request for an undocumented reason: " + explain(a));
+        fail("pnmem_admit_wait capped a preallocated request for an undocumented reason: " + explain(a));
       // "window": longer than the context the slots were allocated for: truncated to it. "prefill_window": the
       // ladder's clamp (TIGHT or worse): the whole prompt, prefilled a.window tokens at a time. A prompt that is
       // both is answered "window" with the clamped fit_tokens: truncate to the context, not to fit_tokens.
@@ -238,7 +262,7 @@ int main() {
       }
       std::printf("req %2d prompt %4d: %s: %s\n", id, n_tokens, how.c_str(), explain(a).c_str());
     } else {
-      if (a.fit_tokens != n_tokens) fail("pnmem_admit admitted fewer tokens than asked: " + explain(a));
+      if (a.fit_tokens != n_tokens) fail("pnmem_admit_wait admitted fewer tokens than asked: " + explain(a));
       std::printf("req %2d prompt %4d: queued (%s, level %s)\n", id, n_tokens, r.c_str(), pnmem_level_name(a.level));
     }
     ++queued;

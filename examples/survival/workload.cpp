@@ -275,7 +275,7 @@ int run_workload(const workload_options& o) {
         if (a.answer.status == pnmem::admit_status::denied) {
           held_for = std::string(pnmem::to_string(a.answer.reason));
           g.slot.release();
-          gate.notify_pressure(a.answer.level, a.answer.request);  // the hold re-checks it each sample
+          gate.notify_denied(a.answer);  // the hold re-checks it each sample
           if (clock_type::now() + 25ms >= deadline) {
             end(r, outcome::rejected, held_for, 0);
             break;

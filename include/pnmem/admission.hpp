@@ -8,14 +8,18 @@
 //      (full = the confirmed stall: the worse of avg10 and the rate over the policy's window,
 //       psi_full_window_ms >= 2 s; one interval's rate alone never rejects: level.hpp)
 //   2. GPU-resident fast path (host cost is 0):
-//        host avail inside the reserve                              -> REJECT host_reserve
+//        host avail inside the reserve                              -> REJECT host_reserve (with the
+//                                                                      zero-cost rule admit: on to the
+//                                                                      window checks; policy.hpp)
 //        n_prompt > max_window                                      -> CAP    window (fit = max_window)
 //        n_prompt > prefill_window (the ladder's clamp)             -> CAP    prefill_window
 //        otherwise                                                  -> ADMIT  fits
 //   3. Host path: the model's host cost(n) (KV, per-sequence state, activation peak, and the
 //      cross-attention KV of the request's encoder items) must fit
 //      in host avail - reserve, and in the die's free VRAM when a die is named.
-//        avail inside the reserve                                   -> REJECT host_reserve
+//        avail inside the reserve                                   -> REJECT host_reserve (a request
+//                                                                      costing 0 B with the zero-cost
+//                                                                      rule admit: ADMIT fits / CAP)
 //        the whole prompt (or the window, if smaller) fits          -> ADMIT fits / CAP window | prefill_window
 //        some shorter prefix fits (the largest, solved exactly)     -> CAP    host_budget | die_vram
 //        nothing fits                                               -> REJECT host_budget | die_vram
@@ -579,7 +583,8 @@ struct prompt_bound {
                                                                  const policy& p) noexcept {
   admit_result early;
   if (refused_up_front(rq, s, p, early)) return early;
-  if (detail::inside_host_reserve(s, host_reserve_bytes(s, p))) {
+  // Inside the reserve: refused, unless the engine vouches that a request costing no host bytes may start.
+  if (detail::inside_host_reserve(s, host_reserve_bytes(s, p)) && p.zero_cost != zero_cost_rule::admit) {
     return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, 0, s.host_avail_bytes);
   }
   const prompt_bound b = bound_prompt(rq);
@@ -609,8 +614,13 @@ struct prompt_bound {
   const kv_format kv = request_kv_format(rq.kv, m);
   const std::uint64_t items = encoder_kv_bytes(m, kv, static_cast<std::uint64_t>(rq.encoder_items));
   if (detail::inside_host_reserve(s, reserve)) {
-    return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die,
-                       sat_add(host_cost_bytes(m, n, kv), items), s.host_avail_bytes);
+    const std::uint64_t need = sat_add(host_cost_bytes(m, n, kv), items);
+    // A request that needs no host bytes, where the engine vouches it may start (zero_cost_rule::admit).
+    if (need == 0 && p.zero_cost == zero_cost_rule::admit) {
+      return windowed ? make_result(verdict::cap, n, window_reason, no_die, 0, 0)
+                      : make_result(verdict::admit, n, admit_reason::fits, no_die, 0, 0);
+    }
+    return make_result(verdict::reject, 0, admit_reason::host_reserve, no_die, need, s.host_avail_bytes);
   }
   std::uint64_t limit = detail::host_known(s) ? s.host_avail_bytes - reserve : detail::u64_max;
   admit_reason binding = admit_reason::host_budget;
@@ -649,6 +659,14 @@ constexpr admit_result admit_request(const model_cost& m, const request_spec& rq
 constexpr admit_result admit_request(const request_spec& rq, const mem_state& s,
                                      const policy& p = default_policy) noexcept {
   return detail::admit_request_inline(seed_model_cost, rq, s, p);
+}
+
+// A refusal the waiting calls hold rather than shed (policy::zero_cost, zero_cost_rule::hold): host memory
+// inside the reserve refused a request that needs no host bytes. pnmem::admit_wait and pnmem_admit_wait wait
+// for the first sample on which it starts; the back-pressure gate holds it (a TIGHT push), not sheds it.
+constexpr bool held_at_reserve(const admit_result& r, const policy& p) noexcept {
+  return r.verdict == verdict::reject && r.reason == admit_reason::host_reserve && r.need_bytes == 0 &&
+         p.zero_cost == zero_cost_rule::hold;
 }
 
 #if PNMEM_HAS_CLASS_NTTP

@@ -101,6 +101,19 @@ constexpr bool parse_psi_source(std::string_view text, psi_source& out) noexcept
   return false;
 }
 
+// "hold", "admit" or "reject" (any case, surrounding blanks ignored): policy::zero_cost.
+constexpr bool parse_zero_cost_rule(std::string_view text, zero_cost_rule& out) noexcept {
+  const std::string_view s = detail::trim(text);
+  for (int i = 0; i < zero_cost_rule_count; ++i) {
+    const auto v = static_cast<zero_cost_rule>(i);
+    if (detail::iequals(s, to_string(v))) {
+      out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
 // Everything the PN_* variables set: the policy, the watcher's cadence and dwell
 // (watcher_options), and the host sampler's PSI source (linux_sampler_options). The
 // defaults are the seed's.
@@ -204,6 +217,12 @@ inline std::string set_psi_source(env_settings& s, const char* text) {
 }
 inline std::string show_psi_source(const env_settings& s) { return std::string(to_string(s.psi_source)); }
 
+inline std::string set_zero_cost(env_settings& s, const char* text) {
+  if (!parse_zero_cost_rule(text, s.policy.zero_cost)) return "not a zero-cost rule (use hold, admit or reject)";
+  return {};
+}
+inline std::string show_zero_cost(const env_settings& s) { return std::string(to_string(s.policy.zero_cost)); }
+
 inline std::string ms_text(std::uint64_t ms) { return std::to_string(ms) + " ms"; }
 
 // A whole number of milliseconds in [lo, hi]; `why_lo` says why not below lo.
@@ -279,6 +298,9 @@ inline constexpr env_variable env_variables[] = {
      detail::show_ms<&env_settings::pressure_poll_interval>},
     {"PN_EVICT_ON_PSI", "KV eviction (rung 4b) at TIGHT whatever raised the level, PSI included (default: memory only)",
      detail::set_switch<&policy::evict_on_psi>, detail::show_switch<&policy::evict_on_psi>},
+    {"PN_ZERO_COST",
+     "A request that needs no new host bytes, host memory inside the reserve: hold (until above it), admit or reject",
+     detail::set_zero_cost, detail::show_zero_cost},
 };
 
 // `lookup(name)` returns the variable's value or nullptr when unset; tests pass a

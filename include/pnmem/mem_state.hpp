@@ -63,6 +63,10 @@ struct mem_state {
   // Steady clock at which the published level steps down if the raw level stays below it until then
   // (the dwell: level_hysteresis.hpp); 0 = no step down pending (the raw level is not below, or no dwell).
   std::int64_t level_step_down_ns = 0;
+  // Steady clock at which the published level became what it is (the watcher's first sample, or the last
+  // level change): how long the pressure has held, what a retry hint guesses from when nothing pnmem sees
+  // is coming back (retry_hint.hpp). 0 = unknown (a snapshot built by hand).
+  std::int64_t level_since_ns = 0;
   sample_provenance provenance{};
 };
 

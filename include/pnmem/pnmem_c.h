@@ -320,6 +320,19 @@ typedef struct pnmem_kv_window {
  *   activation_fixed_bytes + activation_per_token_bytes x n + activation_per_token_sq_bytes x n^2).
  * An engine that preallocates its KV and compute buffers at load sets every cost to 0
  * (n_anchors 0, the coefficients 0) and admits later growth with pnmem_reserve_bytes. */
+/* What a request that needs no new host bytes (a GPU-resident model's, or one of an engine that allocated its
+ * KV at load: pnmem_model_init_preallocated) gets while host memory is inside the reserve, where every other
+ * request is refused ("host_reserve"). A PSI stall refuses it whatever the rule ("psi_stall").
+ * docs/engine-integration.md argues the default. */
+typedef enum pnmem_zero_cost {
+  PNMEM_ZERO_COST_POLICY = 0, /* the process's rule: PN_ZERO_COST, hold unless set */
+  PNMEM_ZERO_COST_HOLD = 1,   /* refused now (PNMEM_DENIED "host_reserve", need_bytes 0); pnmem_admit_wait waits up
+                               * to its patience for the first sample above the reserve, a gate holds it (TIGHT)
+                               * instead of shedding it */
+  PNMEM_ZERO_COST_ADMIT = 2,  /* admitted now, 0 B needed: the engine vouches that it costs the host nothing */
+  PNMEM_ZERO_COST_REJECT = 3  /* refused, and a gate sheds it (PNMEM_GATE_OVERLOADED): the seed's rule */
+} pnmem_zero_cost;
+
 typedef struct pnmem_model {
   uint32_t struct_size; /* sizeof(pnmem_model) as the caller compiled it: pnmem_model_init sets it */
 
@@ -352,6 +365,10 @@ typedef struct pnmem_model {
   uint64_t kv_bytes_per_encoder_item[PNMEM_KV_FORMATS];  /* cross-attention KV per image (Mllama) */
   uint32_t kv_block_tokens; /* KV allocated in blocks of this many tokens (vLLM 16, llama.cpp 256):
                              * n tokens are charged as n rounded up to a block; 0 or 1: per token */
+
+  /* Since version 3 (a caller compiled against an earlier one gets PNMEM_ZERO_COST_POLICY). */
+  pnmem_zero_cost zero_cost; /* what a request of this model that needs no host bytes gets while host memory
+                              * is inside the reserve (pnmem_zero_cost) */
 } pnmem_model;
 
 /* Fills *model with the defaults above and struct_size = `struct_size`. 0 on success;
@@ -514,6 +531,15 @@ typedef struct pnmem_admit_answer {
  * clamp line, at TIGHT or worse, goes to the sink on this thread). */
 PNMEM_C_API int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out);
 
+/* pnmem_admit, except that a refusal of a request that needs no host bytes while host memory is inside the
+ * reserve (reason "host_reserve", need_bytes 0) under the zero-cost rule hold (model->zero_cost, or
+ * PN_ZERO_COST: hold by default) waits, up to timeout_ms (below 0: 0; longer than 100 years: 100 years), for the
+ * first watcher sample that lets it start, then answers on that sample; past the patience, the refusal as it
+ * then stands (pnmem_retry_after_ms says when to ask again). Every other answer returns at once, as pnmem_admit's.
+ * The calling thread blocks: call it where a request may wait (a request handler), not in a decode loop.
+ * Counted in pnmem_metrics_text (pnmem_held_served_total, pnmem_held_timed_out_total). 0 on success; -1 as
+ * pnmem_admit. */
+PNMEM_C_API int pnmem_admit_wait(const pnmem_model* model, int n_tokens, int64_t timeout_ms, pnmem_admit_answer* out);
 
 /* One line describing an answer in the words of what was asked (a request's tokens, host bytes, die
  * bytes, a model load, one die's slice of one, a load's host spike: docs/c-api.md shows every kind), e.g.
@@ -536,7 +562,9 @@ PNMEM_C_API int pnmem_explain(const pnmem_admit_answer* a, char* buf, size_t len
  *   host_reserve    the time reservations with a ttl_ms need to expire enough ("pending_expiry");
  *   die_vram        the next sample, when the die's retiring bytes cover it ("die_retiring");
  *   prefill_window  what is left of the step-down dwell once the raw level is below TIGHT ("level_dwell");
- * and otherwise 10000 ("no_recovery": nothing pnmem sees is coming back). Always from the watcher's
+ * and otherwise a guess from how long the level has held (pnmem_retry_basis_is_guess says 1): with
+ * memory flat, as long again, at least 1000 ("no_recovery"); with memory still falling (something
+ * growing), as long, at least 10000 ("memory_falling"); 10000 when the level's age is unknown. Always from the watcher's
  * poll interval at pressure (the next sample) to 60000; never negative. 0 ("none") for an answer a
  * wait does not improve: admitted, fail open, capped to the request's own window, bad_request;
  * 0 ("never_fits") for a need larger than the box (host total less the reserve) or the die (its
@@ -550,6 +578,11 @@ PNMEM_C_API int64_t pnmem_retry_after_ms(const pnmem_admit_answer* a, const char
 /* A hint in milliseconds as an HTTP Retry-After's whole seconds: rounded up (500 -> 1, 1000 -> 1,
  * 1001 -> 2), so any wait is at least 1 s; 0 and negative values are 0. Locks nothing. */
 PNMEM_C_API int64_t pnmem_retry_after_seconds(int64_t after_ms);
+/* 1 when a hint with this basis (pnmem_retry_after_ms's) is only a guess ("no_recovery", "memory_falling":
+ * nothing pnmem sees is coming back, so it rests on how long the pressure has held), 0 otherwise (an
+ * estimate from a rate, a deadline or the next sample; "none"; NULL; a name that is not a basis). A server
+ * may say so (a log line, a header of its own). Locks nothing. */
+PNMEM_C_API int pnmem_retry_basis_is_guess(const char* basis);
 
 /* --- Model loads: before weights go onto a die, before an upload starts ----------------
  *

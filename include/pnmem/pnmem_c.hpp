@@ -66,6 +66,8 @@ struct retry_hint {
   std::int64_t ms = 0;
   const char* basis = "";
   std::int64_t seconds() const noexcept { return ms <= 0 ? 0 : (ms + 999) / 1000; }
+  // Only a guess from how long the pressure has held (pnmem_retry_basis_is_guess).
+  bool guess() const noexcept { return pnmem_retry_basis_is_guess(basis) == 1; }
 };
 inline retry_hint retry_after(const pnmem_admit_answer& a) {
   retry_hint h;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "pnmem/detail/equality.hpp"
 #include "pnmem/detail/saturating.hpp"
@@ -28,6 +29,29 @@ namespace pnmem {
 using basis_points = std::uint32_t;
 inline constexpr basis_points bp_per_percent = 100;
 inline constexpr basis_points bp_whole = 100 * bp_per_percent;
+
+// What a request that needs no new host bytes (a GPU-resident one, or one of an engine that allocated
+// its KV at load: pnmem_model_init_preallocated) gets while host memory is inside the reserve
+// (admission.hpp's host_reserve refusal). PN_ZERO_COST, or the engine's own choice (C: pnmem_model's
+// zero_cost, Python: Model(zero_cost=...)). A PSI stall refuses it whatever the rule: starting work deepens
+// a stall, and that is not about bytes. docs/engine-integration.md argues the default.
+//   hold    (the default) refused now, held by the waiting calls: pnmem_admit_wait / admit_wait wait up to
+//           the engine's patience for the first sample with host memory above the reserve, and the
+//           back-pressure gate holds it (a TIGHT push) instead of shedding it (CRITICAL): served when the
+//           box recovers, a 503 only when the engine's patience runs out
+//   admit   admitted now (0 B needed): the engine vouches that a request costs the host nothing
+//   reject  refused now, and the gate sheds it (the seed's rule: every request at the reserve is refused)
+enum class zero_cost_rule : std::uint8_t { hold, admit, reject };
+inline constexpr int zero_cost_rule_count = 3;
+
+constexpr std::string_view to_string(zero_cost_rule r) noexcept {
+  switch (r) {
+    case zero_cost_rule::hold: return "hold";
+    case zero_cost_rule::admit: return "admit";
+    case zero_cost_rule::reject: return "reject";
+  }
+  return "invalid";
+}
 
 struct policy {
   // Host reserve = max(host_reserve_min_bytes, host_reserve_bp of MemTotal); in a container whose
@@ -71,6 +95,10 @@ struct policy {
   // per-cgroup PSI and a neighbour's stall must not empty this engine's cache. Slots, window and Q4
   // still follow the level.
   bool evict_on_psi = false;
+
+  // PN_ZERO_COST: a request that needs no new host bytes, while host memory is inside the reserve
+  // (zero_cost_rule above).
+  zero_cost_rule zero_cost = zero_cost_rule::hold;
 
   PNMEM_DEFAULTED_EQUALITY(policy)
 };

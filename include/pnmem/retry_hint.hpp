@@ -20,9 +20,18 @@
 //   prefill_window (a cap)      the level steps below TIGHT         what is left of the dwell, when the raw
 //                                                                   level is already below (level_dwell)
 //
-// When nothing pnmem sees is coming back (memory falling or flat, no reservation expiring, the raw level
-// still high) the hint is retry_fallback_ms (no_recovery): long enough not to hammer a pressured box,
-// short enough to see a recovery pnmem could not predict. Every hint is at least the time to the
+// When nothing pnmem sees is coming back (no reservation expiring, the raw level still high) the hint is
+// a guess, and says so (retry_hint::guess()), from how long the pressure has held (mem_state::
+// level_since_ns, the level's age):
+//   memory flat          (no_recovery) as long again as it has held, at least retry_guess_min_ms: a
+//                        co-tenant that has held the box for 2 s is as likely as not to hold it 2 s more,
+//                        and a client told so backs off as the hold lengthens (1 s, 2 s, 4 s, ...), never
+//                        hammering a box held for minutes, never idling long after a short hold ends;
+//   memory falling       (memory_falling) something is still growing (a co-tenant, a page-cache burst):
+//                        nothing comes back while it grows: as long as the pressure has held, at least
+//                        retry_fallback_ms;
+// and retry_fallback_ms with either basis when the level's age is unknown (a snapshot built by hand).
+// Every hint is at least the time to the
 // watcher's next sample (nothing pnmem decides on changes before it) and at most retry_max_ms; never
 // negative. An answer that a wait cannot improve (admitted whole, capped to the request's own window,
 // a bad request) has the hint 0 with basis `none`; one whose need is more than the box could give with
@@ -54,9 +63,18 @@ enum class retry_basis : std::uint8_t {
   pending_expiry,  // host bytes short: reservations with a time to live give back enough when they expire
   die_retiring,    // die bytes short: released buffers waiting on in-flight work cover it (next sample)
   level_dwell,     // capped to the ladder's prefill window: the dwell left before the level steps down
-  no_recovery,     // short, and nothing pnmem sees is coming back: retry_fallback_ms
+  no_recovery,     // short, and nothing pnmem sees is coming back, memory flat: a guess from the pressure's age
   never_fits,      // more than the box (or the die) can ever give, the reserve kept: waiting does not help (0)
+  memory_falling,  // short, and available memory still falling (something growing): a guess, at least 10 s
 };
+inline constexpr int retry_basis_count = 9;
+
+// A hint with this basis is a guess (retry_hint::guess()): it rests on how long the pressure has held,
+// not on anything pnmem sees coming back. The C ABI (pnmem_retry_basis_is_guess) and Python
+// (RetryHint.guess) answer with this.
+constexpr bool retry_basis_is_guess(retry_basis b) noexcept {
+  return b == retry_basis::no_recovery || b == retry_basis::memory_falling;
+}
 
 constexpr std::string_view to_string(retry_basis b) noexcept {
   switch (b) {
@@ -68,20 +86,27 @@ constexpr std::string_view to_string(retry_basis b) noexcept {
     case retry_basis::level_dwell: return "level_dwell";
     case retry_basis::no_recovery: return "no_recovery";
     case retry_basis::never_fits: return "never_fits";
+    case retry_basis::memory_falling: return "memory_falling";
   }
   return "invalid";
 }
 
 // The most a hint says: a client told to wait longer would miss a recovery pnmem did not foresee.
 inline constexpr std::int64_t retry_max_ms = 60'000;
-// The hint when nothing is coming back: avg10's horizon, the slowest signal pnmem reads.
+// The hint when nothing is coming back and the pressure's age is unknown, and the least while memory is
+// still falling: avg10's horizon, the slowest signal pnmem reads.
 inline constexpr std::int64_t retry_fallback_ms = 10'000;
+// The least a guess from a flat hold says: a client retrying faster learns nothing new.
+inline constexpr std::int64_t retry_guess_min_ms = 1'000;
 // PSI's avg10 is an exponential average with a 10 s time constant (the kernel's psi.c).
 inline constexpr double psi_avg10_tau_s = 10.0;
 
 struct retry_hint {
   std::int64_t after_ms = 0;  // >= 0; 0 with basis none: waiting does not help
   retry_basis basis = retry_basis::none;
+
+  // Only a guess: nothing pnmem sees is coming back (retry_basis_is_guess).
+  constexpr bool guess() const noexcept { return retry_basis_is_guess(basis); }
 
   friend constexpr bool operator==(const retry_hint& a, const retry_hint& b) noexcept {
     return a.after_ms == b.after_ms && a.basis == b.basis;
@@ -128,6 +153,18 @@ inline double psi_clear_s(const mem_state& s, double threshold_pct, std::uint32_
   // no stall from now on it stops counting at the next sample, so avg10 alone sets the wait.
   (void)window_ms;
   return t;
+}
+
+// When nothing pnmem sees is coming back: the guess from the pressure's age (the comment at the top);
+// `falling`: the memory short is still going (host MemAvailable's trend below 0).
+constexpr retry_hint guess_hint(const mem_state& s, const retry_outlook& o, bool falling) noexcept {
+  const retry_basis basis = falling ? retry_basis::memory_falling : retry_basis::no_recovery;
+  if (s.level_since_ns <= 0 || o.now_ns < s.level_since_ns) {
+    return {clamp_hint_ms(static_cast<double>(retry_fallback_ms), o.next_sample_ms), basis};
+  }
+  const double age_ms = static_cast<double>(o.now_ns - s.level_since_ns) / 1e6;
+  const double least = static_cast<double>(falling ? retry_fallback_ms : retry_guess_min_ms);
+  return {clamp_hint_ms(age_ms > least ? age_ms : least, o.next_sample_ms), basis};
 }
 
 }  // namespace detail
@@ -186,7 +223,7 @@ inline retry_hint retry_after(const admit_result& r, const mem_state& s, const p
           basis = retry_basis::pending_expiry;
         }
       }
-      if (best_ms < 0.0) return {clamp_hint_ms(static_cast<double>(retry_fallback_ms), floor_ms), basis};
+      if (best_ms < 0.0) return detail::guess_hint(s, o, s.host_avail_trend < 0.0);
       return {clamp_hint_ms(best_ms, floor_ms), basis};
     }
     case admit_reason::die_vram: {
@@ -198,7 +235,7 @@ inline retry_hint retry_after(const admit_result& r, const mem_state& s, const p
       if (valid_die(s, r.die) && s.per_die_retiring_bytes[static_cast<std::size_t>(r.die)] >= short_by) {
         return {clamp_hint_ms(0.0, floor_ms), retry_basis::die_retiring};
       }
-      return {clamp_hint_ms(static_cast<double>(retry_fallback_ms), floor_ms), retry_basis::no_recovery};
+      return detail::guess_hint(s, o, /*falling=*/false);  // the host's trend says nothing of a die
     }
     case admit_reason::prefill_window: {
       if (s.level_step_down_ns > 0 && s.raw_level < mem_level::tight) {
@@ -207,7 +244,7 @@ inline retry_hint retry_after(const admit_result& r, const mem_state& s, const p
       }
       // The clamp is gone already: ask again once a sample has been taken.
       if (s.level < mem_level::tight) return {clamp_hint_ms(0.0, floor_ms), retry_basis::level_dwell};
-      return {clamp_hint_ms(static_cast<double>(retry_fallback_ms), floor_ms), retry_basis::no_recovery};
+      return detail::guess_hint(s, o, s.host_avail_trend < 0.0);
     }
   }
   return {};

@@ -370,6 +370,7 @@ class watcher {
     const mem_level before = working_.level;
     working_.level = hysteresis_.update(working_.raw_level, working_.sample_time_ns);
     working_.level_step_down_ns = hysteresis_.step_down_at_ns();
+    if (working_.level != before || working_.level_since_ns == 0) working_.level_since_ns = working_.sample_time_ns;
     ++working_.seq;
     published_.store(working_);
     if (working_.level != before || changes_.wants_every_sample()) {

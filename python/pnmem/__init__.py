@@ -16,14 +16,14 @@ which is optional: imported only when a collector is made.
 """
 from ._enums import (CGROUP_PATH_MAX, KV_FORMATS, MAX_ACTIVATION_ANCHORS, MAX_DIES, MAX_KV_WINDOWS, MAX_LAYER_GROUPS,
                      SOURCES, CgroupMode, Engine, GateStatus, KvFormat, LayerKind, Level, PsiMode, Reason, Source,
-                     Status)
+                     Status, ZeroCost)
 from ._ffi import LibraryNotFound, library_path
 from ._core import (Answer, ArgumentError, ArgumentTypeError, Budget, Die, EngineRule, Error, Eviction, Gate,
                     GateRefused, KvAllocation, SlotEviction, admit_after_eviction, key_norm_scores,
                     observation_scores, plan_eviction, select_keep,
                     LayerGroup, LevelChange, LevelSources, Model, Plan, Policy, Provenance, Reservation, RetryHint,
                     Room, Snapshot,
-                    State, Subscription, Watcher, admit,
+                    State, Subscription, Watcher, admit, admit_wait,
                     admit_bytes, admit_host_load, admit_load_spike, admit_model_load, admit_model_load_die,
                     admit_reserved, budget,
                     check_bytes, credit_freed, explain, kv_allocation, level_name, make_room, metrics_text,
@@ -42,7 +42,7 @@ __all__ = [
     "MAX_KV_WINDOWS",
     "MAX_LAYER_GROUPS", "Model", "Plan", "Policy", "Provenance", "PsiMode",
     "Reason", "Reservation", "RetryHint", "Room", "SOURCES", "Snapshot", "Source", "State", "Status", "Subscription",
-    "Watcher", "admit",
+    "Watcher", "ZeroCost", "admit", "admit_wait",
     "admit_bytes", "admit_host_load", "admit_load_spike", "admit_model_load", "admit_model_load_die", "admit_reserved", "budget",
     "check_bytes", "credit_freed", "explain", "kv_allocation", "level_name", "library_path", "make_room",
     "metrics_text",

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Tuple, TypeVar, Union, overload
 
 from . import _ffi
-from ._enums import CgroupMode, Engine, GateStatus, KvFormat, LayerKind, Level, PsiMode, Reason, Source, Status
+from ._enums import CgroupMode, Engine, GateStatus, KvFormat, LayerKind, Level, PsiMode, Reason, Source, Status, ZeroCost
 
 _lib = _ffi.lib
 _log = logging.getLogger("pnmem")
@@ -580,7 +580,7 @@ def _cost_from_c(m: _ffi.pnmem_model) -> dict[str, Any]:
 def _request_from_c(m: _ffi.pnmem_model) -> dict[str, Any]:
     """The request fields of a C model: kv None where C has PNMEM_KV_UNSET (the model's own format)."""
     return dict(kv=None if m.kv == _KV_UNSET else KvFormat(m.kv), gpu_resident=bool(m.gpu_resident),
-                max_window=m.max_window, die=m.die, max_slots=m.max_slots)
+                max_window=m.max_window, die=m.die, max_slots=m.max_slots, zero_cost=ZeroCost(m.zero_cost))
 
 
 def _unset(name: str) -> Any:
@@ -643,7 +643,7 @@ def _engine_rule(function: str, engine: Any) -> EngineRule:
                             f"{type(engine).__name__}", function)
 
 
-_REQUEST_FIELDS = {"kv", "gpu_resident", "max_window", "die", "max_slots"}
+_REQUEST_FIELDS = {"kv", "gpu_resident", "max_window", "die", "max_slots", "zero_cost"}
 
 
 @dataclass(frozen=True)
@@ -680,6 +680,9 @@ class Model:
     max_window: int = _unset("max_window")
     die: int = _unset("die")
     max_slots: int = _unset("max_slots")
+    # A request that needs no host bytes, host memory inside the reserve: ZeroCost.HOLD (admit_wait waits for it),
+    # ADMIT or REJECT; POLICY (the default): PN_ZERO_COST's, hold unless set.
+    zero_cost: ZeroCost = _unset("zero_cost")
     full_kv_bytes_per_token: tuple[int, ...] = _unset("full_kv_bytes_per_token")
     windows: tuple[tuple[int, tuple[int, ...]], ...] = _unset("windows")
     kv_block_tokens: int = _unset("kv_block_tokens")
@@ -835,6 +838,7 @@ class Model:
         m.max_window = _int(f, "model.max_window", self.max_window, INT32_MIN, INT32_MAX)
         m.die = _int(f, "model.die", self.die, -1, _ffi.MAX_DIES - 1)
         m.max_slots = _int(f, "model.max_slots", self.max_slots, INT32_MIN, INT32_MAX)
+        m.zero_cost = _enum(f, "model.zero_cost", self.zero_cost, ZeroCost)
 
         def formats(name: str, values: Any, arr: Any) -> None:
             if not isinstance(values, (tuple, list)) or len(values) != _ffi.KV_FORMATS:
@@ -959,12 +963,17 @@ def explain(answer: Answer) -> str:
 @dataclass(frozen=True)
 class RetryHint:
     """When asking again may get more (pnmem_retry_after_ms): after_ms >= 0, and what the estimate rests on:
-    "psi_decay", "host_recovery", "pending_expiry", "die_retiring", "level_dwell", "no_recovery" (nothing
-    pnmem sees is coming back: 10 s), "none" (after_ms 0: waiting does not improve the answer) or
-    "never_fits" (after_ms 0: more than the box or die could ever give). A hint, not a promise: the
-    retry is a new decision."""
+    "psi_decay", "host_recovery", "pending_expiry", "die_retiring", "level_dwell", "no_recovery" and
+    "memory_falling" (nothing pnmem sees is coming back: a guess from how long the pressure has held),
+    "none" (after_ms 0: waiting does not improve the answer) or "never_fits" (after_ms 0: more than the box
+    or die could ever give). A hint, not a promise: the retry is a new decision."""
     after_ms: int
     basis: str
+
+    @property
+    def guess(self) -> bool:
+        """Only a guess (pnmem_retry_basis_is_guess): it rests on how long the pressure has held."""
+        return bool(_lib.pnmem_retry_basis_is_guess(self.basis.encode("ascii", "replace")))
 
     @property
     def seconds(self) -> int:
@@ -1017,6 +1026,22 @@ def admit(n_tokens: int, model: Model, encoder_items: int = 0) -> Answer:
     q = _request_c(f, n, encoder_items)
     _begin()
     if _lib.pnmem_admit_request(ctypes.byref(m), ctypes.byref(q), ctypes.byref(out), None) != 0:
+        raise _fail(f, "model refused")
+    return _answer(out)
+
+
+def admit_wait(n_tokens: int, model: Model, timeout: Optional[float]) -> Answer:
+    """pnmem_admit_wait: admit(), except that a request needing no host bytes refused at the reserve under the
+    zero-cost rule hold (Model.zero_cost, PN_ZERO_COST) waits up to `timeout` seconds (None: no limit) for the
+    first sample that lets it start; past it, the refusal as it then stands. Blocks the calling thread (the GIL
+    is released)."""
+    f = "pnmem_admit_wait"
+    n = _tokens(f, n_tokens)
+    m = _model_c(f, model)
+    ms = _seconds_to_ms(f, "timeout", timeout)
+    out = _ffi.pnmem_admit_answer()
+    _begin()
+    if _lib.pnmem_admit_wait(ctypes.byref(m), n, ms, ctypes.byref(out)) != 0:
         raise _fail(f, "model refused")
     return _answer(out)
 

@@ -61,6 +61,15 @@ class LayerKind(_CEnum):
     RECURRENT = 4
 
 
+class ZeroCost(_CEnum):
+    """pnmem_zero_cost: what a request that needs no host bytes gets while host memory is inside the reserve
+    (Model.zero_cost; POLICY: the process's rule, PN_ZERO_COST, hold unless set)."""
+    POLICY = 0
+    HOLD = 1
+    ADMIT = 2
+    REJECT = 3
+
+
 class GateStatus(_CEnum):
     """pnmem_gate_status: what an acquire got."""
     ACQUIRED = 0

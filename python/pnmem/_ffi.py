@@ -131,6 +131,8 @@ class pnmem_model(Structure):
         ("more_windows", pnmem_kv_window * (MAX_KV_WINDOWS - 1)),
         ("kv_bytes_per_encoder_item", U64_FORMATS),
         ("kv_block_tokens", c_uint32),
+        # version 3
+        ("zero_cost", c_int),
     ]
 
 
@@ -347,6 +349,7 @@ PROTOTYPES = {
     "pnmem_admit_request": (c_int, [POINTER(pnmem_model), POINTER(pnmem_request), POINTER(pnmem_admit_answer),
                                     POINTER(c_uint64)]),
     "pnmem_admit": (c_int, [POINTER(pnmem_model), c_int, POINTER(pnmem_admit_answer)]),
+    "pnmem_admit_wait": (c_int, [POINTER(pnmem_model), c_int, c_int64, POINTER(pnmem_admit_answer)]),
     "pnmem_explain": (c_int, [POINTER(pnmem_admit_answer), c_void_p, c_size_t]),
     "pnmem_model_load_init_sized": (c_int, [POINTER(pnmem_model_load), c_size_t]),
     "pnmem_admit_model_load": (c_int, [POINTER(pnmem_model_load), POINTER(pnmem_admit_answer)]),
@@ -363,6 +366,7 @@ PROTOTYPES = {
     "pnmem_set_die_uuid": (c_int, [c_int, c_char_p]),
     "pnmem_retry_after_ms": (c_int64, [POINTER(pnmem_admit_answer), POINTER(c_char_p)]),
     "pnmem_retry_after_seconds": (c_int64, [c_int64]),
+    "pnmem_retry_basis_is_guess": (c_int, [c_char_p]),
     "pnmem_reservation_settle": (None, [c_uint64]),
     "pnmem_reservation_cancel": (None, [c_uint64]),
     "pnmem_pending_bytes": (c_uint64, []),

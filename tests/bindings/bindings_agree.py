@@ -72,7 +72,7 @@ def python_defaults(pnmem):
     pl = inspect.signature(pnmem.plan).parameters
     return {
         "request": {"kv": None if m.kv is None else str(m.kv), "gpu_resident": m.gpu_resident,
-                    "max_window": m.max_window, "die": m.die, "max_slots": m.max_slots},
+                    "max_window": m.max_window, "die": m.die, "max_slots": m.max_slots, "zero_cost": str(m.zero_cost)},
         "eviction_limits": {"min_keep_tokens": pe["min_keep_tokens"].default,
                             "min_keep_permille": pe["min_keep_permille"].default},
         "eviction_limits (admit_after_eviction)": {"min_keep_tokens": ae["min_keep_tokens"].default,
@@ -103,6 +103,9 @@ def tool_defaults(tool, fixtures):
     llama = json.loads(run([tool, "model", "--from-hf-config", config, "--engine", "llama.cpp"]))["engine"]
     exact = json.loads(run([tool, "model", "--from-hf-config", config]))["engine"]
     watch_help = run([tool, "watch", "--help"])
+    admit_help = run([tool, "admit", "--help"])
+    zero_cost = next((line.split("default ", 1)[1].split(")", 1)[0] for line in admit_help.split("\n")
+                      if line.strip().startswith("--zero-cost ")), None)
 
     def default_ms(flag):
         for line in watch_help.split("\n"):
@@ -121,6 +124,7 @@ def tool_defaults(tool, fixtures):
                         "max_batched_tokens": rule["max_batched_tokens"], "ubatch_tokens": llama["ubatch_tokens"],
                         "seqs": llama["seqs"], "state_copies": rule["state_copies"],
                         "ssm_state_fp32": rule["ssm_state_fp32"]},
+        "policy": {"zero_cost": zero_cost},
         "watcher": {"poll_interval_ms": default_ms("--interval"),
                     "pressure_poll_interval_ms": default_ms("--pressure-interval"),
                     "step_down_dwell_ms": default_ms("--dwell")},

@@ -56,8 +56,10 @@ static int defaults(void) {
   const pnmem_eviction_limits l = pnmem_eviction_limits_default();
   printf("{\"request\": {");
   print_kv("kv", m.kv);
-  printf(", \"gpu_resident\": %s, \"max_window\": %d, \"die\": %d, \"max_slots\": %d},\n", m.gpu_resident ? "true" : "false",
-         m.max_window, m.die, m.max_slots);
+  static const char* zero_cost[] = {"policy", "hold", "admit", "reject"};
+  printf(", \"gpu_resident\": %s, \"max_window\": %d, \"die\": %d, \"max_slots\": %d, \"zero_cost\": \"%s\"},\n",
+         m.gpu_resident ? "true" : "false", m.max_window, m.die, m.max_slots,
+         (int)m.zero_cost >= 0 && (int)m.zero_cost <= 3 ? zero_cost[m.zero_cost] : "?");
   printf(" \"eviction_limits\": {\"min_keep_tokens\": %d, \"min_keep_permille\": %d},\n", (int)l.min_keep_tokens,
          (int)l.min_keep_permille);
   static const char* engines[] = {"exact", "vllm", "llama.cpp"};

@@ -45,7 +45,8 @@ nlohmann::ordered_json defaults() {
                   {"gpu_resident", m.gpu_resident},
                   {"max_window", m.max_window},
                   {"die", m.die},
-                  {"max_slots", m.max_slots}};
+                  {"max_slots", m.max_slots},
+                  {"zero_cost", m.zero_cost ? std::string(pnmem::to_string(*m.zero_cost)) : std::string("policy")}};
   const pnmem::request_spec rq{};
   j["request_spec"] = {{"kv", rq.kv ? nlohmann::ordered_json(std::string(pnmem::to_string(*rq.kv))) : nlohmann::ordered_json()},
                        {"max_window", rq.max_window},
@@ -79,7 +80,8 @@ nlohmann::ordered_json defaults() {
                  {"die_reserve_bytes", p.die_reserve_bytes},
                  {"load_spike_bytes", p.load_spike_bytes},
                  {"ladder_disabled", p.ladder_disabled},
-                 {"evict_on_psi", p.evict_on_psi}};
+                 {"evict_on_psi", p.evict_on_psi},
+                 {"zero_cost", std::string(pnmem::to_string(p.zero_cost))}};
   nlohmann::ordered_json retry = nlohmann::ordered_json::object();
   for (const std::int64_t ms : {0, 1, 500, 999, 1000, 1001, 9999, 10000, 60000}) {
     retry[std::to_string(ms)] = pnmem::retry_after_seconds(ms);

@@ -306,6 +306,30 @@ static void bad_new_arguments(int running) {
   CHECK(pnmem_retry_after_seconds(INT64_MIN) == 0);
   CHECK(pnmem_retry_after_seconds(-1) == 0);
   CHECK(pnmem_retry_after_seconds(INT64_MAX) == INT64_MAX / 1000 + 1);
+  /* Which bases are guesses: the two that rest on the pressure's age; NULL and a stranger's name are not. */
+  CHECK(pnmem_retry_basis_is_guess("no_recovery") == 1);
+  CHECK(pnmem_retry_basis_is_guess("memory_falling") == 1);
+  CHECK(pnmem_retry_basis_is_guess("host_recovery") == 0);
+  CHECK(pnmem_retry_basis_is_guess("pending_expiry") == 0);
+  CHECK(pnmem_retry_basis_is_guess("none") == 0);
+  CHECK(pnmem_retry_basis_is_guess(NULL) == 0);
+  CHECK(pnmem_retry_basis_is_guess("no_recovery ") == 0);
+  /* pnmem_admit_wait with NULLs and a refused model: -1, as pnmem_admit. */
+  {
+    pnmem_admit_answer wa;
+    pnmem_model wm;
+    CHECK(pnmem_model_init_preallocated(&wm) == 0);
+    CHECK(pnmem_admit_wait(NULL, 1, 0, &wa) == -1);
+    CHECK(pnmem_admit_wait(&wm, 1, 0, NULL) == -1);
+    wm.zero_cost = (pnmem_zero_cost)-1;
+    CHECK(pnmem_admit_wait(&wm, 1, 0, &wa) == -1);
+    wm.zero_cost = PNMEM_ZERO_COST_HOLD;
+    CHECK(pnmem_admit_wait(&wm, 1, INT64_MIN, &wa) == 0);
+    /* A negative count is answered as pnmem_admit answers it: bad_request with a watcher, fail open without. */
+    pnmem_admit_answer plain;
+    CHECK(pnmem_admit(&wm, -1, &plain) == 0);
+    CHECK(pnmem_admit_wait(&wm, -1, 0, &wa) == 0 && wa.status == plain.status && wa.reason == plain.reason);
+  }
   CHECK(pnmem_metrics_text(NULL, 0, ~0u) == -1);
   CHECK(memcmp(&m, &garbage, sizeof m) == 0);
   CHECK(pnmem_watcher_options_init(NULL) == -1);
@@ -482,6 +506,15 @@ static void bad_new_arguments(int running) {
   m.n_more_windows = 77; /* past the caller's struct: not read */
   a = pattern;
   CHECK(pnmem_admit(&m, 1, &a) == 0);
+  /* A caller compiled against version 2 (its struct ends before zero_cost): the policy's rule. */
+  m = valid_model();
+  m.struct_size = (uint32_t)offsetof(pnmem_model, zero_cost);
+  m.zero_cost = (pnmem_zero_cost)77; /* past the caller's struct: not read */
+  a = pattern;
+  CHECK(pnmem_admit(&m, 1, &a) == 0);
+  m = valid_model();
+  m.zero_cost = (pnmem_zero_cost)4;
+  refused(&m, "model->zero_cost is 4: not a pnmem_zero_cost");
   m = valid_model();
   m.kv = (pnmem_kv_format)PNMEM_KV_FORMATS;
   refused(&m, "model->kv is 7: not a pnmem_kv_format");

@@ -18,7 +18,10 @@
  *      and the host is back at WATCH within a few poll intervals; pnmem_shed_bytes says 0 then.
  *   4. One hook per process: set twice, the second replaces the first; NULL removes it. The metrics
  *      count the calls that freed something and their bytes.
- *   5. The fleet gauges from C: a gate's queue and slots plus the engine's own (pnmem_set_fleet_load). */
+ *   5. The fleet gauges from C: a gate's queue and slots plus the engine's own (pnmem_set_fleet_load).
+ *   6. Requests that cost nothing (pnmem_model_init_preallocated) while a co-tenant holds the box at its
+ *      reserve: refused now, held by pnmem_admit_wait and by a gate (not shed), then served when it leaves;
+ *      the engine's own rule (admit, reject) over the default; the held counters. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <inttypes.h>
@@ -134,6 +137,107 @@ static void sleep_ms(long ms) {
 static uint64_t metric(const char* text, const char* name) {
   const char* p = strstr(text, name); /* "\nname ": the sample, not its # HELP line */
   return p == NULL ? UINT64_MAX : strtoull(p + strlen(name), NULL, 10);
+}
+
+/* The co-tenant that holds the box at its reserve, leaving after `leave_after_ms`. */
+static long leave_after_ms;
+static void* co_tenant_leaves(void* unused) {
+  (void)unused;
+  sleep_ms(leave_after_ms);
+  pthread_mutex_lock(&box_mu);
+  avail = total / 2;
+  write_meminfo_locked();
+  pthread_mutex_unlock(&box_mu);
+  return NULL;
+}
+
+static void set_avail(uint64_t b) {
+  pthread_mutex_lock(&box_mu);
+  avail = kb_up(b);
+  write_meminfo_locked();
+  pthread_mutex_unlock(&box_mu);
+  sleep_ms(150); /* three samples */
+}
+
+static long ms_since(const struct timespec* t0) {
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (long)(t1.tv_sec - t0->tv_sec) * 1000 + (long)(t1.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+static void zero_cost_requests(void) {
+  pnmem_model prealloc;
+  CHECK(pnmem_model_init_preallocated(&prealloc) == 0);
+  CHECK(prealloc.zero_cost == PNMEM_ZERO_COST_POLICY);
+  set_avail(reserve - 1024); /* the co-tenant holds the box at its reserve (kB, rounded up: at most it): CRITICAL */
+  CHECK(host_level() == PNMEM_LEVEL_CRITICAL);
+  char text[65536];
+  CHECK(pnmem_metrics_text(text, sizeof text, PNMEM_METRICS_COUNTERS) > 0);
+  const uint64_t served0 = metric(text, "\npnmem_held_served_total ");
+  const uint64_t timed_out0 = metric(text, "\npnmem_held_timed_out_total ");
+
+  /* Asked now: refused for the reserve, needing 0 B (what the wait and the gate hold). */
+  pnmem_admit_answer a;
+  CHECK(pnmem_admit(&prealloc, 512, &a) == 0);
+  CHECK(a.status == PNMEM_DENIED && strcmp(a.reason, "host_reserve") == 0 && a.need_bytes == 0);
+
+  /* Held past the patience: the refusal as it stands, after the patience. */
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CHECK(pnmem_admit_wait(&prealloc, 512, 120, &a) == 0);
+  CHECK(ms_since(&t0) >= 119);
+  CHECK(a.status == PNMEM_DENIED && strcmp(a.reason, "host_reserve") == 0);
+
+  /* Held, then served: the co-tenant leaves 300 ms in, well within a 10 s patience. */
+  pthread_t t;
+  leave_after_ms = 300;
+  CHECK(pthread_create(&t, NULL, co_tenant_leaves, NULL) == 0);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CHECK(pnmem_admit_wait(&prealloc, 512, 10000, &a) == 0);
+  const long held_ms = ms_since(&t0);
+  pthread_join(t, NULL);
+  CHECK(a.status == PNMEM_ADMITTED && a.fit_tokens == 512);
+  CHECK(held_ms >= 290 && held_ms < 5000);
+  printf("zero cost: held %ld ms at the reserve, then served (%s)\n", held_ms, a.reason);
+  CHECK(pnmem_metrics_text(text, sizeof text, PNMEM_METRICS_COUNTERS) > 0);
+  CHECK(metric(text, "\npnmem_held_served_total ") == served0 + 1);
+  CHECK(metric(text, "\npnmem_held_timed_out_total ") == timed_out0 + 1);
+
+  /* The engine's own rule: admit (now, 0 B), or reject (now, and a gate sheds it). */
+  set_avail(reserve - 1024);
+  pnmem_model own = prealloc;
+  own.zero_cost = PNMEM_ZERO_COST_ADMIT;
+  CHECK(pnmem_admit(&own, 512, &a) == 0);
+  CHECK(a.status == PNMEM_ADMITTED && a.need_bytes == 0);
+  own.zero_cost = PNMEM_ZERO_COST_REJECT;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CHECK(pnmem_admit_wait(&own, 512, 10000, &a) == 0);
+  CHECK(ms_since(&t0) < 5000); /* not held */
+  CHECK(a.status == PNMEM_DENIED && strcmp(a.reason, "host_reserve") == 0);
+  pnmem_gate* shed = pnmem_gate_create_for(&own, 4);
+  CHECK(shed != NULL);
+  pnmem_gate_notify_denied(shed, &a, 512);
+  CHECK(pnmem_gate_acquire_tokens(shed, 512, 10000) == PNMEM_GATE_OVERLOADED);
+  pnmem_gate_destroy(shed);
+  own.zero_cost = (pnmem_zero_cost)7;
+  CHECK(pnmem_admit(&own, 512, &a) == -1); /* not a rule: refused, with a line naming model->zero_cost */
+
+  /* The gate holds it (a TIGHT push, not CRITICAL): the waiter is served once the co-tenant leaves. */
+  pnmem_gate* gate = pnmem_gate_create_for(&prealloc, 4);
+  CHECK(gate != NULL);
+  CHECK(pnmem_admit(&prealloc, 512, &a) == 0);
+  CHECK(a.status == PNMEM_DENIED);
+  pnmem_gate_notify_denied(gate, &a, 512);
+  leave_after_ms = 300;
+  CHECK(pthread_create(&t, NULL, co_tenant_leaves, NULL) == 0);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CHECK(pnmem_gate_acquire_tokens(gate, 512, 10000) == PNMEM_GATE_ACQUIRED);
+  const long gate_ms = ms_since(&t0);
+  pthread_join(t, NULL);
+  CHECK(gate_ms >= 250 && gate_ms < 5000);
+  printf("zero cost: the gate held the request %ld ms, then granted its slot\n", gate_ms);
+  pnmem_gate_release(gate);
+  pnmem_gate_destroy(gate);
 }
 
 int main(void) {
@@ -256,6 +360,9 @@ int main(void) {
   CHECK(pnmem_metrics_text(text, sizeof text, PNMEM_METRICS_COUNTERS) > 0);
   CHECK(metric(text, "\npnmem_running_requests ") == 2); /* the gate is gone */
   CHECK(metric(text, "\npnmem_slot_capacity ") == 0);
+
+  /* 6. Requests that cost nothing, at CRITICAL: held, then served (the zero-cost rule hold, the default). */
+  zero_cost_requests();
 
   pnmem_watcher_stop();
   tree_remove();

@@ -82,6 +82,7 @@ int main(void) {
   F(pnmem_model, more_windows);
   F(pnmem_model, kv_bytes_per_encoder_item);
   F(pnmem_model, kv_block_tokens);
+  F(pnmem_model, zero_cost);
 
   S(pnmem_kv_window);
   F(pnmem_kv_window, window);

@@ -17,6 +17,7 @@ ENUMS = {
     "pnmem_psi_mode": (pnmem.PsiMode, "PNMEM_PSI_"),
     "pnmem_engine": (pnmem.Engine, "PNMEM_ENGINE_"),
     "pnmem_layer_kind": (pnmem.LayerKind, "PNMEM_LAYERS_"),
+    "pnmem_zero_cost": (pnmem.ZeroCost, "PNMEM_ZERO_COST_"),
 }
 
 

@@ -292,3 +292,53 @@ def test_shed_hook_set_at_exit_is_removed_first():
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "True", (p.stdout, p.stderr)
     assert "Fatal" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
+
+
+ZERO_COST_HELD = """
+import os, tempfile, threading, time, pnmem
+root = tempfile.mkdtemp()
+os.makedirs(os.path.join(root, "proc"))
+meminfo = os.path.join(root, "proc", "meminfo")
+def write(avail_kb):
+    with open(meminfo + ".new", "w") as f:
+        f.write(f"MemTotal: 8388608 kB\\nMemFree: {avail_kb} kB\\nMemAvailable: {avail_kb} kB\\n")
+    os.rename(meminfo + ".new", meminfo)
+write(1048576)  # 1 GiB of 8 available: inside the reserve (15 %): CRITICAL
+w = pnmem.Watcher(root=root, poll_interval_ms=20, pressure_poll_interval_ms=20).start()
+m = pnmem.Model.preallocated()
+a = pnmem.admit(512, m)
+print(a.status, a.reason, a.need_bytes, str(m.zero_cost))
+past = pnmem.admit_wait(512, m, 0.1)
+print(past.status, past.reason)
+threading.Timer(0.3, write, args=(4194304,)).start()  # the co-tenant leaves: 4 GiB available
+t0 = time.monotonic()
+served = pnmem.admit_wait(512, m, 10)
+print(served.status, served.fit_tokens, 0.25 <= time.monotonic() - t0 < 5)
+write(1048576)
+time.sleep(0.1)
+print(pnmem.admit(512, pnmem.Model.preallocated(zero_cost=pnmem.ZeroCost.ADMIT)).status)
+t0 = time.monotonic()
+print(pnmem.admit_wait(512, pnmem.Model.preallocated(zero_cost=pnmem.ZeroCost.REJECT), 10).status,
+      time.monotonic() - t0 < 5)
+"""
+
+
+def test_zero_cost_request_held_then_served():
+    # A preallocated engine's request costs the host nothing: at the reserve it is refused now (needing 0 B),
+    # held by admit_wait past its patience (refused then), and served once a co-tenant leaves; the model's
+    # own rule admits it now, or refuses it without waiting.
+    import subprocess
+    import sys
+
+    from conftest import child_env
+
+    env = {k: v for k, v in child_env().items() if not k.startswith("PN_")}  # the default policy: hold
+    env["PN_LEDGER"] = "off"
+    p = subprocess.run([sys.executable, "-c", ZERO_COST_HELD], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\n")[:5] == ["denied host_reserve 0 policy", "denied host_reserve", "admitted 512 True",
+                                        "admitted", "denied True"], (p.stdout, p.stderr)
+    with pytest.raises(pnmem.ArgumentError, match="zero_cost"):
+        pnmem.admit(1, pnmem.Model.preallocated(zero_cost=7))
+    with pytest.raises(pnmem.ArgumentTypeError, match="timeout"):
+        pnmem.admit_wait(1, pnmem.Model.preallocated(), "1")  # type: ignore[arg-type]

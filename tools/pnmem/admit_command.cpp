@@ -103,7 +103,7 @@ void admit_command::add_options(CLI::App& app) {
                   "Tokens each running slot holds, N[,N...]: at TIGHT and worse (rung 4b), whether evicting KV "
                   "from them makes room for a request host memory refuses or caps (needs a model flag)")
       ->type_name("N[,N...]");
-  policy_.add_to(app, level_flags);
+  policy_.add_to(app, level_flags | flag_zero_cost);
   model_.add_to(app);
 }
 
@@ -159,6 +159,9 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   j["host_reserve_bytes"] = pnmem::host_reserve_bytes(state, p);
   // Only when a model was given: the seed's answers stay as they were, to the byte.
   if (model) j["model"] = model_brief_json(*model, kv);
+  // Only when it applies: every other answer's JSON stays as it was.
+  const bool held = pnmem::held_at_reserve(r, p);
+  if (held) j["held"] = true;
   if (running_tokens_) {
     nlohmann::ordered_json e = {{"enabled", kv_evict}, {"considered", ea.considered}, {"after_eviction", ea.after_eviction},
                                 {"evict_bytes", ea.evict_bytes}};
@@ -179,6 +182,10 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
   if (rq.encoder_items > 0) t << ", " << rq.encoder_items << " encoder items";
   t << '\n';
   t << "level: " << pnmem::to_string(level) << '\n';
+  if (held) {
+    t << "held: the request needs no host bytes: an engine waiting for it (pnmem_admit_wait, a gate) holds it until "
+         "host memory is above the reserve, not shed (zero-cost rule hold: PN_ZERO_COST, --zero-cost)\n";
+  }
   if (model) t << model_brief_text(*model, kv) << '\n';
   if (running_tokens_) {
     if (!kv_evict) {

@@ -43,6 +43,7 @@ class load_command final : public one_shot_command {
   std::optional<std::string> kv_max_ctx_;
   std::optional<std::string> ctx_;
   std::optional<std::string> sequences_;
+  std::optional<std::string> least_ctx_;
   std::optional<std::string> kv_;
   std::vector<std::string> dies_;
   host_options host_;
@@ -60,6 +61,12 @@ void load_command::add_options(CLI::App& app) {
       ->type_name("N");
   add_text_option(app, "--sequences", sequences_, "With --ctx: sequences the KV cache holds, at least 1 (default 1)")
       ->type_name("S");
+  add_text_option(app, "--least-ctx", least_ctx_,
+                  "With --ctx and the host: the load goes into host memory (a CPU engine, a runner loading into "
+                  "RAM): start it with the largest context from --ctx down to N that fits with the host at WATCH "
+                  "or better (pnmem_admit_host_load; the weights fixed, each token the model's KV while shorter "
+                  "than every window, x --sequences)")
+      ->type_name("N");
   add_text_option(app, "--kv", kv_,
                   "With --ctx: the cache's KV format (q4, fp32, f16, bf16, fp8, q8_0, q4_0; default the "
                   "model's normal format)")
@@ -85,7 +92,8 @@ command_output load_command::answer(const pnmem::policy& env_policy) const {
       throw usage_error("--kv-max-ctx is required (the KV bytes at the maximum context), or --ctx N to compute "
                         "them from the model");
     }
-    for (const auto& [flag, given] : {std::pair{"--sequences", sequences_.has_value()}, std::pair{"--kv", kv_.has_value()}}) {
+    for (const auto& [flag, given] : {std::pair{"--sequences", sequences_.has_value()}, std::pair{"--kv", kv_.has_value()},
+                                      std::pair{"--least-ctx", least_ctx_.has_value()}}) {
       if (given) throw usage_error(std::string(flag) + " needs --ctx N (with --kv-max-ctx the KV bytes are given)");
     }
     if (const std::string flag = model_.first_given(); !flag.empty()) {
@@ -142,6 +150,28 @@ command_output load_command::answer(const pnmem::policy& env_policy) const {
       j["per_die"].push_back(verdict_json(r));
       t << verdict_line("per_die", r, pnmem::answer_kind::load_slice) << '\n';
     }
+  }
+  if (least_ctx_) {
+    // The load into host memory, started with the context that fits (admission.hpp admit_host_load).
+    if (!host_given) throw usage_error("--least-ctx: a load into host memory needs the host (--host-total and --host-avail)");
+    const int wanted = parse_int_arg("--ctx", *ctx_, 0);
+    pnmem::host_load_spec l;
+    l.fixed_bytes = pnmem::detail::sat_add(model.weights_bytes,
+                                           pnmem::detail::sat_mul(sequences, from_model->cost.state_bytes_per_seq));
+    l.bytes_per_token = pnmem::detail::sat_mul(sequences, pnmem::kv_bytes_per_token(from_model->cost, kv));
+    l.wanted_tokens = wanted;
+    l.least_tokens = parse_int_arg("--least-ctx", *least_ctx_, 0);
+    if (l.least_tokens > wanted) {
+      throw usage_error("--least-ctx " + std::to_string(l.least_tokens) + ": more than --ctx " + std::to_string(wanted));
+    }
+    const pnmem::admit_result hl = pnmem::admit_host_load(l, state, p);
+    nlohmann::ordered_json hj = verdict_json(hl);
+    hj["fit_tokens"] = hl.fit_tokens;
+    hj["fixed_bytes"] = l.fixed_bytes;
+    hj["bytes_per_token"] = l.bytes_per_token;
+    hj["least_tokens"] = l.least_tokens;
+    j["host_load"] = hj;
+    t << verdict_line("host_load", hl, pnmem::answer_kind::host_load) << '\n';
   }
   if (host_given) {
     const pnmem::admit_result spike = pnmem::admit_load_spike(state, p);

@@ -41,6 +41,7 @@ constexpr flag_spec flag_specs[] = {
     {flag_interval, "--interval", "MS", variable("PN_MEMWATCH_POLL_MS")},
     {flag_pressure_interval, "--pressure-interval", "MS", variable("PN_PRESSURE_POLL_MS")},
     {flag_dwell, "--dwell", "MS", variable("PN_STEP_DOWN_DWELL_MS")},
+    {flag_zero_cost, "--zero-cost", "RULE", variable("PN_ZERO_COST")},
 };
 static_assert(std::size(flag_specs) == policy_flag_count);
 

@@ -12,6 +12,7 @@
 //   --interval MS          PN_MEMWATCH_POLL_MS      (the watcher's cadence: `watch`)
 //   --pressure-interval MS PN_PRESSURE_POLL_MS
 //   --dwell MS             PN_STEP_DOWN_DWELL_MS
+//   --zero-cost RULE       PN_ZERO_COST             (hold, admit or reject: `admit`)
 //
 // so a flag accepts exactly the range its variable does, and says it in its help.
 // Each subcommand registers only the flags its answer depends on.
@@ -39,8 +40,9 @@ enum policy_flag : unsigned {
   flag_interval = 1U << 5U,
   flag_pressure_interval = 1U << 6U,
   flag_dwell = 1U << 7U,
+  flag_zero_cost = 1U << 8U,
 };
-inline constexpr std::size_t policy_flag_count = 8;
+inline constexpr std::size_t policy_flag_count = 9;
 
 // The flags that change a level (the host reserve and the PSI reject line): every
 // command that derives or reports a level takes them, so `level` and `sample`

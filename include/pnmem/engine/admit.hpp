@@ -53,6 +53,9 @@ struct model_desc {
   int die = no_die;              // the die that bounds the host path; no_die = the tightest measured die
   int max_slots = 1;             // configured decode slots (for the ladder plan)
   model_cost cost = seed_model_cost;  // what a token costs the host (cost_model.hpp); default: the seed's model
+  // What this engine's requests get when they need no host bytes and host memory is inside the reserve
+  // (policy.hpp zero_cost_rule); unset (the default): the policy's (PN_ZERO_COST, hold).
+  std::optional<zero_cost_rule> zero_cost{};
 };
 
 // The format a model_desc's requests are priced in: its kv when set, else its cost's normal format.
@@ -104,6 +107,10 @@ struct admit_answer {
   bool window_clamped = false;         // rung 3 reduced the configured window
   admit_result detail{};               // admit_request's full result (need/limit bytes)
   request_spec request{};              // the request admission judged (for the gate: notify_pressure(level, request))
+  // A refusal the waiting calls hold (held_at_reserve under the policy it was decided with: a request
+  // needing no host bytes refused at the reserve, the zero-cost rule hold): admit_wait waits for it to
+  // start, the gate's notify_denied holds it rather than shedding it.
+  bool held = false;
 };
 
 // A pure decision's result as an answer of `kind` on a snapshot at `level`: admit -> admitted,
@@ -174,6 +181,13 @@ constexpr std::uint64_t ladder_log_key(mem_level level, int configured, int clam
   log(line);
 }
 
+// The decision for a model whose zero-cost rule is its own (model_desc::zero_cost): the policy with it.
+[[gnu::noinline]] inline admit_result admit_own_zero_cost(const model_desc& m, const request_spec& rq, const mem_state& s,
+                                                           policy p, zero_cost_rule rule) noexcept {
+  p.zero_cost = rule;
+  return m.gpu_resident ? admit_gpu_resident(rq, s, p) : admit_request(m.cost, rq, s, p);
+}
+
 // admit_snapshot's body: inlined whole into pnmem::admit (one call frame on the hot path).
 [[gnu::always_inline]] inline admit_answer admit_snapshot_inline(const mem_state& s, const model_desc& m,
                                                                  int n_tokens, int encoder_items,
@@ -208,9 +222,13 @@ constexpr std::uint64_t ladder_log_key(mem_level level, int configured, int clam
                         /*max_window=*/m.max_window,
                         /*prefill_window=*/clamped ? window : 0,
                         /*encoder_items=*/encoder_items};
-  // admit_request; a GPU engine's decision inlined whole (no host-path code around it: the hot path).
-  const admit_result r =
-      m.gpu_resident ? detail::admit_gpu_resident(rq, s, o.policy) : admit_request(m.cost, rq, s, o.policy);
+  // admit_request; a GPU engine's decision inlined whole (no host-path code around it: the hot path). A
+  // model with a zero-cost rule of its own decides under a copy of the policy, out of line.
+  const bool own_rule = m.zero_cost && *m.zero_cost != o.policy.zero_cost;
+  const zero_cost_rule rule = own_rule ? *m.zero_cost : o.policy.zero_cost;
+  const admit_result r = own_rule         ? detail::admit_own_zero_cost(m, rq, s, o.policy, rule)
+                         : m.gpu_resident ? detail::admit_gpu_resident(rq, s, o.policy)
+                                          : admit_request(m.cost, rq, s, o.policy);
   // Admitted with nothing to check it against (the host not read, no die bounding it): fail open, and
   // say so (not_sampled), rather than "admitted (fits)".
   const bool unsampled = r.verdict == verdict::admit && r.reason == admit_reason::fits && s.host_total_bytes == 0;
@@ -249,6 +267,8 @@ constexpr std::uint64_t ladder_log_key(mem_level level, int configured, int clam
   a.request.max_window = rq.max_window;
   a.request.prefill_window = rq.prefill_window;
   a.request.encoder_items = rq.encoder_items;
+  a.held = r.verdict == verdict::reject && r.reason == admit_reason::host_reserve && r.need_bytes == 0 &&
+           rule == zero_cost_rule::hold;  // held_at_reserve(r, the policy decided with)
   return a;
 }
 }  // namespace detail

@@ -7,15 +7,17 @@
 //   ...
 //   pnmem::request_spec rq{.n_prompt = n};        // what this request will run
 //   auto a = pnmem::admit(watcher, model, n);     // engine/admit.hpp
-//   if (a.status == pnmem::admit_status::denied) gate.notify_pressure(a.level, rq);
+//   if (a.status == pnmem::admit_status::denied) gate.notify_denied(a);  // holds or sheds, as the rules say
 //   auto r = gate.acquire(std::chrono::steady_clock::now() + 2s, rq, stop_token);
 //   if (!r) return r.status == pnmem::gate_status::overloaded ? http_503("overloaded, retry") : ...;
 //   decode(...);                                  // r.slot returns the slot when it goes out of scope
 //
 // Rules (the seed's D3, with a release rule that cannot hold a queue for ever):
-// - Only a denied admission holds: notify_pressure raises the pushed level (never
+// - Only a denied admission holds: notify_pressure (notify_denied) raises the pushed level (never
 //   lowers it). The watcher's level alone never pushes, so a box resting at TIGHT
-//   with nothing denied holds nothing, and a CRITICAL no denial confirmed sheds nothing.
+//   with nothing denied holds nothing, and a CRITICAL no denial confirmed sheds nothing. A request
+//   that needs no host bytes, refused at the reserve under the zero-cost rule hold (policy.hpp), pushes
+//   TIGHT through notify_denied: held until it would start, not shed.
 // - A hold (pushed TIGHT or worse) ends on the first watcher sample on which a fresh
 //   admission of the request at the head of the queue (acquire with a request_spec),
 //   else of the last denied one (notify_pressure with it), would be admitted or capped;
@@ -137,6 +139,23 @@ class backpressure_gate {
   // at the head of the queue says what it will run.
   void notify_pressure(mem_level l) { core_->notify_pressure(l); }
   void notify_pressure(mem_level l, const request_spec& denied) { core_->notify_pressure(l, &denied); }
+
+  // A refusal as a decision and the request it refused: notify_pressure(level, request), except that one
+  // held_at_reserve under the gate's policy (a request needing no host bytes refused at the reserve, the
+  // zero-cost rule hold: admission.hpp) pushes at most TIGHT: the gate holds it, and the waiters behind it,
+  // until it would start, instead of failing them as overloaded. Not a refusal: ignored.
+  void notify_denied(mem_level level, const admit_result& r, const request_spec& request) {
+    if (r.verdict != verdict::reject) return;
+    const bool held = held_at_reserve(r, core_->policy());
+    core_->notify_pressure(held && level > mem_level::tight ? mem_level::tight : level, &request);
+  }
+  // pnmem::admit's answer (engine/admit.hpp): its level and request, held as the answer says (its
+  // admit_answer::held: under the policy and the model's own zero-cost rule it was decided with).
+  template <class Answer>
+  void notify_denied(const Answer& a) {
+    if (a.detail.verdict != verdict::reject) return;
+    core_->notify_pressure(a.held && a.level > mem_level::tight ? mem_level::tight : a.level, &a.request);
+  }
 
   // A fresh snapshot (what connect() delivers on every sample): the release rule
   // and rung 2 above.

@@ -43,6 +43,11 @@ struct engine_counters {
   std::atomic<std::uint64_t> gate_cancelled{0};
   std::atomic<std::uint64_t> gate_queue_full{0};
 
+  // Requests held at the reserve (engine/admit_wait.hpp, zero_cost_rule::hold): served once the box let
+  // them start, or refused when the engine's patience ran out.
+  std::atomic<std::uint64_t> held_served{0};
+  std::atomic<std::uint64_t> held_timed_out{0};
+
   // The shed hook (C pnmem_set_shed_hook): the calls that freed something, and the bytes they freed.
   std::atomic<std::uint64_t> shed_calls{0};
   std::atomic<std::uint64_t> shed_freed_bytes{0};

@@ -18,7 +18,8 @@
 //               answer, always (0 included), plus any other one whose count is not zero,
 //             pnmem_fail_open_total, pnmem_level_transitions_total{from,to} (from != to),
 //             pnmem_ladder_degradations_total{level}, pnmem_gate_{acquired,waits,overloaded,
-//             timed_out,cancelled,queue_full}_total, pnmem_shed_calls_total, pnmem_shed_freed_bytes_total
+//             timed_out,cancelled,queue_full}_total, pnmem_held_{served,timed_out}_total,
+//             pnmem_shed_calls_total, pnmem_shed_freed_bytes_total
 //   fleet     (only with a fleet_load: engine/fleet_load.hpp) the model-server protocol's three
 //             gauges an inference gateway's endpoint picker routes by:
 //             pnmem_queued_requests (TotalQueuedRequests), pnmem_running_requests
@@ -130,6 +131,9 @@ inline void write_counters(writer& w, const engine_counters& c) {
       {"pnmem_gate_timed_out_total", "Gate acquirers whose deadline passed.", c.gate_timed_out},
       {"pnmem_gate_cancelled_total", "Gate acquirers cancelled while waiting.", c.gate_cancelled},
       {"pnmem_gate_queue_full_total", "Gate acquirers refused because the wait queue was full.", c.gate_queue_full},
+      {"pnmem_held_served_total", "Requests needing no host bytes held at the reserve, then served.", c.held_served},
+      {"pnmem_held_timed_out_total", "Requests needing no host bytes held at the reserve past the engine's patience.",
+       c.held_timed_out},
       {"pnmem_shed_calls_total", "Calls of the engine's shed hook that freed memory.", c.shed_calls},
       {"pnmem_shed_freed_bytes_total", "Bytes the engine's shed hook freed (credited).", c.shed_freed_bytes},
   };

@@ -140,6 +140,8 @@ class gate_core {
     return count(acquire_uncounted(deadline, std::move(st), may_wait, request));
   }
 
+  const pnmem::policy& policy() const noexcept { return policy_; }  // set at construction, never changed
+
   mem_level pushed_level() const PNMEM_EXCLUDES(mu_) {
     detail::lock_guard lk(mu_);
     return pushed_;
@@ -300,7 +302,7 @@ class gate_core {
   int capacity_ PNMEM_GUARDED_BY(mu_);
   const bool follow_ladder_;
   const model_cost model_;
-  const policy policy_;
+  const pnmem::policy policy_;
   int in_use_ PNMEM_GUARDED_BY(mu_) = 0;
   const std::size_t max_waiters_;
   std::size_t n_waiting_ PNMEM_GUARDED_BY(mu_) = 0;
