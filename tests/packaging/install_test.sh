@@ -2,19 +2,21 @@
 # Install pnmem into a temporary prefix and build a consumer program against the
 # install three ways. Run by `meson test` (suite packaging, test "install").
 #
-#   install_test.sh SRCDIR SCRATCH_PARENT VERSION CXX...
+#   install_test.sh SRCDIR BUILD_ROOT SCRATCH_PARENT VERSION CXX...
 #
 #   SRCDIR          the pnmem source tree
+#   BUILD_ROOT      the build that runs this test: what it installs (already built; the test suite
+#                   builds everything first)
 #   SCRATCH_PARENT  a directory (the build directory) for this run's scratch dir
 #   VERSION         meson.project_version(): what every consumer must report
 #   CXX...          the compiler command (meson's cxx.cmd_array(), maybe with ccache)
 #
 # Steps:
-#   1. configure a separate build of SRCDIR (tools, tests and benchmarks disabled,
-#      so nothing here depends on them building), `meson install` it into
-#      <scratch>/stage, check the installed file set, then move the whole prefix to
-#      <scratch>/moved: everything below uses only the moved tree, so the
-#      pkg-config and CMake files must be relocatable.
+#   1. `meson install --no-rebuild --destdir <scratch>/stage` the build that runs the test (until
+#      issue 41 a separate build of SRCDIR, a second copy of the libraries compiled on every run), check
+#      the installed file set, then move the prefix to <scratch>/moved: everything below uses only the
+#      moved tree, so the pkg-config and CMake files must be relocatable, and name neither the staging
+#      directory nor the build.
 #   2. pkg-config: `pkg-config --cflags pnmem`, compile consumer/main.cpp, run it.
 #   3. CMake: find_package(pnmem X.Y REQUIRED) + pnmem::pnmem (consumer/CMakeLists.txt
 #      also checks the version-compatibility rules), build, run.
@@ -36,14 +38,15 @@
 # missing. The scratch dir is removed on success and kept (path printed) on failure.
 set -euo pipefail
 
-if [ "$#" -lt 4 ]; then
-  echo "usage: $0 SRCDIR SCRATCH_PARENT VERSION CXX..." >&2
+if [ "$#" -lt 5 ]; then
+  echo "usage: $0 SRCDIR BUILD_ROOT SCRATCH_PARENT VERSION CXX..." >&2
   exit 2
 fi
 srcdir=$(cd "$1" && pwd)
-scratch_parent=$2
-version=$3
-shift 3
+build_root=$(cd "$2" && pwd)
+scratch_parent=$3
+version=$4
+shift 4
 cxx_cmd=("$@")
 
 for tool in cmake pkg-config meson; do
@@ -65,7 +68,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-step() { printf '\n=== %s\n' "$*"; }
+step() { printf '\n=== %s (at %d s)\n' "$*" "$SECONDS"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # The compiler: a leading ccache/sccache is a launcher, the last word the compiler.
@@ -92,15 +95,15 @@ check_output() {  # check_output WHAT PROGRAM
 
 # --- 1. install ------------------------------------------------------------------
 step "install $srcdir into $tmp/stage"
-meson setup "$tmp/build" "$srcdir" --prefix "$tmp/stage" \
-  -Dtools=disabled -Dtests=disabled -Dbenchmarks=disabled >"$tmp/setup.log" 2>&1 \
-  || { cat "$tmp/setup.log"; fail "meson setup of the install build failed"; }
-meson install -C "$tmp/build" --quiet >"$tmp/install.log" 2>&1 \
+build_prefix=$(meson introspect --buildoptions "$build_root" \
+  | python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))') \
+  || fail "meson introspect --buildoptions $build_root: no prefix"
+meson install -C "$build_root" --no-rebuild --destdir "$tmp/stage" --quiet >"$tmp/install.log" 2>&1 \
   || { cat "$tmp/install.log"; fail "meson install failed"; }
 
-mv "$tmp/stage" "$tmp/moved"
+mv "$tmp/stage$build_prefix" "$tmp/moved"
+rm -rf "$tmp/stage"
 prefix=$tmp/moved
-rm -rf "$tmp/build"  # nothing may refer back to the build directory either
 
 # Files and links (libpnmem_c.so -> .so.0 -> .so.0.1.0: the SONAME's chain).
 (cd "$prefix" && find . \( -type f -o -type l \) | sed 's|^\./||' | LC_ALL=C sort) >"$tmp/installed.txt"
@@ -133,8 +136,8 @@ cmakedir=${cmakedir%/*}
 for f in pnmemConfig.cmake pnmemConfigVersion.cmake; do
   [ -f "$prefix/$cmakedir/$f" ] || fail "$cmakedir/$f not installed"
 done
-# Nothing but headers, the .pc files, the CMake package, the adapters' and the C ABI's libraries
-# (no programs).
+# Nothing but headers, the .pc files, the CMake package, the adapters' and the C ABI's libraries, and
+# the pnmem tool where the build has it (no other program).
 pcdir=${pcfile%/*}
 for pc in pnmem-model-files pnmem-cuda; do
   [ -f "$prefix/$pcdir/$pc.pc" ] || fail "$pcdir/$pc.pc not installed"
@@ -146,11 +149,11 @@ if [ "$(uname -s)" = Linux ]; then
 fi
 if grep -v -e '^include/pnmem/' -e "^${pcfile}\$" -e "^${pcdir}/pnmem-[a-z-]*\.pc\$" \
      -e "^${cmakedir}/pnmemConfig\(Version\)\?\.cmake\$" \
-     -e '^lib[^/]*\(/[^/]*\)\?/libpnmem_[a-z_]*\(\.a\|\.so[.0-9]*\)$' "$tmp/installed.txt"; then
+     -e '^lib[^/]*\(/[^/]*\)\?/libpnmem_[a-z_]*\(\.a\|\.so[.0-9]*\)$' -e '^bin/pnmem$' "$tmp/installed.txt"; then
   fail "unexpected files installed (above)"
 fi
-if grep -rnF -e "$tmp/stage" "$prefix/${pcfile%/*}" "$prefix/$cmakedir"; then
-  fail "the pkg-config or CMake files hard-code the install prefix (above): not relocatable"
+if grep -rnF -e "$tmp/stage" -e "$build_root" "$prefix/${pcfile%/*}" "$prefix/$cmakedir"; then
+  fail "the pkg-config or CMake files hard-code the install prefix or the build (above): not relocatable"
 fi
 
 # --- 2. pkg-config -------------------------------------------------------------------
@@ -200,7 +203,8 @@ meson setup "$tmp/meson-consumer/build" "$tmp/meson-consumer" --force-fallback-f
 cat "$tmp/meson-consumer.log"
 grep -q "Dependency pnmem found: YES $version (overridden)" "$tmp/meson-consumer.log" \
   || fail "dependency('pnmem') was not the subproject's override (no 'Dependency pnmem found: YES $version (overridden)')"
-meson compile -C "$tmp/meson-consumer/build" || fail "meson build of the consumer failed"
+# The consumer alone: it takes the header-only dependency, so none of pnmem's libraries is compiled.
+meson compile -C "$tmp/meson-consumer/build" consumer || fail "meson build of the consumer failed"
 check_output meson-subproject "$tmp/meson-consumer/build/consumer"
 
 # --- 5. The C ABI ---------------------------------------------------------------------

@@ -202,7 +202,12 @@ def test_shed_bytes_and_hook(roomy_die):
         pytest.skip(f"this box cannot promise {gap} B above its reserve now: {held.answer.explain()}")
     try:
         assert pnmem.shed_bytes() > 0, (pnmem.room(), held.answer.explain())  # CRITICAL now
-        pnmem.poll_now()
+        # Called after the next sample, on the thread that delivers it: this one, or the watcher's own
+        # when its poll thread is delivering at that moment (a sample of its own landed beside ours).
+        deadline = time.monotonic() + 5
+        while not calls and time.monotonic() < deadline:
+            pnmem.poll_now()
+            time.sleep(0.01)
         assert calls and calls[-1] > 0
     finally:
         held.cancel()
