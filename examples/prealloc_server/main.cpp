@@ -32,8 +32,9 @@
 // examples). To see the 503 and the cache making room on an idle box, leave it little room above the
 // host reserve: PN_HOST_RESERVE_BYTES=<MemAvailable - 96 MiB> ./prealloc_server. With --root DIR it reads
 // the box from DIR/proc/meminfo (and pressure/memory) instead: the test `prealloc_server_box` moves that
-// box by hand (tests/examples/prealloc_box.py: a load started smaller, a co-tenant holding the box at its
-// reserve while a request waits, then leaving).
+// box by hand (examples/prealloc_server/test_box.py: a load started smaller, a co-tenant holding the box at
+// its reserve while a request waits, then leaving; with --long-prefill-ms, a co-tenant ramping while the
+// loop is inside a 10 s prefill, and the cache shed meanwhile on pnmem's thread).
 //
 // Exit status: 0 when every answer was one pnmem documents for its call (whatever the box's level),
 // 1 with a "FAIL: " line naming the call and what was wrong.
@@ -137,12 +138,20 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::printf("prealloc_server: pnmem through its C ABI, in a server that preallocates\n");
   // --root DIR: read the box from DIR/proc/... instead of /proc (a test moves that box by hand).
+  // --long-prefill-ms MS: request 10's prefill holds the loop that long (a long prompt on a slow box).
   const char* root = nullptr;
-  if (argc == 3 && std::strcmp(argv[1], "--root") == 0) {
-    root = argv[2];
-  } else if (argc != 1) {
-    std::fprintf(stderr, "usage: prealloc_server [--root DIR]\n");
-    return 2;
+  long long long_prefill_ms = 0;
+  for (int i = 1; i < argc; i += 2) {
+    char* end = nullptr;
+    if (i + 1 < argc && std::strcmp(argv[i], "--root") == 0) {
+      root = argv[i + 1];
+    } else if (i + 1 < argc && std::strcmp(argv[i], "--long-prefill-ms") == 0 &&
+               (long_prefill_ms = std::strtoll(argv[i + 1], &end, 10)) >= 0 && end != argv[i + 1] && *end == '\0' &&
+               long_prefill_ms <= 600000) {
+    } else {
+      std::fprintf(stderr, "usage: prealloc_server [--root DIR] [--long-prefill-ms 0..600000]\n");
+      return 2;
+    }
   }
 
   // a. The watcher: one synchronous sample, then its own thread.
@@ -270,6 +279,12 @@ int main(int argc, char** argv) {
     // (the slots are preallocated whole: the ratio is running over the slots).
     pnmem_set_fleet_load(0, 1, static_cast<std::uint64_t>(model.max_slots), 0, 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the request runs in a slot
+    if (id == 10 && long_prefill_ms > 0) {
+      // A long prefill: the loop calls nothing of pnmem's meanwhile; the shed hook still runs, on pnmem's thread.
+      std::printf("req %2d: prefill of %lld ms: the loop is busy\n", id, long_prefill_ms);
+      std::this_thread::sleep_for(std::chrono::milliseconds(long_prefill_ms));
+      std::printf("req %2d: prefill done\n", id);
+    }
     pnmem_set_fleet_load(0, 0, static_cast<std::uint64_t>(model.max_slots), 0, 0);
 
     // e. Its prompt goes into the host cache, which keeps its newest entries: pnmem_make_room reserves

@@ -9,7 +9,11 @@
 3. A co-tenant holds the box at its reserve (1 GiB available, the reserve 15 % of 8 GiB) for 1.5 s from the
    fifth request on: the request that arrives is held (it costs the host nothing), not refused with a 503,
    and served once the co-tenant leaves; the shed hook empties the cache meanwhile.
-4. The exposition at the end counts the held request served and carries the fleet gauges.
+4. Request 10's prefill holds the example's loop for 10 s (--long-prefill-ms). Meanwhile a second co-tenant
+   ramps (6, 4, 2 GiB available, then 64 MiB under WATCH's floor, half a second apart) and leaves before
+   the prefill ends: the cache is shed on pnmem's poll thread while the loop is still busy, within a few
+   watcher intervals (20 ms each) of the box crossing the floor.
+5. The exposition at the end counts the held request served and carries the fleet gauges.
 Exits 0 when all of that is in the example's output, 1 naming what is not.
 """
 import os
@@ -42,15 +46,36 @@ def main() -> int:
     set_avail_kb((WATCH_FLOOR_B + KIB - 1) // KIB + 40 * KIB)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PN_")}
     env.update(PN_LEDGER="off", PN_PSI_SOURCE="off", PN_MEMWATCH_POLL_MS="20", PN_PRESSURE_POLL_MS="20")
-    lines = []
+    lines = []  # (arrival time, line)
     held_from = None
+    crossed = None  # when the ramp took the box under WATCH's floor
+    prefill = {}  # "start", "done": arrival times
+
+    def ramp() -> None:
+        nonlocal crossed
+        for gib in (4, 2):
+            time.sleep(0.5)
+            set_avail_kb(gib * GIB_KB)
+        time.sleep(0.5)
+        set_avail_kb(WATCH_FLOOR_B // KIB - 64 * KIB)  # TIGHT: under WATCH's floor, above the reserve
+        crossed = time.monotonic()
+        time.sleep(3)
+        set_avail_kb(6 * GIB_KB)  # the co-tenant leaves, the prefill still running
     try:
-        p = subprocess.Popen([exe, "--root", root], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env=env)
+        p = subprocess.Popen([exe, "--root", root, "--long-prefill-ms", "10000"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, env=env)
         assert p.stdout is not None
+        ramper = None
         for line in p.stdout:
-            lines.append(line.rstrip("\n"))
+            now = time.monotonic()
+            lines.append((now, line.rstrip("\n")))
             print(line, end="", flush=True)
+            if line.startswith("req 10: prefill of "):
+                prefill["start"] = now
+                ramper = threading.Thread(target=ramp)
+                ramper.start()
+            if line.startswith("req 10: prefill done"):
+                prefill["done"] = now
             if line.startswith("load ") and "tokens of context" in line:
                 set_avail_kb(6 * GIB_KB)  # 2. roomy
             if line.startswith("req  4 ") and held_from is None:
@@ -59,11 +84,29 @@ def main() -> int:
                 held_from = time.monotonic()
                 threading.Timer(1.5, set_avail_kb, args=(6 * GIB_KB,)).start()
         rc = p.wait(timeout=60)
+        if ramper is not None:
+            ramper.join()
     finally:
-        time.sleep(1.6)  # the timer's last write, before the tree goes
+        time.sleep(1.6)  # the timers' last writes, before the tree goes
         shutil.rmtree(root, ignore_errors=True)
 
+    stamped = lines
+    lines = [line for _, line in stamped]
     problems = []
+    if "start" not in prefill or "done" not in prefill or crossed is None:
+        problems.append("request 10's long prefill, or the ramp during it, did not happen")
+    else:
+        shed = [t for t, line in stamped if "shed (the host is below WATCH)" in line and t >= crossed]
+        if not shed:
+            problems.append("nothing was shed after the ramp crossed WATCH's floor")
+        elif not shed[0] < prefill["done"]:
+            problems.append("the cache was shed only after the loop's prefill ended, not while it was busy")
+        else:
+            after_ms = (shed[0] - crossed) * 1000
+            print(f"shed {after_ms:.0f} ms after the box crossed WATCH's floor, "
+                  f"{(prefill['done'] - shed[0]) * 1000:.0f} ms before the loop's prefill ended")
+            if after_ms > 1000:  # 20 ms watcher intervals; a noisy CI box gets fifty of them
+                problems.append(f"shed {after_ms:.0f} ms after the crossing: not within a few watcher intervals")
     if rc != 0:
         problems.append(f"the example exited {rc}")
     load = [line for line in lines if line.startswith("load ") and "tokens of context" in line]
