@@ -91,9 +91,8 @@ c_reserve reserve_for(global_state& s, const pnmem::c_abi::platform_watcher* w, 
   c_reserve out;
   out.options.policy = policy_of(w);
   out.options.ttl = pnmem::c_abi::ttl_from_c(ttl_ms);
-  const std::int64_t now = s.ledger.now_ns();
-  const std::int64_t ttl = out.options.ttl.count();
-  out.handle_expires_ns = ttl <= 0 || now > INT64_MAX - ttl ? 0 : now + ttl;
+  const std::int64_t expires = pnmem::host_ledger::expiry_after(s.ledger.now_ns(), out.options.ttl);
+  out.handle_expires_ns = expires == pnmem::host_ledger::never ? 0 : expires;  // 0: the handle never expires
   return out;
 }
 

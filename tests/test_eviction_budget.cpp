@@ -340,3 +340,27 @@ TEST_CASE("admit_after_eviction: not enough, or nothing eviction can help") {
                                    nullptr)
                   .considered);
 }
+
+TEST_CASE("admit_after_eviction: a request that needs no host bytes at exactly the reserve is not admitted after "
+          "evicting nothing") {
+  const policy p = one_gib_reserve();
+  const mem_state at_reserve = box(GiB);  // CRITICAL: available memory is the reserve, to the byte
+  // An empty prompt of a model with no activation term needs 0 B: still refused (host_reserve), and the way
+  // out of the reserve is one byte past it, which the running slots must give.
+  const model_cost m = llama_kv_only();
+  REQUIRE(admit_request(m, host_request(0), at_reserve, p).need_bytes == 0);
+  const auto empty = admit_after_eviction(m, host_request(0), at_reserve, p, true, kv_format::f16, running, 4,
+                                          eviction_limits{}, nullptr);
+  CHECK(empty.decision.reason == admit_reason::host_reserve);
+  CHECK(empty.considered);
+  CHECK(empty.evict_bytes == 1);
+  CHECK(empty.after_eviction);
+  CHECK(empty.plan.freed_bytes >= 1);
+  // A preallocated engine's request (every cost 0): its slots give nothing back, so eviction cannot admit it.
+  const auto prealloc = admit_after_eviction(preallocated_model_cost, host_request(512), at_reserve, p, true,
+                                             kv_format::f16, running, 4, eviction_limits{}, nullptr);
+  CHECK(prealloc.decision.reason == admit_reason::host_reserve);
+  CHECK(prealloc.evict_bytes == 1);
+  CHECK_FALSE(prealloc.after_eviction);
+  CHECK(prealloc.plan.freed_bytes == 0);
+}

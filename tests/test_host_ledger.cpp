@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -392,6 +393,24 @@ TEST_CASE("reserve_bytes: an unsettled reservation with a time to live stops cou
   CHECK(ledger.pending_bytes(w) == 300 * MiB);
   w.set(box_with_budget(1 * GiB), ledger_now.load() + 1);
   CHECK(ledger.pending_bytes(w) == 100 * MiB);
+}
+
+TEST_CASE("reserve_bytes: a time to live past the clock's end lives for ever, never wrapping into the past") {
+  ledger_now = 5'000'000'000;  // 5 s into the clock: now + the longest ttl would pass INT64_MAX
+  fake_watcher w;
+  w.set(box_with_budget(1 * GiB), 1000);
+  host_ledger ledger(&ledger_clock);
+  auto longest = ledger.reserve_bytes(w, 100 * MiB, {.ttl = std::chrono::nanoseconds::max()});
+  auto hours = ledger.reserve_bytes(w, 50 * MiB, {.ttl = std::chrono::hours(24 * 365 * 200)});  // ~2^62 ns
+  auto almost = ledger.reserve_bytes(w, 25 * MiB,
+                                     {.ttl = std::chrono::nanoseconds(std::numeric_limits<std::int64_t>::max() - 4'000'000'000)});
+  REQUIRE(longest.held);
+  REQUIRE(hours.held);
+  REQUIRE(almost.held);
+  CHECK(ledger.pending_bytes(w) == 175 * MiB);
+  ledger_now += 1'000'000'000'000;  // 1000 s later: none has expired
+  CHECK(ledger.pending_bytes(w) == 175 * MiB);
+  CHECK(ledger.size() == 3);  // (a die reservation's expiry is the same host_ledger::expiry_after)
 }
 
 TEST_CASE("many threads reserving cache bytes on one stale snapshot never promise more than the budget") {

@@ -485,12 +485,22 @@ def test_retry_after_hints(watcher):
     huge = pnmem.check_bytes(2**64 - 1)  # more than the box could ever give: no wait helps
     assert huge.retry_after() == pnmem.RetryHint(0, "never_fits")
     over = pnmem.check_bytes(huge.limit_bytes + (64 << 20))  # 64 MiB more than there is room for now
-    if over.status != pnmem.Status.ADMITTED:
+    if over.status != pnmem.Status.ADMITTED:  # (the live box may have freed 64 MiB meanwhile)
         h = over.retry_after()
-        assert 1 <= h.after_ms <= 60000 and h.basis in ("no_recovery", "host_recovery")
-        assert h.seconds == (h.after_ms + 999) // 1000 and h.seconds >= 1
+        assert 1 <= h.after_ms <= 60000 and h.basis in ("no_recovery", "memory_falling", "host_recovery")
+        assert h.guess == (h.basis != "host_recovery")
     with pytest.raises(pnmem.ArgumentTypeError):
         pnmem.retry_after("denied")
+
+
+def test_retry_after_seconds_round_up():
+    # A Retry-After header's whole seconds: any wait is at least 1 s (0 makes clients retry a pressured box at
+    # once), 0 only for no wait; rounded up, as C's pnmem_retry_after_seconds and C++'s retry_after_seconds.
+    for ms, seconds in ((0, 0), (-5, 0), (1, 1), (500, 1), (999, 1), (1000, 1), (1001, 2), (9999, 10),
+                        (60000, 60)):
+        assert pnmem.RetryHint(ms, "no_recovery").seconds == seconds, ms
+    assert pnmem.RetryHint(1000, "no_recovery").guess and pnmem.RetryHint(1000, "memory_falling").guess
+    assert not pnmem.RetryHint(1000, "host_recovery").guess and not pnmem.RetryHint(0, "none").guess
 
 
 def test_integers_that_say_they_are_ints_are_taken():

@@ -647,6 +647,16 @@ class host_ledger {
     return -1;
   }
 
+  // The clock value meaning "never expires".
+  static constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
+  // When a reservation taken at `now` with time to live `ttl` expires: never for 0 or less, and never for one
+  // so long that now + ttl would pass the clock's end (it must not wrap into the past and expire at once).
+  // The C ABI's handles expire by the same rule.
+  static constexpr std::int64_t expiry_after(std::int64_t now, std::chrono::nanoseconds ttl) noexcept {
+    const std::int64_t t = ttl.count();
+    return t <= 0 ? never : now > never - t ? never : now + t;
+  }
+
  private:
   // fork() (detail/fork_guard.hpp): the book is never copied mid-change; the reservations stay as they
   // were in the child (its handles are copies of the parent's, and settle or cancel there as here).
@@ -746,7 +756,6 @@ class host_ledger {
     if (old->rejoin != nullptr) box_ = old->rejoin(*old);
   }
 
-  static constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
   static constexpr std::uint32_t no_slot = std::numeric_limits<std::uint32_t>::max();
 
   // An unsettled reservation, at the index its id names. The id's high half is the slot's
@@ -828,9 +837,7 @@ class host_ledger {
   // A reservation of `bytes` that expires `ttl` from now (0: never).
   reservation hold_for_locked(std::uint64_t bytes, std::chrono::nanoseconds ttl_ns) PNMEM_REQUIRES(mu_) {
     const std::int64_t now = now_();
-    const std::int64_t ttl = ttl_ns.count();
-    const std::int64_t expires = ttl <= 0 ? never : now > never - ttl ? never : now + ttl;
-    return hold_locked(bytes, expires);
+    return hold_locked(bytes, expiry_after(now, ttl_ns));
   }
 
   // make_room's one answer: admit_cache_insert on the budget, reserved when admitted; true then (or
@@ -932,10 +939,7 @@ class host_ledger {
     const int on = out.answer.detail.die;
     const std::uint64_t need = bytes != 0 ? bytes : out.answer.detail.need_bytes;
     if (out.answer.status == admit_status::admitted && need > 0 && on >= 0 && on < max_dies) {
-      const std::int64_t now = now_();
-      const std::int64_t ttl = o.ttl.count();
-      const std::int64_t expires = ttl <= 0 ? never : now > never - ttl ? never : now + ttl;
-      out.held = hold_locked(need, expires, on);
+      out.held = hold_locked(need, expiry_after(now_(), o.ttl), on);
     }
     return out;
   }
