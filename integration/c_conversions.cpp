@@ -918,7 +918,7 @@ int explain(const pnmem_admit_answer& a, char* buf, std::size_t len) {
     line = pnmem::explain(*answer, a.pending_bytes);
   } else {  // not an answer as pnmem wrote it: every field as it is, out-of-range ones named so
     line = std::string(status_name(a.status)) + " (" + reason_name(a.reason) + "): need " + bytes_text(a.need_bytes) +
-           ", limit " + bytes_text(a.limit_bytes, true) + ", fit " + std::to_string(a.fit_tokens) + " tokens, level " +
+           ", limit " + bytes_text(a.limit_bytes, true) + ", fit " + format_count(a.fit_tokens, "token") + ", level " +
            std::string(level ? to_string(*level) : std::string_view("invalid")) + ", die " + std::to_string(a.die);
     if (a.pending_bytes != 0) line += ", pending " + bytes_text(a.pending_bytes);
   }

@@ -192,6 +192,27 @@ TEST_CASE("explain: a prompt past the window at TIGHT starts the prefill window 
   CHECK(explain(unknown) == "capped (window): 2048 tokens start now: the prompt is longer than the model's window, level tight");
 }
 
+TEST_CASE("explain: one token is \"1 token\" (issue 42 item 15)") {
+  const model_desc one{.kv = kv_format::q4, .gpu_resident = true, .max_window = 1, .max_slots = 4};
+  const fake_watcher ok = at(host_state(64 * GiB, 60 * GiB));
+  CHECK(explain(admit(ok, one, 5)) == "capped (window): 1 token, the model's window: the prompt is longer, level ok");
+  const fake_watcher tight = at(host_state(64 * GiB, 60 * GiB, 0.0, 1.0));
+  const model_desc two{.kv = kv_format::q4, .gpu_resident = true, .max_window = 2, .max_slots = 4};
+  admit_answer a = admit(tight, two, 5);  // the ladder's clamp halves the window of 2 to 1
+  REQUIRE(a.fit_tokens == 1);
+  CHECK(explain(a) == "capped (window): 1 token now, the ladder's prefill window at this level: the prompt is longer "
+                      "than the model's window, 2 tokens, level tight");
+  a.request.max_window = 1;
+  a.fit_tokens = 0;  // a pairing pnmem never makes: the numbers alone, "0 tokens"
+  a.reason = admit_reason::bad_request;
+  CHECK(explain(a).find("fit 0 tokens, die") != std::string::npos);
+  a.fit_tokens = 1;
+  CHECK(explain(a).find("fit 1 token, die") != std::string::npos);
+  CHECK(format_count(1, "token") == "1 token");
+  CHECK(format_count(0, "token") == "0 tokens");
+  CHECK(format_count(2, "prompt token") == "2 prompt tokens");
+}
+
 TEST_CASE("at OK nothing is clamped or logged; a prompt inside the window is admitted") {
   const fake_watcher w = at(host_state(64 * GiB, 60 * GiB));
   std::vector<std::string> log;

@@ -748,6 +748,30 @@ TEST_CASE("make_room: an insert that fits at WATCH is reserved at once; one that
   CHECK_FALSE(d.admitted.held);
 }
 
+TEST_CASE("make_room: bytes freed while a sample was taken are not counted twice, in its numbers and as a credit") {
+  // The kernel has the dropped entries back as soon as the cache frees them; a sample that begins then sees
+  // them. The credit must stop counting with that sample, not only with one that began after make_room
+  // credited them (found by c_api_cache under ASan: a cache that held three entries with room for 2.5).
+  fake_watcher w;
+  const std::uint64_t total = 8 * GiB;
+  const std::uint64_t watch_floor = host_floor_bytes(mem_level::watch, box_reserve_bytes(total));
+  ledger_now = 1'000'000;
+  w.set(host_state(total, watch_floor + 16 * MiB), ledger_now);
+  host_ledger ledger(&ledger_clock);
+  auto free_while_sampled = [&](std::uint64_t want) {
+    ledger_now += 10;
+    w.set(host_state(total, watch_floor + 16 * MiB + want), ledger_now);  // a sample begins mid-free: it sees it
+    ledger_now += 10;
+    return want;
+  };
+  auto made = ledger.make_room(w, 48 * MiB, free_while_sampled);
+  REQUIRE(made.freed_bytes == 32 * MiB);
+  CHECK(made.admitted.answer.status == admit_status::admitted);
+  CHECK(ledger.credited_bytes(w) == 0);  // the sample holds the freed bytes already
+  const host_room room = ledger.room(w, default_policy);
+  CHECK(room.take_bytes(mem_level::watch) == 0);  // 48 MiB taken of the 16 + 32 there are: nothing more
+}
+
 TEST_CASE("make_room: below WATCH the whole way back is asked for; a throwing cache credits nothing; no watcher") {
   fake_watcher w;
   const std::uint64_t total = 8 * GiB;

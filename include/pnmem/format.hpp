@@ -37,6 +37,11 @@ inline std::string format_limit_bytes(std::uint64_t bytes) {
   return bytes == std::numeric_limits<std::uint64_t>::max() ? std::string("no limit") : format_bytes(bytes);
 }
 
+// "1 token", "2 tokens", "0 tokens": a count and its noun, singular for one (the plural adds an s).
+inline std::string format_count(long long n, const char* noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 // 1500 -> "15.00 %".
 inline std::string format_percent_bp(basis_points bp) {
   char buf[32];

@@ -171,7 +171,7 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
 
   std::ostringstream t;
   t << verdict_line("verdict", r, rq) << '\n';
-  t << "fit_tokens: " << r.fit_tokens << " of " << rq.n_prompt << " prompt tokens";
+  t << "fit_tokens: " << r.fit_tokens << " of " << pnmem::format_count(rq.n_prompt, "prompt token");
   if (rq.max_window > 0 && rq.prefill_window > 0) {
     t << " (window " << rq.max_window << ", prefill window " << rq.prefill_window << ")";
   } else if (rq.max_window > 0) {
@@ -196,8 +196,8 @@ command_output admit_command::answer(const pnmem::policy& env_policy) const {
       print_eviction_rule(t, cost, kv, limits);
       if (ea.after_eviction) {
         t << "  admit after evicting " << pnmem::format_bytes(ea.evict_bytes) << " from " << ea.plan.slots_cut << " slot"
-          << (ea.plan.slots_cut == 1 ? "" : "s") << " (each cut to " << ea.plan.cut_to << " tokens or its floor): all "
-          << rq.n_prompt << " prompt tokens fit\n";
+          << (ea.plan.slots_cut == 1 ? "" : "s") << " (each cut to " << pnmem::format_count(ea.plan.cut_to, "token") << " or its floor): all "
+          << pnmem::format_count(rq.n_prompt, "prompt token") << (rq.n_prompt == 1 ? " fits\n" : " fit\n");
       } else {
         t << "  eviction cannot make room: short by " << pnmem::format_bytes(ea.evict_bytes)
           << ", the running slots give at most " << pnmem::format_bytes(ea.plan.freed_bytes) << '\n';

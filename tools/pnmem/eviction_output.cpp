@@ -27,13 +27,13 @@ void put_eviction_plan(nlohmann::ordered_json& j, const pnmem::eviction_plan& pl
 void print_eviction_rule(std::ostream& t, const pnmem::model_cost& m, pnmem::kv_format kv, const pnmem::eviction_limits& l) {
   t << "eviction (rung 4b, " << pnmem::to_string(kv) << ", "
     << pnmem::format_bytes(m.full_kv_bytes_per_token[static_cast<std::size_t>(kv)])
-    << " per token of the full-attention layers; a slot keeps at least " << l.min_keep_tokens << " tokens and "
+    << " per token of the full-attention layers; a slot keeps at least " << pnmem::format_count(l.min_keep_tokens, "token") << " and "
     << l.min_keep_permille / 10 << " %):\n";
 }
 
 void print_eviction_slots(std::ostream& t, const std::vector<int>& slots, const std::vector<pnmem::keep_budget_answer>& each) {
   for (std::size_t i = 0; i < slots.size() && i < each.size(); ++i) {
-    t << "  slot " << i << ": " << slots[i] << " -> " << each[i].keep_tokens << " tokens, "
+    t << "  slot " << i << ": " << slots[i] << " -> " << pnmem::format_count(each[i].keep_tokens, "token") << ", "
       << pnmem::format_bytes(each[i].freed_bytes) << '\n';
   }
 }

@@ -16,6 +16,7 @@
 #include "host_options.hpp"
 #include "model_options.hpp"
 #include "pnmem/admission.hpp"
+#include "pnmem/format.hpp"
 #include "policy_options.hpp"
 #include "text_option.hpp"
 #include "usage_error.hpp"
@@ -191,7 +192,7 @@ command_output load_command::answer(const pnmem::policy& env_policy) const {
     j["kv"] = std::string(pnmem::to_string(kv));
     j["model"] = model_brief_json(*from_model, kv);
     t << "kv_max_ctx: " << pnmem::format_need_bytes(model.kv_max_ctx_bytes) << " (" << model.kv_max_ctx_bytes << " B) = "
-      << sequences << (sequences == 1 ? " sequence" : " sequences") << " x " << ctx_tokens << " tokens in "
+      << sequences << (sequences == 1 ? " sequence" : " sequences") << " x " << pnmem::format_count(static_cast<long long>(ctx_tokens), "token") << " in "
       << pnmem::to_string(kv) << '\n';
     t << model_brief_text(*from_model, kv) << '\n';
   }

@@ -91,7 +91,7 @@ void add_eviction(command_output& out, std::ostringstream& t, const pnmem::ladde
   if (wanted) {
     t << "  asked " << pnmem::format_bytes(asked) << ": " << (ep.enough ? "gives " : "gives only ")
       << pnmem::format_bytes(ep.freed_bytes) << " from " << ep.slots_cut << " slot" << (ep.slots_cut == 1 ? "" : "s");
-    if (ep.slots_cut > 0) t << ", each cut to " << ep.cut_to << " tokens (or its floor)";
+    if (ep.slots_cut > 0) t << ", each cut to " << pnmem::format_count(ep.cut_to, "token") << " (or its floor)";
     t << (ep.enough ? "" : ": not enough even with every slot at its floor") << '\n';
   } else {
     t << "  at most " << pnmem::format_bytes(ep.freed_bytes) << " (every slot at its floor)\n";

@@ -49,7 +49,7 @@ inline std::string answer_words(const admit_answer& a) {
   const std::uint64_t limit = a.detail.limit_bytes;
   const std::string needs = exact_bytes(need);
   const std::string room = exact_bytes(limit, true);
-  const std::string tokens = std::to_string(a.fit_tokens) + (a.fit_tokens == 1 ? " token" : " tokens");
+  const std::string tokens = format_count(a.fit_tokens, "token");
   const std::string die = "die " + std::to_string(a.die);
   const std::string inside_reserve = "the host's available memory, " + room + ", is inside its reserve";
   const bool unlimited = limit == std::numeric_limits<std::uint64_t>::max();
@@ -80,7 +80,7 @@ inline std::string answer_words(const admit_answer& a) {
         const int configured = a.request.max_window;
         if (configured > 0 && a.fit_tokens < configured) {
           return tokens + " now, the ladder's prefill window at this level: the prompt is longer than the model's window, " +
-                 std::to_string(configured) + " tokens" + cost;
+                 format_count(configured, "token") + cost;
         }
         if (configured > 0) return tokens + ", the model's window: the prompt is longer" + cost;
         return tokens + " start now: the prompt is longer than the model's window" + cost;
@@ -174,7 +174,7 @@ inline std::string explain(const admit_answer& a, std::uint64_t pending_bytes = 
   std::string words = detail::answer_words(a);
   if (words.empty()) {  // not a pairing pnmem makes: the numbers alone
     words = "need " + detail::exact_bytes(a.detail.need_bytes) + ", limit " +
-            detail::exact_bytes(a.detail.limit_bytes, true) + ", fit " + std::to_string(a.fit_tokens) + " tokens, die " +
+            detail::exact_bytes(a.detail.limit_bytes, true) + ", fit " + format_count(a.fit_tokens, "token") + ", die " +
             std::to_string(a.die);
   }
   line += words;

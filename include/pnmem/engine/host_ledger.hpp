@@ -289,9 +289,10 @@ class host_ledger {
       PNMEM_EXCLUDES(mu_) {
     room_made out;
     if (reserve_insert(w, bytes, o, out.admitted, &out.asked_bytes) || out.asked_bytes == 0) return out;
+    const std::int64_t freeing_began = now_();  // a sample from here on may hold what it frees
     out.freed_bytes = static_cast<std::uint64_t>(free_older(out.asked_bytes));
     if (out.freed_bytes == 0) return out;  // nothing dropped: the first answer stands
-    credit_freed(out.freed_bytes);
+    credit_freed_since(out.freed_bytes, freeing_began);
     out.admitted = admission{};
     (void)reserve_insert(w, bytes, o, out.admitted);
     return out;
@@ -482,14 +483,20 @@ class host_ledger {
   // what it freed, and its next admission or room() counts it without forcing a sample. Give the bytes
   // actually returned to the kernel (munmap, madvise(MADV_DONTNEED), malloc_trim); a credit never
   // raises MemAvailable above the total.
-  void credit_freed(std::uint64_t bytes) PNMEM_EXCLUDES(mu_) {
+  void credit_freed(std::uint64_t bytes) PNMEM_EXCLUDES(mu_) { credit_freed_since(bytes, now_()); }
+
+  // The same for bytes freed from `freeing_began_ns` (this ledger's clock, now_ns(), read before the engine
+  // began to free them) on: they count until a sample that began after that instant, which may already
+  // hold them in MemAvailable. A sample that began between the free and a later credit_freed() would
+  // count them twice, once in its numbers and once as the credit, and a cache would be let to grow past
+  // what the box holds (make_room and the shed hook stamp the time before they call the engine).
+  void credit_freed_since(std::uint64_t bytes, std::int64_t freeing_began_ns) PNMEM_EXCLUDES(mu_) {
     if (bytes == 0) return;
-    const std::int64_t now = now_();
     detail::lock_guard lk(mu_);
     const box_scope box(*this);
-    insert_in_time_order(credits_, settled_entry{bytes, now});
+    insert_in_time_order(credits_, settled_entry{bytes, freeing_began_ns});
     credited_ += bytes;
-    if (box_held_ != nullptr) box_credit(*box_held_->seg, box_held_->holder, bytes, now);
+    if (box_held_ != nullptr) box_credit(*box_held_->seg, box_held_->holder, bytes, freeing_began_ns);
   }
 
   // Bytes credited and not yet in the watcher's newest snapshot.

@@ -67,8 +67,9 @@ template <class Watcher, class Fn>
         } guard{*calls};
         const std::uint64_t want = ledger.shed_bytes(w, p);
         if (want == 0) return;
+        const std::int64_t freeing_began = ledger.now_ns();  // a sample from here on may hold what it frees
         const std::uint64_t freed = static_cast<std::uint64_t>(fn(want));
-        if (freed > 0) ledger.credit_freed(freed);
+        if (freed > 0) ledger.credit_freed_since(freed, freeing_began);
       },
       delivery::every_sample);
   return scoped_subscription([&w, id, calls] {
