@@ -13,7 +13,10 @@
    ramps (6, 4, 2 GiB available, then 64 MiB under WATCH's floor, half a second apart) and leaves before
    the prefill ends: the cache is shed on pnmem's poll thread while the loop is still busy, within a few
    watcher intervals (20 ms each) of the box crossing the floor.
-5. The exposition at the end counts the held request served and carries the fleet gauges.
+5. From the fifteenth request on, half a MiB is left above WATCH's floor: each 1 MiB insert makes its room
+   by dropping the cache's oldest entry (pnmem_make_room), so the cache keeps its newest entries and no
+   insert is refused.
+6. The exposition at the end counts the held request served and carries the fleet gauges.
 Exits 0 when all of that is in the example's output, 1 naming what is not.
 """
 import os
@@ -76,6 +79,8 @@ def main() -> int:
                 ramper.start()
             if line.startswith("req 10: prefill done"):
                 prefill["done"] = now
+            if line.startswith("req 15 "):
+                set_avail_kb((WATCH_FLOOR_B + 512 * KIB + KIB - 1) // KIB)  # 5. half a MiB above WATCH's floor
             if line.startswith("load ") and "tokens of context" in line:
                 set_avail_kb(6 * GIB_KB)  # 2. roomy
             if line.startswith("req  4 ") and held_from is None:
@@ -125,6 +130,12 @@ def main() -> int:
             problems.append(f"held {ms} ms: not the co-tenant's 1.5 s (less the requests before)")
     if any("503 Service Unavailable" in line for line in lines):
         problems.append("a request that costs nothing was refused with a 503")
+    late = lines[next((i for i, line in enumerate(lines) if line.startswith("req 15 ")), len(lines)):]
+    made_room = [line for line in late if "making room for the newest" in line]
+    if len(made_room) < 3:
+        problems.append(f"{len(made_room)} entries dropped to make room after request 15, not one per insert")
+    if any(line.startswith("  cache: not cached") for line in late):
+        problems.append("an insert after request 15 was refused: the cache should have made room by dropping its oldest")
     served = [line for line in lines if line.startswith("pnmem_held_served_total ")]
     if served != ["pnmem_held_served_total 1"]:
         problems.append(f"the exposition's held requests served: {served}, not 1")
