@@ -920,3 +920,29 @@ TEST_CASE("gate: a request that needs no host bytes, refused at the reserve, is 
     CHECK(held_gate.pushed_level() == mem_level::tight);
   }
 }
+
+TEST_CASE("gate: a request the gate cannot judge (a die the snapshot lacks) never holds the queue (issue 42 item 7)") {
+  hand_host host;
+  *host.next = tight_host(100 * MiB);  // TIGHT, no dies
+  watcher<hand_host> w{host};
+  w.poll_now();
+  REQUIRE(w.read().level == mem_level::tight);
+  backpressure_gate gate{4};
+  auto conn = gate.connect(w);
+  request_spec on_missing_die = head_request;
+  on_missing_die.die = 5;  // the snapshot has no die 5: admission says bad_request
+  REQUIRE(admit_request(on_missing_die, w.read()).reason == admit_reason::bad_request);
+  gate.notify_pressure(mem_level::tight, on_missing_die);
+  CHECK(gate.pushed_level() == mem_level::tight);
+  w.poll_now();  // the re-check cannot judge it: the hold ends rather than waiting for ever
+  CHECK(gate.pushed_level() == mem_level::ok);
+  CHECK(gate.try_acquire());
+  // A waiter that says it will run such a request is not held either.
+  gate.notify_pressure(mem_level::tight, denied_request);
+  std::atomic<int> result{-1};
+  std::thread t([&] { result = static_cast<int>(gate.acquire(far_deadline(), on_missing_die).status); });
+  REQUIRE(eventually([&] { return gate.waiting() == 1; }));
+  w.poll_now();
+  t.join();
+  CHECK(result.load() == static_cast<int>(gate_status::acquired));
+}
