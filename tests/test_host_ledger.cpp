@@ -748,6 +748,26 @@ TEST_CASE("make_room: an insert that fits at WATCH is reserved at once; one that
   CHECK_FALSE(d.admitted.held);
 }
 
+TEST_CASE("room: pending_bytes is what is promised and not yet sampled, taken off the available bytes (issue 42 item 4)") {
+  fake_watcher w;
+  const std::uint64_t total = 8 * GiB;
+  ledger_now = 1'000'000;
+  w.set(host_state(total, 4 * GiB), ledger_now);
+  host_ledger ledger(&ledger_clock);
+  const host_room before = ledger.room(w, default_policy);
+  CHECK(before.pending_bytes == 0);
+  auto r = ledger.reserve_bytes(w, 100 * MiB);
+  REQUIRE(r.held);
+  const host_room promised = ledger.room(w, default_policy);
+  CHECK(promised.pending_bytes == 100 * MiB);
+  CHECK(promised.avail_bytes == before.avail_bytes - 100 * MiB);
+  r.held.settle();
+  ledger_now += 10;
+  CHECK(ledger.room(w, default_policy).pending_bytes == 100 * MiB);  // settled: until a sample after it
+  w.set(host_state(total, 4 * GiB - 100 * MiB), ledger_now + 1);
+  CHECK(ledger.room(w, default_policy).pending_bytes == 0);
+}
+
 TEST_CASE("make_room: bytes freed while a sample was taken are not counted twice, in its numbers and as a credit") {
   // The kernel has the dropped entries back as soon as the cache frees them; a sample that begins then sees
   // them. The credit must stop counting with that sample, not only with one that began after make_room

@@ -134,6 +134,19 @@ int main(void) {
   CHECK(room.take_bytes[PNMEM_LEVEL_WATCH] == 0); /* exactly on WATCH's floor: not a byte more was freed */
   CHECK(room.credited_bytes == freed);
   CHECK(room.avail_bytes == watch_floor);
+  CHECK(room.pending_bytes == 0);
+  /* A reservation: pending, and taken off the available bytes (issue 42 item 4). */
+  {
+    pnmem_admit_answer held;
+    pnmem_reservation r = 0;
+    CHECK(pnmem_reserve_bytes(1 << 20, 0, &held, &r) == 0 && r != 0);
+    CHECK(pnmem_host_room(&room) == 0);
+    CHECK(room.pending_bytes == (uint64_t)1 << 20);
+    CHECK(room.avail_bytes == watch_floor - ((uint64_t)1 << 20));
+    pnmem_reservation_cancel(r);
+    CHECK(pnmem_host_room(&room) == 0);
+    CHECK(room.pending_bytes == 0 && room.avail_bytes == watch_floor);
+  }
   /* Every answer counts the credit: a byte check sees the freed room above the reserve. */
   pnmem_admit_answer a;
   CHECK(pnmem_check_bytes(watch_floor - reserve, -1, &a) == 0);

@@ -152,6 +152,13 @@ def test_make_room_asks_the_cache_for_the_shortfall(roomy_die):
         asked.append(want)
         return want  # the cache freed exactly what was asked
 
+    # A reservation is pending in the room, and taken off its available bytes (issue 42 item 4).
+    base = pnmem.room().pending_bytes
+    held = pnmem.admit_bytes(8 * MIB)
+    assert held.granted
+    assert pnmem.room().pending_bytes == base + 8 * MIB
+    held.cancel()
+    assert pnmem.room().pending_bytes == base
     room = pnmem.room()
     over = room.take_bytes(pnmem.Level.WATCH) + 64 * MIB  # 64 MiB more than fits at WATCH
     r = pnmem.make_room(over, drop_oldest)
