@@ -313,6 +313,32 @@ TEST_CASE("host_ledger::expiry_covering: the soonest expiry by which expiring re
   CHECK(ledger.expiry_covering(1) == -1);
 }
 
+TEST_CASE("host_ledger::expiry_covering: right whatever order the reservations were taken in (issue 42 item 2)") {
+  static std::atomic<std::int64_t> now{1'000'000'000};
+  host_ledger ledger([] { return now.load(); });
+  struct box_watcher {
+    mem_state s = box(12 * GiB);
+    bool running() const { return true; }
+    mem_state read() const { return s; }
+  } w;
+  const auto ttl = [](std::chrono::nanoseconds t) {
+    host_ledger::reserve_options o;
+    o.ttl = t;
+    return o;
+  };
+  // Taken latest expiry first: 3 s, then 1 s, then 2 s.
+  auto c = ledger.reserve_bytes(w, 300 * MiB, ttl(3s));
+  auto a = ledger.reserve_bytes(w, 100 * MiB, ttl(1s));
+  auto b = ledger.reserve_bytes(w, 50 * MiB, ttl(2s));
+  REQUIRE(a.held);
+  REQUIRE(b.held);
+  REQUIRE(c.held);
+  CHECK(ledger.expiry_covering(100 * MiB) == 2'000'000'000);      // the 1 s one alone
+  CHECK(ledger.expiry_covering(150 * MiB) == 3'000'000'000);      // and the 2 s one
+  CHECK(ledger.expiry_covering(150 * MiB + 1) == 4'000'000'000);  // and the 3 s one
+  CHECK(ledger.expiry_covering(450 * MiB + 1) == -1);
+}
+
 // On the fake clock, through a real watcher: a co-tenant that has been eating memory stops and gives it
 // back; each 100 ms the engine asks for a 3 GiB request and gets a hint. Once the recovery shows, each
 // hint is no longer than the last one less the time that passed (plus a sample), none is negative,

@@ -211,6 +211,20 @@ TEST_CASE("Gemma 2 alternates; Gemma 3 slides 5 of 6 (pattern or default); a Gem
   CHECK(g4.shape->groups[0].kv_heads == 4);
   CHECK(g4.shape->groups[0].key_dim == 256);
   CHECK(g4.name == "Gemma3ForConditionalGeneration");
+  // A Gemma 3 config without sliding_window: Gemma3TextConfig's default window, 4096 (issue 42 item 12), not
+  // the 1B's 512 the fixture had.
+  json nw = fixture_json("gemma-3-1b-it.config.json");
+  REQUIRE(nw["sliding_window"] == 512);
+  nw.erase("sliding_window");
+  const model_description d = read_ok(nw.dump());
+  bool saw_sliding = false;
+  for (std::uint32_t i = 0; i < d.shape->n_groups; ++i) {
+    const layer_group& g = d.shape->groups[i];
+    if (g.kind != layer_kind::sliding) continue;
+    saw_sliding = true;
+    CHECK(g.span == 4096);
+  }
+  CHECK(saw_sliding);
 }
 
 TEST_CASE("Gemma 4: global layers of their own heads and dims; shared-KV layers keep nothing") {

@@ -1,6 +1,7 @@
 """The process's watcher from Python: start/stop, state() with its provenance, subscriptions that
 receive level changes (and survive callbacks that raise), and what a fresh process sees."""
 import dataclasses
+import pathlib
 import subprocess
 import sys
 import threading
@@ -202,10 +203,18 @@ import pnmem
 with pnmem.Watcher(poll_interval_ms=3600000, pressure_poll_interval_ms=3600000, root={root!r}) as w:
     s = w.state()
     print(s.host_total_bytes, s.host_avail_bytes)
+    print(pnmem.read().provenance.cgroup_working_set_bytes)
 """
     r = run_child(code)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == [str(3 * GIB), str(1 * GIB)]
+    # The limiting cgroup (pod1.slice, its memory.high 3 GiB): memory.current less memory.stat's inactive_file,
+    # carried through the C snapshot's provenance (issue 42 item 14).
+    pod = pathlib.Path(root) / "sys" / "fs" / "cgroup" / "kubepods.slice" / "pod1.slice"
+    current = int((pod / "memory.current").read_text())
+    inactive = next(int(line.split()[1]) for line in (pod / "memory.stat").read_text().splitlines()
+                    if line.startswith("inactive_file "))
+    assert r.stdout.split() == [str(3 * GIB), str(1 * GIB), str(current - inactive)]
+    assert current - inactive == 2 * GIB
     for bad, kind in (("", pnmem.ArgumentError), ("a" * 4096, pnmem.ArgumentError), (3, pnmem.ArgumentTypeError)):
         with pytest.raises(kind, match="root"):
             pnmem.Watcher(root=bad)
