@@ -365,3 +365,27 @@ TEST_CASE("a write that fails after the start: a warning on stderr, sampling goe
   // stdout went on meanwhile: a line per sample.
   CHECK(pnmem::test::lines_of(read_file(dir.path("stdout")).value_or("")).size() > 2);
 }
+
+TEST_CASE("a rename that fails (the target replaced by a directory) leaves no temporary file behind (issue 42 item 16)") {
+  const pnmem::test::temp_dir dir;
+  const std::string out_dir = dir.path("out");
+  const std::string target = out_dir + "/pnmem.prom";
+  std::filesystem::create_directory(out_dir);
+  background_pnmem p({"watch", "--root", fixture("v2_unlimited"), "--interval", "5", "--textfile", target},
+                     dir.path("stdout"), dir.path("stderr"));
+  REQUIRE(wait_for([&] { return std::filesystem::exists(target); }));
+  // An operator's mistake: the target becomes a directory (not empty): every rename onto it fails.
+  REQUIRE(wait_for([&] {
+    std::error_code ec;
+    std::filesystem::remove(target, ec);
+    std::filesystem::create_directory(target, ec);
+    return std::filesystem::is_directory(target);
+  }));
+  { std::ofstream(target + "/keep") << "x"; }
+  REQUIRE(wait_for([&] { return p.err().find("rename") != std::string::npos; }));
+  // Several samples fail meanwhile (5 ms apart): none leaves its temporary file in the collector's directory.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(p.stop(SIGTERM) == 0);
+  CHECK(names_in(out_dir) == std::set<std::string>{"pnmem.prom"});
+  CHECK(std::filesystem::is_directory(target));
+}
