@@ -1,5 +1,6 @@
 // The seed's host, PSI and die tables, row by row, with both sides of every line.
 #include "pnmem/level.hpp"
+#include "pnmem/psi_window.hpp"
 
 #include <doctest/doctest.h>
 
@@ -439,3 +440,35 @@ TEST_CASE("the container reserve never exceeds the whole-box one and grows with 
 static_assert(container_reserve_bytes(1 * GiB) == 256 * MiB);
 static_assert(host_reserve_bytes(pnmem::test::container_state(64 * GiB, 1 * GiB, 0)) == 256 * MiB);
 static_assert(host_reserve_bytes(host_state(1 * GiB, 0)) == 1 * GiB);
+
+TEST_CASE("psi_window: a total= counter that goes back restarts the window, never a 100 % stall (issue 42 item 5)") {
+  psi_window w;
+  constexpr std::int64_t ms = 1'000'000;
+  constexpr std::int64_t window = 3000 * ms;
+  // 10 % stalled: 100 ms of stall per second, read every 500 ms for 4 s.
+  double pct = 0.0;
+  for (int i = 0; i <= 8; ++i) pct = w.update(i * 500 * ms, static_cast<std::uint64_t>(i) * 50'000, true, window);
+  CHECK(pct == doctest::Approx(10.0));
+  // The counter goes back (the kernel's file replaced, another cgroup's): the history starts over.
+  CHECK(w.update(4500 * ms, 1'000, true, window) == 0.0);
+  CHECK(w.size() == 1);
+  // No reading a window old yet: still unknown (0), however the new counter moves.
+  CHECK(w.update(5000 * ms, 51'000, true, window) == 0.0);
+  // A window after the reset, the rate over the new readings alone: 10 % again.
+  for (int i = 2; i <= 7; ++i) pct = w.update(4500 * ms + i * 500 * ms, 1'000 + static_cast<std::uint64_t>(i) * 50'000, true, window);
+  CHECK(pct == doctest::Approx(10.0));
+}
+
+TEST_CASE("psi_window: a fast poll fills the 64 readings, the oldest stays the reference, a sustained stall is seen "
+          "(issue 42 item 6)") {
+  psi_window w;
+  constexpr std::int64_t ms = 1'000'000;
+  constexpr std::int64_t window = 3000 * ms;
+  // Every 10 ms for 4 s (400 readings, the window holds 300), half of each interval stalled.
+  double pct = 0.0;
+  for (int i = 0; i <= 400; ++i) pct = w.update(i * 10 * ms, static_cast<std::uint64_t>(i) * 5'000, true, window);
+  CHECK(w.size() <= psi_window::capacity);
+  CHECK(pct == doctest::Approx(50.0).epsilon(0.01));
+  // The level this feeds confirms it: 50 % over the policy's 3 s window is a confirmed stall.
+  CHECK(pct >= static_cast<double>(default_policy.psi_full_reject_bp) / 100.0);
+}
