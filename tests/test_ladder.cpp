@@ -307,6 +307,16 @@ TEST_CASE("ladder_plan_from_state: the evict rung follows memory, not PSI, unles
   die.per_die_free_bytes[0] = GiB / 2;  // below budget/16: TIGHT
   die = with_derived_level(die);
   CHECK(ladder_plan_from_state(die, cfg).kv_evict);
+  // The die at TIGHT and PSI at TIGHT too: memory (the die) is short, so the memory level and the evict rung
+  // follow the die, not the stall (issue 42 item 8; C: pnmem_snapshot.memory_level, pnmem_plan_ladder_now).
+  mem_state both = die;
+  both.host_psi_some_avg10 = 12.0;
+  both = with_derived_level(both);
+  const level_report br = explain_level(both, default_policy);
+  REQUIRE(br.psi_level == mem_level::tight);
+  CHECK(br.worst_die_level == mem_level::tight);
+  CHECK(memory_level(br) == mem_level::tight);
+  CHECK(ladder_plan_from_state(both, cfg).kv_evict);
   // CRITICAL from a confirmed full stall alone: one slot, window/4, still no eviction.
   mem_state stall = with_derived_level(test::host_state(8 * GiB, 6 * GiB));
   stall.host_psi_full_avg10 = 20.0;
