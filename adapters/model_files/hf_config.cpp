@@ -287,9 +287,11 @@ std::optional<kv_format> dtype_named(const json& v, const std::string& key) {
   fail(key, "\"" + s + "\" is not a dtype pnmem knows (bfloat16, float16, float32)");
 }
 
+// The text model's level first (a multimodal config's text_config), then the top level (often the vision
+// tower's or the wrapper's): at each, "dtype" before "torch_dtype".
 kv_format dtype_at(const level& l, const level& root) {
-  for (const char* key : {"dtype", "torch_dtype"}) {
-    for (const level* x : {&l, &root}) {
+  for (const level* x : {&l, &root}) {
+    for (const char* key : {"dtype", "torch_dtype"}) {
       if (const json* v = x->find(key)) return *dtype_named(*v, x->name(key));
     }
   }

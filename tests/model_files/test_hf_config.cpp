@@ -510,6 +510,17 @@ TEST_CASE("dtype keys: dtype wins over torch_dtype; float16, float32, absent") {
   CHECK(read_ok(j.dump()).cost.normal_kv == kv_format::bf16);
   j["dtype"] = "int4";
   CHECK(contains(read_error(j.dump()), "dtype: \"int4\" is not a dtype"));
+  // A multimodal config: the text model's dtype wins over the top level's (the vision tower's, the
+  // wrapper's), whichever key either uses (issue 42 item 13).
+  json mm = fixture_json("gemma-3-4b-it.config.json");
+  mm.erase("torch_dtype");
+  mm.erase("dtype");
+  mm["text_config"].erase("dtype");
+  mm["text_config"]["torch_dtype"] = "bfloat16";
+  mm["dtype"] = "float32";
+  CHECK(read_ok(mm.dump()).cost.normal_kv == kv_format::bf16);
+  mm["text_config"].erase("torch_dtype");
+  CHECK(read_ok(mm.dump()).cost.normal_kv == kv_format::fp32);  // none of its own: the top level's
 }
 
 TEST_CASE("names, head_dim null, num_key_value_heads absent") {
