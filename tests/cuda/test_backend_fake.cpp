@@ -3,6 +3,11 @@
 
 #include "pnmem/cuda/fake_backend.hpp"
 
+#include <array>
+#include <cstdint>
+
+#include "pnmem/cuda/eviction_ops.hpp"
+
 namespace pnmem::cuda::test {
 
 // Pools false: a device without stream-ordered memory pools (fake_options::memory_pools).
@@ -50,3 +55,20 @@ PNMEM_BACKEND_CONFORMANCE(fake_fixture);
 TEST_CASE_TEMPLATE_INVOKE(conformance_plain, fake_fixture_no_pools);
 
 }  // namespace pnmem::cuda::test
+
+// The keep list's range, against hand-written rows (issue 42 item 10): a row index equal to the row count
+// is refused and nothing moves; were it let through, the compaction would copy the next slot's KV (the row
+// past this stripe) into this one.
+TEST_CASE("compact_rows_reference: a keep index equal to the row count is refused, nothing moved") {
+  std::array<std::int32_t, 5> rows{10, 11, 12, 13, 99};  // 4 rows of this stripe, then the next slot's
+  const std::array<std::int32_t, 2> past_end{1, 4};
+  pnmem::cuda::row_compaction c{rows.data(), sizeof(std::int32_t), 4, past_end.data(), 2};
+  CHECK_FALSE(pnmem::cuda::keep_list_ok(past_end.data(), 2, 4));
+  CHECK_FALSE(pnmem::cuda::compact_rows_reference(c));
+  CHECK(rows == std::array<std::int32_t, 5>{10, 11, 12, 13, 99});
+  const std::array<std::int32_t, 2> last{1, 3};  // the last row of the stripe: fine
+  c.keep = last.data();
+  CHECK(pnmem::cuda::keep_list_ok(last.data(), 2, 4));
+  CHECK(pnmem::cuda::compact_rows_reference(c));
+  CHECK(rows == std::array<std::int32_t, 5>{11, 13, 12, 13, 99});
+}
