@@ -378,6 +378,10 @@ TEST_CASE("plan --tokens: what rung 4b's eviction gives back from the running sl
   CHECK(short_text.exit_code == 0);
   CHECK(short_text.out.find("not enough even with every slot at its floor") != std::string::npos);
   CHECK(short_text.out.find("  slot 0: 32768 -> 3277 tokens, ") != std::string::npos);
+  // The floor in its unit: the library's 100 permille is "10 %" (issue 42 item 11; bindings_defaults compares
+  // the defaults themselves across C++, C, Python and the tool).
+  REQUIRE(pnmem::eviction_limits{}.min_keep_permille == 100);
+  CHECK(short_text.out.find("a slot keeps at least 36 tokens and 10 %):") != std::string::npos);
   // Below TIGHT rung 4b is off: nothing evicted, and the text says why.
   const json watch = run_json(plan + args_t{"--level", "watch", "--free", "2GiB"} + llama_flags);
   CHECK(watch.at("eviction").at("enabled") == false);
