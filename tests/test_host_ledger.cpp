@@ -677,8 +677,13 @@ TEST_CASE("credit_freed: freed bytes count at once, until a sample that began af
 
   // Credits and promises net out; a credit never lifts MemAvailable above the total.
   credit_clock_ns = 3000;
-  auto held = ledger.reserve_bytes(w, 64 * MiB);
-  (void)held;
+  auto held = ledger.reserve_bytes(w, 32 * MiB);  // fits in the ~51 MiB above the reserve: granted
+  REQUIRE(held.held);
+  ledger.credit_freed(16 * MiB);
+  const host_room net = ledger.room(w, default_policy);
+  CHECK(net.pending_bytes == 32 * MiB);
+  CHECK(net.credited_bytes == 16 * MiB);
+  CHECK(net.avail_bytes == tight_avail - 32 * MiB + 16 * MiB);  // both counted, each once
   ledger.credit_freed(16 * GiB);
   CHECK(ledger.room(w, default_policy).avail_bytes == total);
   CHECK(ledger.room(w, default_policy).level == mem_level::ok);
