@@ -537,7 +537,7 @@ int pnmem_admit(const pnmem_model* model, int n_tokens, pnmem_admit_answer* out)
 
 int pnmem_admit_wait(const pnmem_model* model, int n_tokens, int64_t timeout_ms, pnmem_admit_answer* out) {
   const char* const entry = __func__;
-  const auto patience = std::min(std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms), pnmem::c_abi::max_gate_wait);
+  const std::chrono::milliseconds patience = pnmem::c_abi::gate_timeout_from_c(timeout_ms);  // the gate's bounds
   return boundary(entry, -1, {model, out},
                   [&] { return admit_c(entry, *model, n_tokens, *out, nullptr, 0, &patience); });
 }
@@ -952,11 +952,11 @@ void pnmem_gate_notify_denied(pnmem_gate* gate, const pnmem_admit_answer* answer
     // An answer whose reason is not pnmem's string is pushed as it says, never held.
     std::string ignored;
     const std::optional<pnmem::admit_answer> a = pnmem::c_abi::answer_from_c(*answer, ignored);
-    pnmem::admit_result r;
-    r.verdict = pnmem::verdict::reject;
-    r.reason = a ? a->detail.reason : pnmem::admit_reason::bad_request;
-    r.need_bytes = answer->need_bytes;
-    gate->gate.notify_denied(*l, r, gate->request(n_tokens, answer->die >= 0 ? answer->die : pnmem::no_die));
+    pnmem::admit_result unread;
+    unread.verdict = pnmem::verdict::reject;
+    unread.reason = pnmem::admit_reason::bad_request;
+    gate->gate.notify_denied(*l, a ? a->detail : unread,
+                             gate->request(n_tokens, answer->die >= 0 ? answer->die : pnmem::no_die));
   });
 }
 

@@ -49,6 +49,13 @@ retry_outlook at(std::int64_t now_ns, std::int64_t next_sample_ms = 100, std::in
   return o;
 }
 
+// A 16 GiB box with 12 GiB available, as a watcher the ledger reads.
+struct box_watcher {
+  mem_state s = box(12 * GiB);
+  bool running() const { return true; }
+  mem_state read() const { return s; }
+};
+
 // A watcher driven only by the test's poll_now() and fake clock, reported as running (pnmem::admit fails
 // open before start(), and a started one would also sample on its own thread in real time).
 template <class W>
@@ -286,11 +293,7 @@ TEST_CASE("avail_trend: a weighted mean of the intervals' rates, reset by a gap"
 TEST_CASE("host_ledger::expiry_covering: the soonest expiry by which expiring reservations cover the bytes") {
   static std::atomic<std::int64_t> now{1'000'000'000};
   host_ledger ledger([] { return now.load(); });
-  struct box_watcher {
-    mem_state s = box(12 * GiB);
-    bool running() const { return true; }
-    mem_state read() const { return s; }
-  } w;
+  const box_watcher w;
   CHECK(ledger.expiry_covering(1) == -1);
   host_ledger::reserve_options one_s;
   one_s.ttl = 1s;
@@ -316,11 +319,7 @@ TEST_CASE("host_ledger::expiry_covering: the soonest expiry by which expiring re
 TEST_CASE("host_ledger::expiry_covering: right whatever order the reservations were taken in (issue 42 item 2)") {
   static std::atomic<std::int64_t> now{1'000'000'000};
   host_ledger ledger([] { return now.load(); });
-  struct box_watcher {
-    mem_state s = box(12 * GiB);
-    bool running() const { return true; }
-    mem_state read() const { return s; }
-  } w;
+  const box_watcher w;
   const auto ttl = [](std::chrono::nanoseconds t) {
     host_ledger::reserve_options o;
     o.ttl = t;

@@ -664,10 +664,11 @@ constexpr admit_result admit_request(const request_spec& rq, const mem_state& s,
 // A refusal the waiting calls hold rather than shed (policy::zero_cost, zero_cost_rule::hold): host memory
 // inside the reserve refused a request that needs no host bytes. pnmem::admit_wait and pnmem_admit_wait wait
 // for the first sample on which it starts; the back-pressure gate holds it (a TIGHT push), not sheds it.
-constexpr bool held_at_reserve(const admit_result& r, const policy& p) noexcept {
+constexpr bool held_at_reserve(const admit_result& r, zero_cost_rule rule) noexcept {
   return r.verdict == verdict::reject && r.reason == admit_reason::host_reserve && r.need_bytes == 0 &&
-         p.zero_cost == zero_cost_rule::hold;
+         rule == zero_cost_rule::hold;
 }
+constexpr bool held_at_reserve(const admit_result& r, const policy& p) noexcept { return held_at_reserve(r, p.zero_cost); }
 
 #if PNMEM_HAS_CLASS_NTTP
 // A model fixed at compile time (an engine built for one model): `admit_request<my_model>(rq, s)`.

@@ -87,31 +87,32 @@ constexpr std::string_view to_string(psi_source s) noexcept {
   return "invalid";
 }
 
-// "host", "cgroup" or "off" (case-insensitive, surrounding blanks ignored) into `out`; false,
-// leaving `out` as it was, for anything else.
-constexpr bool parse_psi_source(std::string_view text, psi_source& out) noexcept {
-  const std::string_view s = detail::trim(text);
-  for (int i = 0; i < psi_source_count; ++i) {
-    const auto v = static_cast<psi_source>(i);
-    if (detail::iequals(s, to_string(v))) {
+namespace detail {
+// One of an enum's `count` names (its to_string), case-insensitive, surrounding blanks ignored, into
+// `out`; false, leaving `out` as it was, for anything else.
+template <class E>
+constexpr bool parse_enum_name(std::string_view text, int count, E& out) noexcept {
+  const std::string_view s = trim(text);
+  for (int i = 0; i < count; ++i) {
+    const auto v = static_cast<E>(i);
+    if (iequals(s, to_string(v))) {
       out = v;
       return true;
     }
   }
   return false;
 }
+}  // namespace detail
 
-// "hold", "admit" or "reject" (any case, surrounding blanks ignored): policy::zero_cost.
+// "host", "cgroup" or "off" (case-insensitive, surrounding blanks ignored) into `out`; false,
+// leaving `out` as it was, for anything else.
+constexpr bool parse_psi_source(std::string_view text, psi_source& out) noexcept {
+  return detail::parse_enum_name(text, psi_source_count, out);
+}
+
+// "hold", "admit" or "reject", as parse_psi_source: policy::zero_cost.
 constexpr bool parse_zero_cost_rule(std::string_view text, zero_cost_rule& out) noexcept {
-  const std::string_view s = detail::trim(text);
-  for (int i = 0; i < zero_cost_rule_count; ++i) {
-    const auto v = static_cast<zero_cost_rule>(i);
-    if (detail::iequals(s, to_string(v))) {
-      out = v;
-      return true;
-    }
-  }
-  return false;
+  return detail::parse_enum_name(text, zero_cost_rule_count, out);
 }
 
 // Everything the PN_* variables set: the policy, the watcher's cadence and dwell

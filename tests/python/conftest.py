@@ -69,3 +69,13 @@ def child_env(**extra: str) -> dict:
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra)
     return env
+
+
+def run_default_policy_child(code: str):
+    """`python -c code` with the library's own defaults: no PN_* of these tests (their 1 B reserve, PSI
+    off), no box ledger; its own watcher, usually over a tree it writes. The CompletedProcess (text)."""
+    import subprocess
+
+    env = {k: v for k, v in child_env().items() if not k.startswith("PN_")}
+    env["PN_LEDGER"] = "off"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)

@@ -463,14 +463,9 @@ def test_admit_after_eviction_answers_with_the_admission(roomy_die):
         pnmem.admit_after_eviction(-1, [1], _llama_f16())
     # On a box the test makes (a child over a tree), not on whatever this box is doing: at OK admitted and
     # nothing considered; at TIGHT refused or capped, and admitted after evicting from the long slot.
-    import subprocess
-    import sys
+    from conftest import run_default_policy_child
 
-    from conftest import child_env
-
-    env = {k: v for k, v in child_env().items() if not k.startswith("PN_")}  # the default policy
-    env["PN_LEDGER"] = "off"
-    p = subprocess.run([sys.executable, "-c", EVICT_ON_A_TREE], capture_output=True, text=True, timeout=60, env=env)
+    p = run_default_policy_child(EVICT_ON_A_TREE)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.split("\n")
     assert lines[0] == "admitted False True", p.stdout
@@ -539,14 +534,9 @@ def test_retry_after_hints(watcher):
         pnmem.retry_after("denied")
     # Admitted, and short with nothing coming back, on a box the test makes (a tree with its own meminfo,
     # in a child: one watcher per process), not on whatever this box is doing.
-    import subprocess
-    import sys
+    from conftest import run_default_policy_child
 
-    from conftest import child_env
-
-    env = {k: v for k, v in child_env().items() if not k.startswith("PN_")}  # the default policy
-    env["PN_LEDGER"] = "off"
-    p = subprocess.run([sys.executable, "-c", RETRY_ON_A_TREE], capture_output=True, text=True, timeout=60, env=env)
+    p = run_default_policy_child(RETRY_ON_A_TREE)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split("\n")[:2] == ["admitted 0 none", "capped host_budget no_recovery True True True"], p.stdout
 

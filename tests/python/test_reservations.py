@@ -293,14 +293,9 @@ def test_shed_hook_set_at_exit_is_removed_first():
     # it does the log sink and the subscriptions. Without that line the child aborted 10 times in 10
     # ("FATAL: exception not rethrown": the poll thread unwound out of the finalised interpreter through
     # pnmem's noexcept frame).
-    import subprocess
-    import sys
+    from conftest import run_default_policy_child
 
-    from conftest import child_env
-
-    env = {k: v for k, v in child_env().items() if not k.startswith("PN_")}  # the default policy
-    env["PN_LEDGER"] = "off"
-    p = subprocess.run([sys.executable, "-c", SHED_AT_EXIT], capture_output=True, text=True, timeout=60, env=env)
+    p = run_default_policy_child(SHED_AT_EXIT)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "True", (p.stdout, p.stderr)
     assert "Fatal" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
@@ -339,14 +334,9 @@ def test_zero_cost_request_held_then_served():
     # A preallocated engine's request costs the host nothing: at the reserve it is refused now (needing 0 B),
     # held by admit_wait past its patience (refused then), and served once a co-tenant leaves; the model's
     # own rule admits it now, or refuses it without waiting.
-    import subprocess
-    import sys
+    from conftest import run_default_policy_child
 
-    from conftest import child_env
-
-    env = {k: v for k, v in child_env().items() if not k.startswith("PN_")}  # the default policy: hold
-    env["PN_LEDGER"] = "off"
-    p = subprocess.run([sys.executable, "-c", ZERO_COST_HELD], capture_output=True, text=True, timeout=60, env=env)
+    p = run_default_policy_child(ZERO_COST_HELD)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split("\n")[:5] == ["denied host_reserve 0 policy", "denied host_reserve", "admitted 512 True",
                                         "admitted", "denied True"], (p.stdout, p.stderr)

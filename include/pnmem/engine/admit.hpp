@@ -267,8 +267,7 @@ constexpr std::uint64_t ladder_log_key(mem_level level, int configured, int clam
   a.request.max_window = rq.max_window;
   a.request.prefill_window = rq.prefill_window;
   a.request.encoder_items = rq.encoder_items;
-  a.held = r.verdict == verdict::reject && r.reason == admit_reason::host_reserve && r.need_bytes == 0 &&
-           rule == zero_cost_rule::hold;  // held_at_reserve(r, the policy decided with)
+  a.held = held_at_reserve(r, rule);  // the rule it was decided with: the model's own, else the policy's
   return a;
 }
 }  // namespace detail

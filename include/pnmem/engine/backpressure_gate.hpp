@@ -145,16 +145,13 @@ class backpressure_gate {
   // zero-cost rule hold: admission.hpp) pushes at most TIGHT: the gate holds it, and the waiters behind it,
   // until it would start, instead of failing them as overloaded. Not a refusal: ignored.
   void notify_denied(mem_level level, const admit_result& r, const request_spec& request) {
-    if (r.verdict != verdict::reject) return;
-    const bool held = held_at_reserve(r, core_->policy());
-    core_->notify_pressure(held && level > mem_level::tight ? mem_level::tight : level, &request);
+    if (r.verdict == verdict::reject) push_denied(level, held_at_reserve(r, core_->policy()), request);
   }
   // pnmem::admit's answer (engine/admit.hpp): its level and request, held as the answer says (its
   // admit_answer::held: under the policy and the model's own zero-cost rule it was decided with).
   template <class Answer>
   void notify_denied(const Answer& a) {
-    if (a.detail.verdict != verdict::reject) return;
-    core_->notify_pressure(a.held && a.level > mem_level::tight ? mem_level::tight : a.level, &a.request);
+    if (a.detail.verdict == verdict::reject) push_denied(a.level, a.held, a.request);
   }
 
   // A fresh snapshot (what connect() delivers on every sample): the release rule
@@ -246,6 +243,11 @@ class backpressure_gate {
   std::size_t waiting() const { return core_->waiting(); }
 
  private:
+  // A refusal's push: its level, at most TIGHT (hold, not shed) for one held at the reserve.
+  void push_denied(mem_level level, bool held, const request_spec& request) {
+    core_->notify_pressure(held && level > mem_level::tight ? mem_level::tight : level, &request);
+  }
+
   gate_result wrap(gate_status s) {
     gate_result r;
     r.status = s;
