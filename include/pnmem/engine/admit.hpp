@@ -224,9 +224,8 @@ constexpr std::uint64_t ladder_log_key(mem_level level, int configured, int clam
                         /*encoder_items=*/encoder_items};
   // admit_request; a GPU engine's decision inlined whole (no host-path code around it: the hot path). A
   // model with a zero-cost rule of its own decides under a copy of the policy, out of line.
-  const bool own_rule = m.zero_cost && *m.zero_cost != o.policy.zero_cost;
-  const zero_cost_rule rule = own_rule ? *m.zero_cost : o.policy.zero_cost;
-  const admit_result r = own_rule         ? detail::admit_own_zero_cost(m, rq, s, o.policy, rule)
+  const bool own_rule = __builtin_expect(m.zero_cost.has_value(), 0) && *m.zero_cost != o.policy.zero_cost;
+  const admit_result r = own_rule         ? detail::admit_own_zero_cost(m, rq, s, o.policy, *m.zero_cost)
                          : m.gpu_resident ? detail::admit_gpu_resident(rq, s, o.policy)
                                           : admit_request(m.cost, rq, s, o.policy);
   // Admitted with nothing to check it against (the host not read, no die bounding it): fail open, and
@@ -267,7 +266,11 @@ constexpr std::uint64_t ladder_log_key(mem_level level, int configured, int clam
   a.request.max_window = rq.max_window;
   a.request.prefill_window = rq.prefill_window;
   a.request.encoder_items = rq.encoder_items;
-  a.held = held_at_reserve(r, rule);  // the rule it was decided with: the model's own, else the policy's
+  // Only a refusal can be held (the rule it was decided with: the model's own, else the policy's); decided
+  // out of the admitted path, which stores false.
+  if (__builtin_expect(r.verdict == verdict::reject, 0)) {
+    a.held = held_at_reserve(r, own_rule ? *m.zero_cost : o.policy.zero_cost);
+  }
   return a;
 }
 }  // namespace detail
