@@ -20,6 +20,12 @@ An HTML comment on the line before the block (`<!-- output: ... -->`) says what 
                        case too): a command that reads this box
   live box, any lines  as live box, and the lines are not in a fixed number or order: each line printed
                        must be one the page shows (at least one line printed)
+
+A live-box block shows what a quiet box prints (level ok): at a higher level the answers differ (a window
+capped, the ladder's `[ladder] ...` lines on stderr). Before each one the checker reads the box with
+`pnmem level` and, while the level is not ok (PSI still high after the memory-cgroup tests of suite `slow`,
+say), waits up to SETTLE_S seconds for it to come back; a box that stays above ok fails the block and says
+what the box read, rather than comparing a busy box's lines with a quiet one's.
   not run: WHY         the block is not run (a minutes-long run in a memory cgroup, a GPU); WHY is required
                        and printed
 
@@ -38,10 +44,12 @@ import os
 import re
 import shlex
 import subprocess
+import time
 
 LEVEL_WORDS = r"(?:ok|watch|tight|critical|unknown|OK|WATCH|TIGHT|CRITICAL)"
 NUMBER = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
 MARKER = "@@pnmem-doc-step"
+SETTLE_S = 180   # how long a live-box block waits for a busy box to come back to level ok
 
 
 def marker_before(lines, fence_line):
@@ -179,6 +187,34 @@ class Outputs:
             env["PNMEM_LIBRARY"] = self.r.a.python_lib
         return env
 
+    def box_level(self):
+        """(level word, what `pnmem level` printed) of this box now; (None, why) when it cannot be read."""
+        if not (self.r.a.tool and os.path.isfile(self.r.a.tool)):
+            return None, "this build has no pnmem tool to read the box with"
+        p = subprocess.run([self.r.a.tool, "level"], capture_output=True, text=True, timeout=60, env=self.env())
+        m = re.match(r"^level: (\w+)", p.stdout)
+        return (m.group(1) if m else None), (p.stdout + p.stderr).strip()
+
+    def wait_for_quiet_box(self):
+        """None once the box reads level ok (at once on a quiet box), or why not after SETTLE_S seconds."""
+        level, printed = self.box_level()
+        if level is None:
+            print(f"note: live-box blocks run unchecked for the box's level: {printed}", flush=True)
+            return None
+        if level == "ok":
+            return None
+        print(f"the box is at level {level}; waiting up to {SETTLE_S} s for level ok before a live-box block:\n  " +
+              "\n  ".join(printed.split("\n")), flush=True)
+        start = time.monotonic()
+        while time.monotonic() - start < SETTLE_S:
+            time.sleep(2)
+            level, printed = self.box_level()
+            if level == "ok":
+                print(f"the box is at level ok after {time.monotonic() - start:.0f} s", flush=True)
+                return None
+        return (f"the box stayed at level {level} for {SETTLE_S} s, and the page shows what a quiet box (level ok) "
+                "prints; `pnmem level` printed:\n      " + "\n      ".join(printed.split("\n")))
+
     def check_transcript(self, where, mode, steps):
         if mode.startswith("not run"):
             why = mode.partition(":")[2].strip()
@@ -199,6 +235,11 @@ class Outputs:
         if any(re.search(r"(^|[\s;|&(])python3?\s", c) for c, _ in steps) and not self.r.a.python_lib:
             self.skip(where, "a Python transcript needs an uninstrumented libpnmem_c (this build is sanitized)")
             return
+        if mode.startswith("live box"):
+            busy = self.wait_for_quiet_box()
+            if busy:
+                self.fail(where, busy)
+                return
         script = ["exec 2>&1"]
         run_steps = []
         for n, (cmd, expected) in enumerate(steps):

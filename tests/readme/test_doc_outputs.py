@@ -61,3 +61,42 @@ def test_marker_before():
     lines = ["text", "<!-- output: live box -->", "", "```", "$ x", "```"]
     assert d.marker_before(lines, 4) == ("output", "live box")
     assert d.marker_before(["text", "```"], 2) is None
+
+
+def fake_box(tmp_path, levels):
+    """An Outputs whose `pnmem` prints `level: L` for each L of levels in turn (the last one from then on)."""
+    import types
+    tool = tmp_path / "pnmem"
+    count = tmp_path / "count"
+    count.write_text("0")
+    tool.write_text("#!/bin/sh\nn=$(cat %s)\necho $((n + 1)) > %s\nset -- %s\nshift $(( n < $# - 1 ? n : $# - 1 ))\n"
+                    "echo \"level: $1\"\necho 'psi: (a fake box)'\n" % (count, count, " ".join(levels)))
+    tool.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    src = tmp_path / "src"
+    src.mkdir()
+    args = types.SimpleNamespace(source_root=str(src), tool=str(tool), python_lib=None)
+    runner = types.SimpleNamespace(a=args, work=str(work))
+    return d.Outputs(runner, ok=None, fail=None, skip=None), count
+
+
+def test_live_box_waits_for_a_quiet_box(tmp_path, monkeypatch):
+    monkeypatch.setattr(d.time, "sleep", lambda s: None)
+    outputs, count = fake_box(tmp_path, ["tight", "watch", "ok"])
+    assert outputs.wait_for_quiet_box() is None
+    assert count.read_text().strip() == "3"  # read until it said ok, and no further
+    (tmp_path / "quiet").mkdir()
+    outputs, count = fake_box(tmp_path / "quiet", ["ok"])
+    assert outputs.wait_for_quiet_box() is None
+    assert count.read_text().strip() == "1"  # a quiet box: one read
+
+
+def test_live_box_that_stays_busy_fails_naming_the_level(tmp_path, monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(d.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    monkeypatch.setattr(d.time, "monotonic", lambda: clock[0])
+    outputs, _ = fake_box(tmp_path, ["critical"])
+    why = outputs.wait_for_quiet_box()
+    assert why is not None and "level critical" in why and f"{d.SETTLE_S} s" in why and "a fake box" in why
+    assert clock[0] >= d.SETTLE_S
