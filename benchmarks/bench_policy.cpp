@@ -581,6 +581,25 @@ constexpr pnmem::model_cost qwen3_next_vllm_cost = [] {
   e.engine = pnmem::kv_engine::vllm;
   return pnmem::from_shape(qwen3_next_shape, e);
 }();
+// DeepSeek-V3 and DeepSeek-V3.2 under vLLM's rule (issue 43): 61 layers of a 576-value latent, V3.2 with
+// the lightning indexer's 132 B beside it (side_bytes), bf16, 64-token blocks; hidden 7168, 128 heads.
+constexpr pnmem::model_cost deepseek_mla_vllm_cost(std::uint32_t indexer_bytes) {
+  pnmem::model_shape s;
+  pnmem::layer_group g = pnmem::latent_layers(61, 576);
+  g.side_bytes = indexer_bytes;
+  s.add(g);
+  s.query_heads = 128;
+  s.hidden_size = 7168;
+  s.normal_kv = pnmem::kv_format::bf16;
+  pnmem::engine_rule e;
+  e.engine = pnmem::kv_engine::vllm;
+  return pnmem::from_shape(s, e);
+}
+constexpr pnmem::model_cost deepseek_v3_vllm_cost = deepseek_mla_vllm_cost(0);
+constexpr pnmem::model_cost deepseek_v32_vllm_cost = deepseek_mla_vllm_cost(132);
+static_assert(deepseek_v32_vllm_cost.full_kv_bytes_per_token[static_cast<std::size_t>(pnmem::kv_format::bf16)] ==
+              61 * (1152 + 132));
+
 // Llama-3-8B's KV with an activation given as coefficients (fixed + per token + per token^2):
 // the CAP solve's quadratic piece (a floating-point root checked by two exact costs).
 constexpr pnmem::model_cost llama3_coefficients_cost = [] {
@@ -590,14 +609,15 @@ constexpr pnmem::model_cost llama3_coefficients_cost = [] {
 }();
 
 enum class model_id { llama3_8b, gemma2_9b, llama3_coefficients, seed, gemma4_31b, qwen3_next, two_windows,
-                      qwen3_next_vllm, gemma2_9b_vllm };
+                      qwen3_next_vllm, gemma2_9b_vllm, deepseek_v3_vllm, deepseek_v32_vllm };
 
 const pnmem::model_cost& model_of(model_id id) {
   // Copied to the heap through an escaped pointer, so no field is a compile-time constant.
   static const std::vector<pnmem::model_cost> models =
-      to_heap(std::array<pnmem::model_cost, 9>{llama3_8b_cost, gemma2_9b_cost, llama3_coefficients_cost,
-                                               pnmem::seed_model_cost, gemma4_31b_cost, qwen3_next_cost,
-                                               two_windows_cost, qwen3_next_vllm_cost, gemma2_9b_vllm_cost});
+      to_heap(std::array<pnmem::model_cost, 11>{llama3_8b_cost, gemma2_9b_cost, llama3_coefficients_cost,
+                                                pnmem::seed_model_cost, gemma4_31b_cost, qwen3_next_cost,
+                                                two_windows_cost, qwen3_next_vllm_cost, gemma2_9b_vllm_cost,
+                                                deepseek_v3_vllm_cost, deepseek_v32_vllm_cost});
   return models[static_cast<std::size_t>(id)];
 }
 
@@ -651,6 +671,9 @@ BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, qwen3_next, model_id::qwen3_n
 BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, two_windows, model_id::two_windows);
 BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, qwen3_next_vllm, model_id::qwen3_next_vllm);
 BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, gemma2_9b_vllm, model_id::gemma2_9b_vllm);
+// Issue 43's bar: CAP for a model with an indexer cache within 1.2x of DeepSeek-V3's, same rule, same run.
+BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, deepseek_v3_vllm, model_id::deepseek_v3_vllm);
+BENCHMARK_CAPTURE(BM_admit_request_host_cap_model, deepseek_v32_vllm, model_id::deepseek_v32_vllm);
 
 // The same models compiled in (a template argument, `admit_request<M>`), as the seed's is in the
 // overloads without a model: what an engine built for one model pays, to compare with the seed's

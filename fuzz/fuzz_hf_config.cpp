@@ -4,7 +4,8 @@
 //   - an error XOR a value; an error is a non-empty message; reading twice gives the same answer;
 //   - a value has layer groups and its cost is exactly from_shape(shape, engine), validate()-clean; the
 //     groups keep the documented invariants (model_files_checks.hpp), an attention group's K and V dims
-//     are equal unless it is K-only (MLA), compact format q4_0, normal format one of f16/bf16/fp32/fp8,
+//     are equal unless it is K-only (MLA) or the config gives V its own width (MiMo), side bytes only
+//     with an indexer (index_head_dim), compact format q4_0, normal format one of f16/bf16/fp32/fp8,
 //     source "hf-config";
 //   - a value agrees with a reference reading of the config (nlohmann's DOM, written apart from the
 //     reader, the non-finite literals first made null): the level read (text_config when the top has no
@@ -84,6 +85,14 @@ void check_reference(std::string_view text, const mf::model_description& d) {
     (s.groups[i].kind == pnmem::layer_kind::recurrent ? recurrent : attention) += s.groups[i].layers;
   }
   FUZZ_CHECK(attention <= layers && recurrent <= layers);
+  // V rows are K's width unless the config gives V (or the sliding layers' K) its own (MiMo's v_head_dim,
+  // swa_head_dim, swa_v_head_dim); side caches only where the config has an indexer (index_head_dim).
+  const bool own_v = l->contains("v_head_dim") || l->contains("swa_v_head_dim") || l->contains("swa_head_dim");
+  for (std::size_t i = 0; i < s.n_groups; ++i) {
+    const pnmem::layer_group& g = s.groups[i];
+    if (g.kind != pnmem::layer_kind::recurrent && !g.k_only && !own_v) FUZZ_CHECK(g.value_dim == g.key_dim);
+    if (g.side_bytes != 0) FUZZ_CHECK(l->contains("index_head_dim"));
+  }
 }
 
 }  // namespace
@@ -97,11 +106,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   const mf::model_description& d = *r.value;
   check_derived_from_shape(d);
-  const pnmem::model_shape& s = *d.shape;
-  for (std::size_t i = 0; i < s.n_groups; ++i) {
-    const pnmem::layer_group& g = s.groups[i];
-    if (g.kind != pnmem::layer_kind::recurrent && !g.k_only) FUZZ_CHECK(g.value_dim == g.key_dim);
-  }
   FUZZ_CHECK(d.engine == pnmem::exact_engine);
   for (const pnmem::kv_engine e : {pnmem::kv_engine::vllm, pnmem::kv_engine::llama_cpp}) {
     pnmem::engine_rule rule;

@@ -53,18 +53,20 @@ inline void check_derived_from_shape(const pnmem::model_files::model_description
   FUZZ_CHECK((d.cost.n_windows != 0) == windowed);
   // An expectation independent of from_shape (issue 42): under the exact rule, a token of the full-attention
   // layers costs, in f16 / bf16 (2 B a value) and fp32 (4 B), layers x KV heads x (K dim + V dim) values,
-  // a K-only group (MLA's latent) K dim alone.
+  // a K-only group (MLA's latent) K dim alone, and the same side bytes (an indexer's keys) in every format.
   if (d.engine == pnmem::exact_engine) {
     std::uint64_t values = 0;
+    std::uint64_t side = 0;
     for (std::size_t i = 0; i < s.n_groups; ++i) {
       const pnmem::layer_group& g = s.groups[i];
       if (g.kind != pnmem::layer_kind::full) continue;
       values += std::uint64_t{g.layers} * g.kv_heads * (std::uint64_t{g.key_dim} + (g.k_only ? 0 : g.value_dim));
+      side += std::uint64_t{g.layers} * g.side_bytes;
     }
     const auto full = [&](pnmem::kv_format f) { return d.cost.full_kv_bytes_per_token[static_cast<std::size_t>(f)]; };
-    FUZZ_CHECK(full(pnmem::kv_format::f16) == 2 * values);
-    FUZZ_CHECK(full(pnmem::kv_format::bf16) == 2 * values);
-    FUZZ_CHECK(full(pnmem::kv_format::fp32) == 4 * values);
+    FUZZ_CHECK(full(pnmem::kv_format::f16) == 2 * values + side);
+    FUZZ_CHECK(full(pnmem::kv_format::bf16) == 2 * values + side);
+    FUZZ_CHECK(full(pnmem::kv_format::fp32) == 4 * values + side);
   }
   bool per_item = false;
   for (const std::uint64_t b : d.cost.kv_bytes_per_encoder_item) per_item = per_item || b != 0;

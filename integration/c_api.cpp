@@ -511,7 +511,23 @@ int pnmem_model_shape_from_hf_config(const char* json, size_t len, pnmem_model_s
       write_err(err, err_len, r.error);
       return -1;
     }
-    pnmem::c_abi::shape_to_c(*r.value->shape, *shape);
+    // Written up to the caller's struct_size: a version-1 struct has no side_bytes, and a shape that
+    // needs them is refused rather than written without them (it would price the model low).
+    const pnmem::model_shape& s = *r.value->shape;
+    if (shape->struct_size < sizeof(pnmem_model_shape)) {
+      for (std::uint32_t i = 0; i < s.n_groups && i < pnmem::max_layer_groups; ++i) {
+        if (s.groups[i].side_bytes == 0) continue;
+        write_err(err, err_len, "shape is a version-1 pnmem_model_shape, without side_bytes for the caches this model "
+                                "keeps beside its KV (group " + std::to_string(i) + ": " +
+                                    std::to_string(s.groups[i].side_bytes) + " B a token and layer): rebuild against this pnmem_c.h");
+        return -1;
+      }
+    }
+    pnmem_model_shape c = pnmem::c_abi::default_model_shape();
+    const std::uint32_t size = shape->struct_size;
+    pnmem::c_abi::shape_to_c(s, c);
+    std::memcpy(static_cast<void*>(shape), &c, std::min<std::size_t>(size, sizeof c));
+    shape->struct_size = size;
     return 0;
   });
   if (rc != 0 && err != nullptr && err_len > 0 && err[0] == '\0') write_err(err, err_len, "failure inside pnmem (see the log sink)");

@@ -123,7 +123,7 @@ constexpr bool mirrored_field_counts() noexcept {
   [[maybe_unused]] const auto [full, windows, n_windows, block, state, per_item, normal, compact, activation] = model_cost{};
   [[maybe_unused]] const auto [window_bytes, window] = kv_window{};
   [[maybe_unused]] const auto [engine, block_tokens, batched, ubatch, seqs, copies, ssm_fp32] = engine_rule{};
-  [[maybe_unused]] const auto [kind, layers, kv_heads, key_dim, value_dim, k_only, span, conv, ssm] = layer_group{};
+  [[maybe_unused]] const auto [kind, layers, kv_heads, key_dim, value_dim, k_only, side, span, conv, ssm] = layer_group{};
   [[maybe_unused]] const auto [groups, n_groups, query_heads, hidden, fixed_act, normal_kv, compact_kv, state_f, ssm_f] =
       model_shape{};
   [[maybe_unused]] const auto [anchors, n_anchors, fixed, per_token, per_token_sq] = activation_model{};
@@ -476,6 +476,7 @@ void shape_to_c(const model_shape& s, pnmem_model_shape& out) noexcept {
     c.key_dim = g.key_dim;
     c.value_dim = g.value_dim;
     c.k_only = g.k_only ? 1 : 0;
+    out.side_bytes[i] = g.side_bytes;
     c.span = g.span;
     c.conv_state_values = g.conv_state_values;
     c.ssm_state_values = g.ssm_state_values;
@@ -752,6 +753,7 @@ std::optional<model_shape> model_shape_from_c(const pnmem_model_shape& in, std::
     x.key_dim = g.key_dim;
     x.value_dim = g.value_dim;
     x.k_only = g.k_only != 0;
+    x.side_bytes = c.side_bytes[i];
     x.span = g.span;
     x.conv_state_values = g.conv_state_values;
     x.ssm_state_values = g.ssm_state_values;

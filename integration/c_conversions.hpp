@@ -71,7 +71,7 @@ inline constexpr std::size_t watcher_options_size_v2 = offsetof(pnmem_watcher_op
 inline constexpr std::size_t model_load_size_v1 = sizeof(pnmem_model_load);
 inline constexpr std::size_t snapshot_size_v1 = offsetof(pnmem_snapshot, host_level);  // before the levels
 inline constexpr std::size_t engine_rule_size_v1 = sizeof(pnmem_engine_rule);
-inline constexpr std::size_t model_shape_size_v1 = sizeof(pnmem_model_shape);
+inline constexpr std::size_t model_shape_size_v1 = offsetof(pnmem_model_shape, side_bytes);  // before side_bytes
 inline constexpr std::size_t request_size_v1 = sizeof(pnmem_request);
 inline constexpr std::size_t room_size_v1 = sizeof(pnmem_room);
 

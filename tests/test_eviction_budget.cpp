@@ -122,6 +122,26 @@ TEST_CASE("keep_budget: in blocks, whole blocks come back") {
   }
 }
 
+TEST_CASE("keep_budget: a token evicted frees its caches beside the KV too (DeepSeek-V3.2's indexer keys)") {
+  // 61 layers of a 576-value latent (1152 B in bf16) and 132 B of indexer keys beside it, in vLLM's
+  // 64-token blocks: a token is 61 x 1284 B, and whole blocks of them come back.
+  model_shape s;
+  layer_group g = latent_layers(61, 576);
+  g.side_bytes = 132;
+  s.add(g);
+  engine_rule v;
+  v.engine = kv_engine::vllm;
+  const model_cost dsa = from_shape(s, v);
+  constexpr std::uint64_t token = 61ULL * (1152 + 132);
+  const auto a = keep_budget(dsa, kv_format::bf16, 8192, 64 * token, 36);
+  CHECK(a.keep_tokens == 8192 - 64);
+  CHECK(a.freed_bytes == 64 * token);
+  CHECK(a.enough);
+  // Rung 4a's 4-bit KV shrinks the latent, not the indexer's bytes.
+  const auto q = keep_budget(dsa, kv_format::q4_0, 8192, 1, 36);
+  CHECK(q.freed_bytes == 64 * 61ULL * (18 * 18 + 132));
+}
+
 TEST_CASE("keep_floor: the tokens and the share a slot never goes below") {
   const eviction_limits l{};  // 36 tokens, 10 %
   CHECK(keep_floor(32768, l) == 3277);  // ceil(3276.8)

@@ -11,39 +11,13 @@
 #include <vector>
 
 #include "pnmem/keep_set.hpp"
+#include "keep_set_reference.hpp"
 #include "splitmix64.hpp"
 
 using namespace pnmem;
+using pnmem::test::reference_keep;
 
 namespace {
-
-// The rule written out the slow way: sinks, recent, and the middle sorted stably by score descending
-// (NaN as -infinity), the first budget - sinks - recent of it; positions increasing.
-std::vector<int> reference_keep(const std::vector<float>& scores, int budget, keep_window w) {
-  const int n = static_cast<int>(scores.size());
-  std::vector<int> out;
-  if (n <= 0 || budget <= 0) return out;
-  if (n <= budget) {
-    out.resize(static_cast<std::size_t>(n));
-    std::iota(out.begin(), out.end(), 0);
-    return out;
-  }
-  const int sinks = std::min(std::max(w.sinks, 0), budget);
-  const int recent = std::min(std::max(w.recent, 0), budget - sinks);
-  std::vector<int> middle;
-  for (int t = sinks; t < n - recent; ++t) middle.push_back(t);
-  auto key = [&](int t) {
-    const float x = scores[static_cast<std::size_t>(t)];
-    return std::isnan(x) ? -std::numeric_limits<float>::infinity() : x;
-  };
-  std::stable_sort(middle.begin(), middle.end(), [&](int a, int b) { return key(a) > key(b); });
-  middle.resize(static_cast<std::size_t>(budget - sinks - recent));
-  for (int t = 0; t < sinks; ++t) out.push_back(t);
-  out.insert(out.end(), middle.begin(), middle.end());
-  for (int t = n - recent; t < n; ++t) out.push_back(t);
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 std::vector<int> select(const std::vector<float>& scores, int budget, keep_window w) {
   const int n = static_cast<int>(scores.size());

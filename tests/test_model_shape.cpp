@@ -55,6 +55,41 @@ TEST_CASE("MLA: one latent row per layer, K only (DeepSeek-V3: 61 layers x (512 
   CHECK(from_shape(naive).full_kv_bytes_per_token[at(kv_format::bf16)] == 61 * 128 * (192 + 128) * 2);
 }
 
+TEST_CASE("caches beside the KV: a group's side bytes count in every format, every rule, windows and blocks alike") {
+  // DeepSeek-V3.2: the latent and the indexer's keys, 128 fp8 values + one fp32 scale = 132 B a layer.
+  CHECK(dsa_indexer_bytes(128) == 132);
+  CHECK(dsa_indexer_bytes(256) == 264);
+  model_shape s;
+  layer_group g = latent_layers(61, 576);
+  g.side_bytes = static_cast<std::uint32_t>(dsa_indexer_bytes(128));
+  s.add(g);
+  const model_cost m = from_shape(s);
+  for (kv_format f : all_kv_formats) {
+    CAPTURE(to_string(f));
+    model_shape plain;
+    plain.add(latent_layers(61, 576));
+    CHECK(m.full_kv_bytes_per_token[at(f)] == from_shape(plain).full_kv_bytes_per_token[at(f)] + 61 * 132);
+  }
+  // vLLM: the same 64-token blocks as the latent.
+  const model_cost v = from_shape(s, rule(kv_engine::vllm));
+  CHECK(v.kv_block_tokens == 64);
+  CHECK(kv_bytes(v, kv_format::bf16, 65) == 128 * 61 * (1152 + 132));
+  // A sliding group's side bytes are kept for its window only.
+  model_shape w;
+  layer_group swa = attention_layers(layer_kind::sliding, 10, 8, 128, 0, 4096);
+  swa.side_bytes = 100;
+  w.add(swa);
+  const model_cost wc = from_shape(w);
+  CHECK(wc.n_windows == 1);
+  CHECK(kv_bytes(wc, kv_format::f16, 10000) == 4096 * 10 * (2 * 8 * 128 * 2 + 100));
+  // A recurrent group has no tokens to keep them for.
+  model_shape r;
+  layer_group state = recurrent_layers(4, 10, 10);
+  state.side_bytes = 1;
+  r.add(state);
+  CHECK(validate(r) == "a recurrent group with side caches (they are per token)");
+}
+
 TEST_CASE("windows: sliding and chunked groups keep their span under the exact rule; equal spans share a term") {
   model_shape s;
   s.add(attention_layers(layer_kind::full, 12, 8, 128));

@@ -68,6 +68,12 @@
 //     llama4    chunked attention: layer i keeps the current chunk of 8192 tokens when i % 4 < 3, every
 //               token otherwise (set_swa_pattern(4); the chunk is hard-coded, there is no key for it);
 //               a sliding_window of 0 turns chunking off (every layer full)
+//   <arch>.attention.indexer.key_length   deepseek32 and glm-dsa (DeepSeek Sparse Attention): required; a
+//                                      second K-only cache of that many values per cell (the lightning
+//                                      indexer's keys, llama_kv_cache_dsa) in every layer with KV, or, for
+//                                      glm-dsa, in the layers <arch>.attention.indexer.types flags (a per-layer
+//                                      array; absent: every layer). Another architecture carrying it is an
+//                                      error naming the key.
 //   Layers with no KV of their own (llama.cpp's n_layer_kv_from_start):
 //     gemma4    <arch>.attention.shared_kv_layers N (0 to L-1): layers L-N .. L-1 reuse earlier KV
 //     gemma3n   layers 20 and on (hard-coded in llama.cpp, which does not read shared_kv_layers)
@@ -236,6 +242,7 @@ constexpr std::string_view kept_suffixes[] = {
     "feed_forward_length",        "ssm.conv_kernel",            "ssm.inner_size",
     "ssm.state_size",             "ssm.group_count",            "ssm.time_step_rank",
     "shortconv.l_cache",          "wkv.head_size",              "kda.head_dim",
+    "attention.indexer.key_length", "attention.indexer.types",
 };
 
 // Keys that say a layer holds a recurrent state: an architecture pnmem does not know to have one and
@@ -843,6 +850,32 @@ class parser {
                                          is_local ? static_cast<std::uint32_t>(local.span) : 0);
         g.k_only = mla;
         add(g);
+      }
+
+      // DeepSeek Sparse Attention (deepseek32, glm-dsa): llama.cpp keeps the lightning indexer's keys in a
+      // second K-only cache (llama_kv_cache_dsa): attention.indexer.key_length values of the KV's type per
+      // cell, in every layer with KV, or (glm-dsa) in those attention.indexer.types flags (absent: every
+      // layer, as GLM-5 and 5.1 files have none).
+      const std::string index_key = p + "attention.indexer.key_length";
+      const bool dsa = arch == "deepseek32" || arch == "glm-dsa";
+      if (!dsa && find(index_key) != nullptr) {
+        fail(index_key + ": present, but pnmem does not know where a " + quoted(arch) +
+             " model keeps a lightning indexer's keys (it reads deepseek32 and glm-dsa)");
+      }
+      if (dsa) {
+        if (find(index_key) == nullptr) {
+          fail(index_key + ": missing (a " + arch + " model keeps its lightning indexer's keys in a second cache this wide)");
+        }
+        const std::uint64_t index_dim = *scalar(index_key, 1, max_count, true);
+        std::vector<bool> owns(n, true);
+        const std::string types_key = p + "attention.indexer.types";
+        if (arch == "glm-dsa" && find(types_key) != nullptr) {
+          const auto flags = per_layer(types_key, layers, 0, detail::u64_max, true);
+          for (std::size_t i = 0; i < n; ++i) owns[i] = flags->values[i] != 0;
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+          if (kv_layer[i] && owns[i]) add(latent_layers(1, static_cast<std::uint32_t>(index_dim)));
+        }
       }
     }
 

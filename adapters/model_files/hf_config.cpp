@@ -31,9 +31,21 @@
 //          Mistral).
 //       Any other family with a sliding_window and none of these is an error: which layers slide is
 //       not known, and "every layer" would under-price a mixed model.
+//       MiniMax's attn_type_list (one entry a layer: 1 softmax attention, 0 lightning attention) may
+//       only say 1 (MiniMax-M2): a lightning layer's state is not known to pnmem.
 //   MLA               any config with kv_lora_rank (DeepSeek-V2/V3, Kimi-K2, ...): every layer caches one
 //                     latent row of kv_lora_rank + qk_rope_head_dim values, K only (vLLM: one KV head of
-//                     that width; llama.cpp: the K cache, no V).
+//                     that width; llama.cpp: the K cache, no V); head_dim is not needed.
+//   MLA + DSA         with index_topk (DeepSeek-V3.2, GLM-5: DeepSeek Sparse Attention): each layer that
+//                     owns a lightning indexer (every layer, unless index_topk_pattern or
+//                     index_topk_freq / index_skip_topk_offset say otherwise, as vLLM reads them; indexer_types
+//                     must agree) also keeps index_head_dim keys per token beside the latent: vLLM and the
+//                     exact rule in fp8 with an fp32 scale per 128 (132 B, whatever the KV's dtype: the
+//                     group's side_bytes), llama.cpp as a second K-only cache in the KV's type.
+//   mimo_v2_flash     hybrid_layer_pattern (1 sliding, 0 full; or layer_types): full layers
+//                     num_key_value_heads x (head_dim K + v_head_dim V); sliding layers
+//                     swa_num_key_value_heads x (swa_head_dim K + swa_v_head_dim V) over sliding_window_size
+//                     tokens; K and V each at its own width.
 //   gemma4            layer_types; sliding layers num_key_value_heads x head_dim, full layers
 //                     global_head_dim (else head_dim) x num_global_key_value_heads when attention_k_eq_v
 //                     (else num_key_value_heads); the last num_kv_shared_layers layers keep no KV of their
@@ -51,7 +63,9 @@
 //                     temporal state of vh x dv x dk (kh, vh = linear_num_key/value_heads, dk, dv =
 //                     linear_key/value_head_dim). mamba_ssm_dtype sets the temporal state's format.
 //   nemotron_h        hybrid_override_pattern, a character per layer: '*' attention, 'M' Mamba-2, '-' MLP
-//                     and 'E' MoE (neither KV nor state); another character is an error.
+//                     and 'E' MoE (neither KV nor state); another character is an error. Newer transformers
+//                     write layers_block_type instead ("full_attention", "linear_attention", "moe", "mlp"):
+//                     read alike, and when both are given they must agree.
 //   jamba             attention where i % attn_layer_period == attn_layer_offset (defaults 8, 4), Mamba
 //                     elsewhere (Mamba-1: conv (d_conv - 1) x I, SSM I x d_state, I = mamba_expand x
 //                     hidden_size).
@@ -80,7 +94,8 @@
 //
 // Keys that change what a model holds (kv_lora_rank, layer_types, hybrid_override_pattern,
 // attn_layer_period, block_configs, cross_attention_layers, attention_chunk_size,
-// full_attention_interval, num_kv_shared_layers, global_head_dim, the linear_* and mamba_* keys, ...)
+// full_attention_interval, num_kv_shared_layers, global_head_dim, the linear_* and mamba_* keys, the
+// index_* keys, hybrid_layer_pattern, the swa_* keys, v_head_dim, attn_type_list, ...)
 // must be read by the family's rule: one present in a family that does not read it is an error naming
 // it, never silently ignored.
 //
@@ -313,6 +328,7 @@ enum class family {
   mamba2,
   mamba,
   nemotron_nas,
+  mimo_v2,        // mimo_v2_flash
 };
 
 struct family_rule {
@@ -337,6 +353,8 @@ constexpr family_rule families[] = {
     {"cohere2", family::attention, 0},       {"starcoder2", family::attention, 0},
     {"internlm2", family::attention, 0},     {"deepseek_v2", family::attention, 0},
     {"deepseek_v3", family::attention, 0},   {"kimi_k2", family::attention, 0},
+    {"deepseek_v32", family::attention, 0},  {"glm_moe_dsa", family::attention, 0},
+    {"mimo_v2_flash", family::mimo_v2, 0},   {"mimo_v2", family::mimo_v2, 0},
     {"gemma4", family::gemma4, 0},           {"gemma4_text", family::gemma4, 0},
     {"llama4", family::llama4, 0},           {"llama4_text", family::llama4, 0},
     {"mllama", family::mllama, 0},           {"mllama_text_model", family::mllama, 0},
@@ -364,6 +382,11 @@ constexpr const char* structural_keys[] = {
     "mamba_d_state", "mamba_d_conv", "mamba_expand", "mamba_num_heads", "mamba_head_dim", "mamba_n_heads",
     "mamba_d_head", "mamba_d_ssm", "ssm_state_size", "hybrid_layer_ids", "layers_block_type", "sliding_window",
     "sliding_window_pattern", "use_sliding_window", "max_window_layers", "attention_k_eq_v",
+    // DeepSeek Sparse Attention's indexer (a cache beside the KV), MiMo's per-kind heads and pattern,
+    // V rows of their own width, MiniMax's layer kinds.
+    "index_head_dim", "index_n_heads", "index_topk", "index_topk_freq", "index_topk_pattern", "index_skip_topk_offset",
+    "indexer_types", "hybrid_layer_pattern", "swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim",
+    "sliding_window_size", "v_head_dim", "attn_type_list",
 };
 
 bool is_set(const json& v) {
@@ -462,6 +485,7 @@ class reader {
         case family::mamba2: read_mamba2(); break;
         case family::mamba: read_mamba(); break;
         case family::nemotron_nas: read_nemotron_nas(); break;
+        case family::mimo_v2: read_mimo_v2(); break;
       }
     }
     refuse_unread_structure();
@@ -530,6 +554,8 @@ class reader {
     }
     if (const auto d = optional_integer(l, "head_dim", 1, max_head_dim)) {
       head_dim_ = *d;
+    } else if (l.find("kv_lora_rank") != nullptr) {
+      head_dim_ = 0;  // MLA caches its latent row, whatever the heads' size (read_mla)
     } else if (default_head_dim_ != 0) {
       head_dim_ = default_head_dim_;
     } else if (!known_family_) {
@@ -548,6 +574,12 @@ class reader {
   std::uint64_t window() const {
     const level& l = at();
     const auto w = optional_integer(l, "sliding_window", 0, max_span);
+    // sliding_window_size (Gemma 2's older name, MiMo's): only a copy of sliding_window here, which the
+    // engines read for these families.
+    if (const auto size = optional_integer(l, "sliding_window_size", 0, max_span); size && (!w || *size != *w)) {
+      fail(l.name("sliding_window_size"), std::to_string(*size) + ", but sliding_window (the window the engines read for " +
+                                              family_name() + ") is " + (w ? std::to_string(*w) : std::string("not set")));
+    }
     if (w) return *w;
     return gemma3_defaults_ ? 4096 : 0;
   }
@@ -569,9 +601,19 @@ class reader {
     return v[i].get_ref<const std::string&>();
   }
 
-  // The plain decoders: full and sliding (and chunked) attention layers.
+  // The plain decoders: full and sliding (and chunked) attention layers. MiniMax's attn_type_list, one
+  // entry a layer, says which layers are softmax attention (1) and which lightning (linear) attention
+  // (0): MiniMax-M2 has only the first; a linear layer's state is not known to pnmem and is refused.
   void read_attention() {
     const level& l = at();
+    if (const json* kinds = l.find("attn_type_list")) {
+      const json& k = per_layer_array("attn_type_list", *kinds);
+      for (std::size_t i = 0; i < k.size(); ++i) {
+        if (integer(k[i], entry("attn_type_list", i), 0, 1) == 0) {
+          fail(entry("attn_type_list", i), "0: a lightning (linear) attention layer, whose state pnmem does not know");
+        }
+      }
+    }
     const std::uint64_t w = window();
     if (const json* types = l.find("layer_types")) {
       const json& t = per_layer_array("layer_types", *types);
@@ -628,16 +670,187 @@ class reader {
                                        " slide is not known (give layer_types)");
   }
 
+  // MLA, and DeepSeek Sparse Attention's lightning indexer beside it (DeepSeek-V3.2, GLM-5: a config
+  // with index_topk, as vLLM decides). The indexer keeps index_head_dim keys per token and layer: vLLM
+  // (like the model's own inference code) in fp8 with an fp32 scale per 128 of them, bytes whatever the
+  // KV cache's dtype (index_head_dim + index_head_dim / 128 x 4 = 132 B; the shape's side_bytes);
+  // llama.cpp in a second K-only cache of index_head_dim values of the KV's type (a second latent-like
+  // group). The layers that own an indexer: every layer, unless index_topk_pattern (one character a
+  // layer: "F" owns one, "S" reuses the previous one's top-k and keeps no cache) or index_topk_freq and
+  // index_skip_topk_offset (layer i owns one when max(i - offset + 1, 0) % freq == 0; defaults 1 and 2)
+  // say otherwise, as vLLM reads them; indexer_types ("full" / "shared", transformers' spelling) and
+  // layer_types ("deepseek_sparse_attention") must say the same.
   void read_mla() {
     const level& l = at();
     const std::uint64_t rank = required_integer(l, "kv_lora_rank", 1, max_head_dim);
     const std::uint64_t rope = required_integer(l, "qk_rope_head_dim", 0, max_head_dim);
     // The rest of the MLA head shapes do not reach the cache: the latent row is all it keeps.
-    for (const char* key : {"qk_nope_head_dim", "v_head_dim", "q_lora_rank"}) (void)l.find(key);
-    if (l.find("layer_types") != nullptr || window() != 0) {
-      fail(l.name("kv_lora_rank"), "an MLA model with sliding or other layer types is not known to pnmem");
+    for (const char* key : {"qk_nope_head_dim", "v_head_dim", "q_lora_rank", "qk_head_dim"}) (void)l.find(key);
+    if (window() != 0) fail(l.name("kv_lora_rank"), "an MLA model with sliding layers is not known to pnmem");
+    const bool dsa = l.find("index_topk") != nullptr;
+    std::uint64_t index_dim = 0;
+    if (dsa) {
+      (void)required_integer(l, "index_topk", 1, max_span);
+      (void)optional_integer(l, "index_n_heads", 1, max_heads);  // the indexer's query heads: not cached
+      const auto d = optional_integer(l, "index_head_dim", 1, max_head_dim);
+      if (!d) {
+        fail(l.name("index_head_dim"), "missing, and index_topk says the model has DeepSeek Sparse Attention's "
+                                       "indexer, whose key cache is sized from it");
+      }
+      index_dim = *d;
+    } else {
+      for (const char* key : {"index_head_dim", "index_n_heads", "index_topk_freq", "index_topk_pattern",
+                              "index_skip_topk_offset", "indexer_types"}) {
+        if (const json* v = l.find(key); v != nullptr && is_set(*v)) {
+          fail(l.name(key), "set (" + shown(*v) + "), but index_topk is not: vLLM builds DeepSeek Sparse "
+                            "Attention's indexer only with index_topk, llama.cpp's converters from index_head_dim");
+        }
+      }
     }
-    groups_.add(latent_layers(1, static_cast<std::uint32_t>(rank + rope)), static_cast<std::uint32_t>(layers_));
+    const std::vector<bool> owns = indexer_layers(dsa);
+    if (const json* types = l.find("layer_types")) {
+      const json& t = per_layer_array("layer_types", *types);
+      for (std::size_t i = 0; i < t.size(); ++i) {
+        const std::string& name = string_entry("layer_types", t, i);
+        const bool sparse = name == "deepseek_sparse_attention" || name == "indexed_attention";
+        if (!sparse && name != "full_attention" && name != "attention") {
+          fail(entry("layer_types", i), "\"" + name + "\" is not a layer type pnmem knows for an MLA model "
+                                        "(full_attention, deepseek_sparse_attention)");
+        }
+        if (sparse != dsa) {
+          fail(entry("layer_types", i), "\"" + name + "\", but " + (dsa ? "index_topk is set (every layer "
+                                        "attends through the indexer)" : "there is no indexer (no index_topk)"));
+        }
+      }
+    }
+    const layer_group latent = latent_layers(1, static_cast<std::uint32_t>(rank + rope));
+    for (std::size_t i = 0; i < layers_; ++i) {
+      if (!owns[i]) {
+        groups_.add(latent);
+      } else if (engine_.engine == kv_engine::llama_cpp) {
+        groups_.add(latent);
+        groups_.add(latent_layers(1, static_cast<std::uint32_t>(index_dim)));
+      } else {
+        layer_group g = latent;
+        g.side_bytes = static_cast<std::uint32_t>(dsa_indexer_bytes(index_dim));
+        groups_.add(g);
+      }
+    }
+  }
+
+  // Which layers own DeepSeek Sparse Attention's indexer (read_mla): none without one.
+  std::vector<bool> indexer_layers(bool dsa) const {
+    const level& l = at();
+    std::vector<bool> owns(static_cast<std::size_t>(layers_), dsa);
+    if (!dsa) return owns;
+    const json* pattern = l.find("index_topk_pattern");
+    const auto freq = optional_integer(l, "index_topk_freq", 1, max_layers);
+    const auto offset = optional_integer(l, "index_skip_topk_offset", 0, max_layers);
+    if (pattern != nullptr) {
+      if (!pattern->is_string()) fail(l.name("index_topk_pattern"), "expected a string of F and S, got " + shown(*pattern));
+      const std::string& p = pattern->get_ref<const std::string&>();
+      if (p.size() != layers_) {
+        fail(l.name("index_topk_pattern"), std::to_string(p.size()) + " characters for " + std::to_string(layers_) +
+                                               " layers (num_hidden_layers)");
+      }
+      for (std::size_t i = 0; i < p.size(); ++i) {
+        if (p[i] != 'F' && p[i] != 'S') {
+          fail(l.name("index_topk_pattern"), "character " + std::to_string(i) + " is '" + std::string(1, p[i]) +
+                                                 "' (F: the layer owns an indexer, S: it reuses the previous one's)");
+        }
+        owns[i] = p[i] == 'F';
+      }
+    } else {
+      const std::uint64_t f = freq.value_or(1);
+      const std::uint64_t o = offset.value_or(2);
+      for (std::size_t i = 0; i < owns.size(); ++i) owns[i] = (i + 1 >= o ? i + 1 - o : 0) % f == 0;
+    }
+    if (const json* types = l.find("indexer_types")) {
+      const json& t = per_layer_array("indexer_types", *types);
+      for (std::size_t i = 0; i < t.size(); ++i) {
+        const std::string& name = string_entry("indexer_types", t, i);
+        if (name != "full" && name != "shared") fail(entry("indexer_types", i), "\"" + name + "\" is not full or shared");
+        if ((name == "full") != owns[i]) {
+          fail(entry("indexer_types", i), "\"" + name + "\", but " +
+                                              std::string(pattern != nullptr ? "index_topk_pattern" : "index_topk_freq and index_skip_topk_offset") +
+                                              " (as vLLM reads them) make layer " + std::to_string(i) +
+                                              (owns[i] ? " own an indexer" : " share the previous one's"));
+        }
+      }
+    }
+    return owns;
+  }
+
+  // MiMo-V2-Flash: hybrid_layer_pattern, one entry a layer, 1 a sliding layer and 0 a full one (vLLM's
+  // is_compressed_softmax_layer; llama.cpp's converter writes it as the sliding pattern); layer_types
+  // (transformers' spelling), when given, must say the same. Full layers: num_key_value_heads KV heads
+  // of K rows head_dim and V rows v_head_dim (absent: head_dim) wide. Sliding layers:
+  // swa_num_key_value_heads KV heads (required: vLLM reads it; transformers assumes twice the full
+  // layers'), K swa_head_dim (absent: head_dim), V swa_v_head_dim (absent: swa_head_dim), over the
+  // window sliding_window_size (vLLM's key; sliding_window, when also given, must agree). K and V are
+  // each kept at their own width (vLLM's FlashAttentionDiffKVBackend; llama.cpp with flash attention).
+  // The attention sinks are weights, not cache; attention_chunk_size, which some copies carry, is not
+  // read by either engine for this model.
+  void read_mimo_v2() {
+    const level& l = at();
+    if (l.find("head_dim") == nullptr) {
+      fail(l.name("head_dim"), "missing (MiMo-V2's K rows are not hidden_size / num_attention_heads wide: give head_dim)");
+    }
+    const json* pattern = l.find("hybrid_layer_pattern");
+    const json* types = l.find("layer_types");
+    if (pattern == nullptr && types == nullptr) {
+      fail(l.name("hybrid_layer_pattern"), "missing (and no layer_types): which layers slide is not known");
+    }
+    std::vector<bool> sliding(static_cast<std::size_t>(layers_), false);
+    if (pattern != nullptr) {
+      const json& p = per_layer_array("hybrid_layer_pattern", *pattern);
+      for (std::size_t i = 0; i < p.size(); ++i) sliding[i] = integer(p[i], entry("hybrid_layer_pattern", i), 0, 1) == 1;
+    }
+    if (types != nullptr) {
+      const json& t = per_layer_array("layer_types", *types);
+      for (std::size_t i = 0; i < t.size(); ++i) {
+        const std::string& name = string_entry("layer_types", t, i);
+        if (name != "sliding_attention" && name != "full_attention") {
+          fail(entry("layer_types", i), "\"" + name + "\" is not a MiMo-V2 layer type (full_attention, sliding_attention)");
+        }
+        if (pattern == nullptr) {
+          sliding[i] = name == "sliding_attention";
+        } else if ((name == "sliding_attention") != sliding[i]) {
+          fail(entry("layer_types", i), "\"" + name + "\", but hybrid_layer_pattern makes layer " + std::to_string(i) +
+                                            (sliding[i] ? " a sliding one" : " a full one"));
+        }
+      }
+    }
+    const std::uint64_t value_dim = optional_integer(l, "v_head_dim", 1, max_head_dim).value_or(head_dim_);
+    const bool any_sliding = std::find(sliding.begin(), sliding.end(), true) != sliding.end();
+    std::uint64_t swa_kv = 0, swa_k = 0, swa_v = 0, w = 0;
+    if (any_sliding) {
+      swa_kv = required_integer(l, "swa_num_key_value_heads", 1, max_heads);
+      (void)optional_integer(l, "swa_num_attention_heads", 1, max_heads);  // queries: not cached
+      swa_k = optional_integer(l, "swa_head_dim", 1, max_head_dim).value_or(head_dim_);
+      swa_v = optional_integer(l, "swa_v_head_dim", 1, max_head_dim).value_or(swa_k);
+      const auto size = optional_integer(l, "sliding_window_size", 1, max_span);
+      const auto plain = optional_integer(l, "sliding_window", 1, max_span);
+      if (size && plain && *size != *plain) {
+        fail(l.name("sliding_window"), std::to_string(*plain) + ", but sliding_window_size (the window vLLM uses) is " +
+                                           std::to_string(*size));
+      }
+      if (!size && !plain) fail(l.name("sliding_window_size"), "missing (and no sliding_window): the sliding layers' window is not known");
+      w = size ? *size : *plain;
+    } else {
+      for (const char* key : {"swa_num_key_value_heads", "swa_num_attention_heads", "swa_head_dim", "swa_v_head_dim",
+                              "sliding_window_size", "sliding_window"}) {
+        (void)l.find(key);  // no sliding layer: nothing of theirs is kept
+      }
+    }
+    (void)l.find("attention_chunk_size");
+    for (std::size_t i = 0; i < sliding.size(); ++i) {
+      groups_.add(sliding[i] ? attention_layers(layer_kind::sliding, 1, static_cast<std::uint32_t>(swa_kv),
+                                                static_cast<std::uint32_t>(swa_k), static_cast<std::uint32_t>(swa_v),
+                                                static_cast<std::uint32_t>(w))
+                             : attention_layers(layer_kind::full, 1, static_cast<std::uint32_t>(kv_heads_),
+                                                static_cast<std::uint32_t>(head_dim_), static_cast<std::uint32_t>(value_dim)));
+    }
   }
 
   void read_gemma4() {
@@ -781,11 +994,43 @@ class reader {
     }
   }
 
-  void read_nemotron_h() {
+  // NemotronH's layer kinds: hybrid_override_pattern, a character a layer, or layers_block_type, newer
+  // transformers' spelling of the same ("linear_attention" or "mamba" for 'M', "full_attention" or
+  // "attention" for '*', "moe" for 'E', "mlp" for '-'); when both are given they must agree.
+  std::string nemotron_h_pattern() const {
     const level& l = at();
     const json* pattern = l.find("hybrid_override_pattern");
-    if (pattern == nullptr || !pattern->is_string()) fail(l.name("hybrid_override_pattern"), pattern == nullptr ? "missing" : "expected a string, got " + shown(*pattern));
+    const json* types = l.find("layers_block_type");
+    if (pattern != nullptr && !pattern->is_string()) fail(l.name("hybrid_override_pattern"), "expected a string, got " + shown(*pattern));
+    if (pattern == nullptr && types == nullptr) fail(l.name("hybrid_override_pattern"), "missing (and no layers_block_type)");
+    std::string from_types;
+    if (types != nullptr) {
+      const json& t = per_layer_array("layers_block_type", *types);
+      for (std::size_t i = 0; i < t.size(); ++i) {
+        const std::string& name = string_entry("layers_block_type", t, i);
+        const char c = name == "linear_attention" || name == "mamba"    ? 'M'
+                       : name == "full_attention" || name == "attention" ? '*'
+                       : name == "moe"                                   ? 'E'
+                       : name == "mlp"                                   ? '-'
+                                                                         : '?';
+        if (c == '?') {
+          fail(entry("layers_block_type", i), "\"" + name + "\" is not a NemotronH block type (linear_attention, "
+                                              "full_attention, moe, mlp)");
+        }
+        from_types += c;
+      }
+    }
+    if (pattern == nullptr) return from_types;
     const std::string& p = pattern->get_ref<const std::string&>();
+    if (types != nullptr && p != from_types) {
+      fail(l.name("layers_block_type"), "does not say what hybrid_override_pattern says (\"" + p + "\")");
+    }
+    return p;
+  }
+
+  void read_nemotron_h() {
+    const level& l = at();
+    const std::string p = nemotron_h_pattern();
     if (p.size() != layers_) {
       fail(l.name("hybrid_override_pattern"), std::to_string(p.size()) + " characters for " + std::to_string(layers_) + " layers (num_hidden_layers)");
     }

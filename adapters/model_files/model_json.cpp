@@ -154,8 +154,8 @@ model_shape shape_v1_at(const json& v) {
 }
 
 layer_group group_at(const json& v, const std::string& key) {
-  only_keys(v, key, {"kind", "layers", "kv_heads", "key_dim", "value_dim", "k_only", "span", "conv_state_values",
-                     "ssm_state_values"});
+  only_keys(v, key, {"kind", "layers", "kv_heads", "key_dim", "value_dim", "k_only", "side_bytes", "span",
+                     "conv_state_values", "ssm_state_values"});
   layer_group g;
   if (!v.contains("kind") || !v.at("kind").is_string() || !parse_layer_kind(v.at("kind").get<std::string>(), g.kind)) {
     fail(key + ".kind", "expected full, sliding, chunked, cross or recurrent, got " +
@@ -169,6 +169,7 @@ layer_group group_at(const json& v, const std::string& key) {
   u32("key_dim", g.key_dim);
   u32("value_dim", g.value_dim);
   u32("span", g.span);
+  u32("side_bytes", g.side_bytes);
   if (v.contains("k_only")) {
     if (!v.at("k_only").is_boolean()) fail(key + ".k_only", "expected true or false, got " + shown(v.at("k_only")));
     g.k_only = v.at("k_only").get<bool>();
@@ -373,6 +374,7 @@ std::string write_model_json(const model_description& m, int indent) {
         } else {
           o["value_dim"] = g.value_dim == 0 ? g.key_dim : g.value_dim;
         }
+        if (g.side_bytes != 0) o["side_bytes"] = g.side_bytes;
         if (g.kind != layer_kind::full) o["span"] = g.span;
       }
       groups.push_back(std::move(o));

@@ -13,8 +13,19 @@
 //
 // A group may keep one row per token instead of two (k_only): MLA (DeepSeek-V2/V3, Kimi-K2) caches one
 // latent row of kv_lora_rank + qk_rope_head_dim values per layer, from which K and V are both read
-// (vLLM: one KV head of that width; llama.cpp: the K cache, V a view of it). Groups need not partition
-// the layers: Falcon-H1's layers each hold attention KV and a Mamba state, i.e. two groups of L layers.
+// (vLLM: one KV head of that width; llama.cpp: the K cache, V a view of it). K and V rows may differ
+// in size (value_dim: MiMo-V2-Flash's 192 and 128), each stored at its own size, and each group has
+// its own KV head count (a model's sliding layers may have more KV heads than its full ones).
+//
+// A group may also keep caches beside the KV (side_bytes): per token and layer, bytes in a format of
+// their own that the KV's format does not change, counted wherever the KV is (every answer, block
+// rounding, what eviction frees). DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5) keeps its lightning
+// indexer's keys there: index_head_dim fp8 values and one fp32 scale per 128 of them, 132 B a token
+// and layer for index_head_dim 128 (vLLM's indexer cache; the KV cache's dtype does not change it, and
+// neither does rung 4a: it stays when the KV goes to 4 bits).
+//
+// Groups need not partition the layers: Falcon-H1's layers each hold attention KV and a Mamba state,
+// i.e. two groups of L layers.
 //
 // from_shape adds the groups up into a model_cost (cost_model.hpp) per KV format: full groups into the
 // full term, sliding and chunked groups into a window term per number of tokens kept, cross groups into
@@ -92,6 +103,8 @@ struct layer_group {
   std::uint32_t key_dim = 0;    // values per head of a K row
   std::uint32_t value_dim = 0;  // values per head of a V row; 0: key_dim. Not read when k_only.
   bool k_only = false;          // one row per token (MLA's latent), no V row
+  std::uint32_t side_bytes = 0;  // caches beside the KV, per token and layer, in their own format (the
+                                 // DSA indexer's keys: 132); the same in every KV format. 0: none
   std::uint32_t span = 0;       // sliding: the window; chunked: the chunk; cross: encoder tokens per item
   std::uint64_t conv_state_values = 0;  // recurrent: per layer and sequence
   std::uint64_t ssm_state_values = 0;   // recurrent: per layer and sequence
@@ -118,6 +131,13 @@ constexpr layer_group latent_layers(std::uint32_t layers, std::uint32_t latent_d
   layer_group g = attention_layers(layer_kind::full, layers, 1, latent_dim);
   g.k_only = true;
   return g;
+}
+
+// The bytes DeepSeek Sparse Attention's lightning indexer keeps beside the KV per token and layer, for
+// keys of index_head_dim values: fp8 values and one fp32 scale per 128 of them (vLLM's indexer cache:
+// index_head_dim + index_head_dim / 128 x 4, 132 for 128), whatever the KV's format.
+constexpr std::uint64_t dsa_indexer_bytes(std::uint64_t index_head_dim) noexcept {
+  return index_head_dim + index_head_dim / 128 * 4;
 }
 
 constexpr layer_group recurrent_layers(std::uint32_t layers, std::uint64_t conv_state_values,
@@ -245,13 +265,15 @@ constexpr std::uint64_t kept_tokens(const engine_rule& e, layer_kind kind, std::
 // --- shapes to costs ---------------------------------------------------------------------------------------
 
 namespace detail {
-// Bytes one token adds to the `g.layers` layers of group g in format f.
+// Bytes one token adds to the `g.layers` layers of group g in format f: its K and V rows in f, and its
+// side caches in their own format.
 constexpr std::uint64_t group_token_bytes(const layer_group& g, kv_format f) noexcept {
   const std::uint64_t k = std::uint64_t{g.kv_heads} * g.key_dim;
   const std::uint64_t v = g.k_only ? 0 : std::uint64_t{g.kv_heads} * (g.value_dim == 0 ? g.key_dim : g.value_dim);
+  const std::uint64_t side = sat_mul(g.layers, g.side_bytes);
   // The seed's q4 is a ratio over all of a token's values; block formats never span a K and a V row.
-  if (f == kv_format::q4) return kv_row_bytes(sat_mul(g.layers, k + v), f);
-  return sat_mul(g.layers, sat_add(kv_row_bytes(k, f), v == 0 ? 0 : kv_row_bytes(v, f)));
+  if (f == kv_format::q4) return sat_add(kv_row_bytes(sat_mul(g.layers, k + v), f), side);
+  return sat_add(sat_mul(g.layers, sat_add(kv_row_bytes(k, f), v == 0 ? 0 : kv_row_bytes(v, f))), side);
 }
 }  // namespace detail
 
@@ -267,6 +289,7 @@ constexpr std::string_view validate(const model_shape& s) noexcept {
     if ((g.kind == layer_kind::sliding || g.kind == layer_kind::chunked || g.kind == layer_kind::cross) && g.span == 0) {
       return "a sliding, chunked or cross group with a span of 0";
     }
+    if (g.kind == layer_kind::recurrent && g.side_bytes != 0) return "a recurrent group with side caches (they are per token)";
   }
   return {};
 }

@@ -457,7 +457,7 @@ typedef struct pnmem_layer_group {
 } pnmem_layer_group;
 
 /* pnmem::model_shape. Initialise it with pnmem_model_shape_init (no groups, f16 KV and state, q4_0
- * compact, 256 MiB fixed activation), then add groups. */
+ * compact, 256 MiB fixed activation, no side caches), then add groups. */
 typedef struct pnmem_model_shape {
   uint32_t struct_size;
   uint32_t n_groups; /* 0 to PNMEM_MAX_LAYER_GROUPS */
@@ -469,6 +469,12 @@ typedef struct pnmem_model_shape {
   pnmem_kv_format compact_kv;       /* rung 4a's */
   pnmem_kv_format state_format;     /* the recurrent conv state's */
   pnmem_kv_format ssm_state_format; /* the recurrent SSM state's */
+
+  /* Since version 2 (a caller compiled against version 1 gets none; pnmem_model_shape_from_hf_config
+   * refuses to write a shape that has some into a version-1 struct). */
+  uint32_t side_bytes[PNMEM_MAX_LAYER_GROUPS]; /* groups[i]'s caches beside the KV: bytes per token and
+                                                * layer in their own format, the same whatever the KV's
+                                                * (DeepSeek Sparse Attention's indexer keys: 132); 0: none */
 } pnmem_model_shape;
 
 PNMEM_C_API int pnmem_model_shape_init_sized(pnmem_model_shape* shape, size_t struct_size);

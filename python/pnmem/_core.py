@@ -651,8 +651,9 @@ class LayerGroup:
     """pnmem_layer_group: `layers` layers that hold memory alike, for Model.from_shape. FULL, SLIDING
     (span: the window), CHUNKED (span: the chunk) and CROSS (span: encoder tokens per item) layers hold
     K rows of kv_heads x key_dim values and V rows of value_dim (0: key_dim), or one row (k_only: MLA's
-    latent, key_dim = kv_lora_rank + qk_rope_head_dim, kv_heads 1); RECURRENT layers hold no KV but
-    conv_state_values + ssm_state_values per layer and sequence."""
+    latent, key_dim = kv_lora_rank + qk_rope_head_dim, kv_heads 1), and side_bytes per token and layer of
+    caches beside the KV in their own format, whatever the KV's (DeepSeek Sparse Attention's indexer keys:
+    132); RECURRENT layers hold no KV but conv_state_values + ssm_state_values per layer and sequence."""
     kind: LayerKind
     layers: int
     kv_heads: int = 0
@@ -662,6 +663,7 @@ class LayerGroup:
     span: int = 0
     conv_state_values: int = 0
     ssm_state_values: int = 0
+    side_bytes: int = 0  # last: the fields before it keep their positions
 
 
 @dataclass
@@ -761,6 +763,7 @@ class Model:
             for name in ("layers", "kv_heads", "key_dim", "value_dim", "span"):
                 setattr(c, name, _int(f, f"groups[{i}].{name}", getattr(g, name), 0, UINT32_MAX))
             c.k_only = 1 if g.k_only else 0
+            shape.side_bytes[i] = _int(f, f"groups[{i}].side_bytes", g.side_bytes, 0, UINT32_MAX)
             c.conv_state_values = _u64(f, f"groups[{i}].conv_state_values", g.conv_state_values)
             c.ssm_state_values = _u64(f, f"groups[{i}].ssm_state_values", g.ssm_state_values)
         shape.query_heads = _int(f, "query_heads", query_heads, 0, UINT32_MAX)

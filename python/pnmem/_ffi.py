@@ -175,6 +175,7 @@ class pnmem_model_shape(Structure):
         ("compact_kv", c_int),
         ("state_format", c_int),
         ("ssm_state_format", c_int),
+        ("side_bytes", c_uint32 * MAX_LAYER_GROUPS),  # since version 2
     ]
 
 

@@ -677,6 +677,45 @@ static void bad_new_arguments(int running) {
     CHECK(strcmp(err, "shape is NULL") == 0);
     CHECK(pnmem_model_shape_from_hf_config("{}", 2, &sh, err, sizeof err) == -1);
     CHECK(strstr(err, "num_hidden_layers: missing") != NULL);
+
+    /* Caches beside the KV (version 2's side_bytes): DeepSeek Sparse Attention's indexer keys, 132 B a token
+     * and layer in every format, read from a config and given by hand. */
+    {
+      static const char dsa[] = "{\"model_type\": \"deepseek_v32\", \"num_hidden_layers\": 2, \"hidden_size\": 512,"
+                                " \"num_attention_heads\": 4, \"kv_lora_rank\": 512, \"qk_rope_head_dim\": 64,"
+                                " \"index_topk\": 2048, \"index_head_dim\": 128, \"torch_dtype\": \"bfloat16\"}";
+      pnmem_model_shape full;
+      CHECK(pnmem_model_shape_init(&full) == 0);
+      CHECK(pnmem_model_shape_from_hf_config(dsa, strlen(dsa), &full, err, sizeof err) == 0);
+      CHECK(full.n_groups == 1 && full.groups[0].k_only && full.groups[0].key_dim == 576);
+      CHECK(full.side_bytes[0] == 132);
+      pnmem_model dm;
+      CHECK(pnmem_model_init(&dm) == 0);
+      CHECK(pnmem_model_cost_from_shape(&full, NULL, &dm, err, sizeof err) == 0);
+      CHECK(dm.full_kv_bytes_per_token[PNMEM_KV_BF16] == 2 * (1152 + 132));
+      CHECK(dm.full_kv_bytes_per_token[PNMEM_KV_Q4_0] == 2 * (18 * 18 + 132)); /* the indexer's bytes stay */
+      /* A version-1 struct (no side_bytes) is refused a shape that needs them, and left as it was. */
+      pnmem_model_shape v1;
+      memset(&v1, 0x5a, sizeof v1);
+      CHECK(pnmem_model_shape_init_sized(&v1, offsetof(pnmem_model_shape, side_bytes)) == 0);
+      CHECK(pnmem_model_shape_from_hf_config(dsa, strlen(dsa), &v1, err, sizeof err) == -1);
+      CHECK(strstr(err, "version-1 pnmem_model_shape") != NULL);
+      CHECK(v1.n_groups == 0);
+      CHECK(v1.side_bytes[0] == 0x5a5a5a5au); /* past its struct_size: never written */
+      /* ... and read as having none: the bytes past its struct_size are not the library's to read. */
+      v1.n_groups = 1;
+      v1.groups[0] = full.groups[0];
+      CHECK(pnmem_model_cost_from_shape(&v1, NULL, &dm, err, sizeof err) == 0);
+      CHECK(dm.full_kv_bytes_per_token[PNMEM_KV_BF16] == 2 * 1152);
+      /* A config without side caches still fits a version-1 struct. */
+      CHECK(pnmem_model_shape_init_sized(&v1, offsetof(pnmem_model_shape, side_bytes)) == 0);
+      CHECK(pnmem_model_shape_from_hf_config(cfg, strlen(cfg), &v1, err, sizeof err) == 0);
+      CHECK(v1.n_groups >= 1 && v1.side_bytes[0] == 0x5a5a5a5au);
+      /* A recurrent group cannot have per-token side caches. */
+      full.groups[0].kind = PNMEM_LAYERS_RECURRENT;
+      CHECK(pnmem_model_cost_from_shape(&full, NULL, &dm, err, sizeof err) == -1);
+      CHECK(strstr(err, "recurrent group with side caches") != NULL);
+    }
     pnmem_request q;
     CHECK(pnmem_request_init(NULL) == -1);
     CHECK(pnmem_request_init_sized(&q, 4) == -1);

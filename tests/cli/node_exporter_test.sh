@@ -107,11 +107,13 @@ mode=$(stat -c %a "$textdir/pnmem.prom")
 
 # node_exporter as its own user (nobody), as Debian's package runs it, when this test may switch users.
 as_exporter=()
+other_user_unchecked=
 if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 && id nobody >/dev/null 2>&1; then
   as_exporter=(setpriv --reuid="$(id -u nobody)" --regid="$(id -g nobody)" --clear-groups)
   echo "node_exporter runs as nobody; pnmem watch under umask 077 as $(id -un)"
 else
-  echo "NOTE: node_exporter runs as this user (not root, or no setpriv): the other-user read is not checked"
+  echo "NOT CHECKED: node_exporter reading the textfile as another user (not root, or no setpriv): it runs as this user"
+  other_user_unchecked=1
 fi
 
 # --- 2. node_exporter on a free port -------------------------------------------
@@ -172,4 +174,8 @@ watch_pid=
 left=$(cd "$textdir" && ls -A)
 [ "$left" = "pnmem.prom" ] || fail "left in the textfile directory: $left"
 "$promtool" check metrics <"$textdir/pnmem.prom" || fail "the last textfile is not valid"
+if [ -n "$other_user_unchecked" ]; then
+  echo "SKIP: the other-user read could not be checked here (NOT CHECKED above); the rest passed"
+  exit 77
+fi
 echo "ok ($(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }') s)"

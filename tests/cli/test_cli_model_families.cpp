@@ -10,13 +10,17 @@
 // engines' code, not read back from pnmem.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "../model_files/engine_reference.hpp"
+#include "../model_files/gguf_writer.hpp"
 #include "cli_support.hpp"
 #include "temp_dir.hpp"
 
@@ -25,6 +29,7 @@ namespace {
 using nlohmann::json;
 using pnmem::test::args_t;
 using pnmem::test::env_or_fail;
+using pnmem::test::run;
 using pnmem::test::run_ok;
 
 }  // namespace
@@ -37,8 +42,9 @@ TEST_CASE("every family: pnmem model + pnmem admit price what the engine allocat
     for (const char* engine : {"exact", "vllm", "llama.cpp"}) {
       CAPTURE(ref.fixture);
       CAPTURE(engine);
-      const std::string description =
-          run_ok({"model", "--from-hf-config", fixtures + "/" + ref.fixture, "--engine", engine});
+      const std::string config = ref.config_text.empty() ? fixtures + "/" + ref.fixture
+                                                          : dir.write("assembled.config.json", ref.config_text);
+      const std::string description = run_ok({"model", "--from-hf-config", config, "--engine", engine});
       const std::string file = dir.write(ref.fixture + "." + engine + ".json", description);
       for (const std::uint64_t n : {1024ULL, 32768ULL, 131072ULL}) {
         CAPTURE(n);
@@ -78,4 +84,56 @@ TEST_CASE("pnmem admit --encoder-items: each image adds Llama-3.2-Vision's cross
   // 20 layers x 8 KV heads x 128 x 2 (K, V) x 2 B x 6404 tokens an image.
   CHECK(a.at("need_bytes").get<std::uint64_t>() - none == 2ULL * 20 * 4096 * 6404);
   CHECK(a.at("encoder_items") == 2);
+}
+
+TEST_CASE("pnmem model --check: one line, known for a snapshot pnmem can price, refused naming the key otherwise") {
+  const std::string fixtures = env_or_fail("PNMEM_MODEL_FIXTURES");
+  const pnmem::test::temp_dir dir;
+  std::filesystem::create_directory(dir.path("v32"));
+  std::filesystem::copy_file(fixtures + "/deepseek-v3.2.config.json", dir.path("v32/config.json"));
+  // A good snapshot directory: every layer's cache known, the indexer's included (61 x (1152 + 132) B).
+  const std::string good = run_ok({"model", "--check", dir.path("v32")});
+  CHECK(good == "known: DeepseekV32ForCausalLM (" + dir.path("v32") +
+                    "): every layer's cache is known: 78324 B per token in bf16, 0 B of state per sequence, "
+                    "under the exact rule\n");
+  CHECK(run_ok({"model", "--check", dir.path("v32"), "--engine", "llama.cpp"}).find("85888 B per token in bf16") !=
+        std::string::npos);
+  // A family pnmem cannot read: refused, naming the key, exit 1.
+  std::filesystem::create_directory(dir.path("unknown"));
+  dir.write("unknown/config.json", R"({"model_type": "mystery_v9", "num_hidden_layers": 4, "hidden_size": 512,
+                                      "num_attention_heads": 8})");
+  const auto unknown = run({"model", "--check", dir.path("unknown")});
+  CHECK(unknown.exit_code == 1);
+  CHECK(unknown.out.rfind("refused: " + dir.path("unknown/config.json") + ": head_dim: missing, and pnmem does not know "
+                          "the default of model_type \"mystery_v9\"", 0) == 0);
+  CHECK(std::count(unknown.out.begin(), unknown.out.end(), '\n') == 1);
+  // A structural key the family's rule does not read (a lightning layer of MiniMax's).
+  std::ifstream in(fixtures + "/minimax-m2.config.json");
+  json minimax = json::parse(in);
+  minimax["attn_type_list"][3] = 0;
+  const auto lightning = run({"model", "--check", dir.write("minimax.json", minimax.dump())});
+  CHECK(lightning.exit_code == 1);
+  CHECK(lightning.out.find("attn_type_list[3]: 0: a lightning (linear) attention layer") != std::string::npos);
+  // A broken file, and a directory with no config.json.
+  const auto broken = run({"model", "--check", dir.write("broken.json", "{\"num_hidden_layers\": 4,")});
+  CHECK(broken.exit_code == 1);
+  CHECK(broken.out.rfind("refused: " + dir.path("broken.json") + ": ", 0) == 0);
+  std::filesystem::create_directory(dir.path("empty"));
+  const auto empty = run({"model", "--check", dir.path("empty")});
+  CHECK(empty.exit_code == 1);
+  CHECK(empty.out.rfind("refused: ", 0) == 0);
+  // A GGUF file, told by its magic.
+  const std::string gguf = dir.write("v3.gguf", pnmem::test::deepseek_v3_gguf().bytes());
+  CHECK(run_ok({"model", "--check", gguf}).rfind("known: DeepSeek V3 (" + gguf + "): every layer's cache is known: 70272 B "
+                                                 "per token in f16", 0) == 0);
+  // --json: one object.
+  const json j = json::parse(run({"--json", "model", "--check", dir.path("unknown")}).out);
+  CHECK(j.at("known") == false);
+  CHECK(j.at("error").get<std::string>().find("head_dim: missing") != std::string::npos);
+  const json k = pnmem::test::run_json({"model", "--check", dir.path("v32"), "--engine", "vllm"});
+  CHECK(k.at("known") == true);
+  CHECK(k.at("kv_bytes_per_token") == 78324);
+  CHECK(k.at("engine") == "vllm");
+  // It reads the model at PATH only: another model flag is a usage error (2).
+  CHECK(run({"model", "--check", dir.path("v32"), "--from-hf-config", dir.path("v32")}).exit_code == 2);
 }

@@ -35,6 +35,7 @@
 #include "pnmem/cuda/device_backend.hpp"
 #include "pnmem/keep_set.hpp"
 #include "pnmem/units.hpp"
+#include "../keep_set_reference.hpp"
 
 namespace doctest {
 template <>
@@ -494,8 +495,10 @@ TEST_CASE_TEMPLATE_DEFINE("plain alloc/free (the no-pools fallback): any stream 
 
 // --- rung 4b: the eviction ops against eviction_ops.hpp's host reference, on random data ---------
 //
-// The fake runs the reference itself (so this checks the plumbing: arguments, buffers, ordering); on
-// cudart these are the kernels of eviction_kernels.cu (scripts/gpu-check). Scores are multiples of
+// The expected values come from tests/keep_set_reference.hpp, the rules written out the slow way apart
+// from keep_set.hpp: the fake backend runs keep_set.hpp itself, so comparing it with keep_set.hpp would
+// compare the code with itself (issue 42); on cudart these are the kernels of eviction_kernels.cu
+// (scripts/gpu-check). Scores are multiples of
 // 1/8 so that sums are exact and ties are everywhere (the tie rule is half of what must match), with
 // a few NaN. A backend built without kernels must say not_supported, and the case ends there.
 namespace eviction_check {
@@ -568,9 +571,7 @@ TEST_CASE_TEMPLATE_DEFINE("eviction ops: pooling, selection and compaction equal
     REQUIRE(first.ok());
     REQUIRE(b.copy_async(h_scores, d_scores.p, un * sizeof(float), s).ok());
     f.settle();
-    std::vector<float> want(un);
-    std::vector<float> scratch(un);
-    pnmem::observation_scores(attn.data(), rows, n, 7, want.data(), scratch.data());
+    const std::vector<float> want = pnmem::test::reference_scores(attn, rows, n, 7);
     int score_mismatches = 0;
     for (std::size_t t = 0; t < un; ++t) score_mismatches += h_scores[t] == want[t] ? 0 : 1;
     CHECK(score_mismatches == 0);
@@ -587,9 +588,11 @@ TEST_CASE_TEMPLATE_DEFINE("eviction ops: pooling, selection and compaction equal
         REQUIRE(b.select_keep_async(sel, s).ok());
         REQUIRE(b.copy_async(h_keep, d_keep.p, static_cast<std::size_t>(k) * sizeof(std::int32_t), s).ok());
         f.settle();
-        std::vector<int> ref(static_cast<std::size_t>(k));
-        REQUIRE(pnmem::select_keep(with_scores ? want.data() : nullptr, n, budget, keep_window{4, 32}, ref.data(),
-                                   scratch.data()) == k);
+        // Without scores the middle's most recent tokens are kept: scores that grow with the position.
+        std::vector<float> by_position(un);
+        for (std::size_t t = 0; t < un; ++t) by_position[t] = static_cast<float>(t);
+        const std::vector<int> ref = pnmem::test::reference_keep(with_scores ? want : by_position, budget, keep_window{4, 32});
+        REQUIRE(static_cast<int>(ref.size()) == k);
         int keep_mismatches = 0;
         for (int i = 0; i < k; ++i) keep_mismatches += h_keep[i] == ref[static_cast<std::size_t>(i)] ? 0 : 1;
         CHECK(keep_mismatches == 0);
@@ -599,8 +602,8 @@ TEST_CASE_TEMPLATE_DEFINE("eviction ops: pooling, selection and compaction equal
     // Compaction of a stripe with the last selection's keep list (still on the device), rows of every
     // width class: odd (byte copies), 4-byte, 16-byte, and wider than the kernel's 32 KiB tile.
     const int k = std::min(n, std::max(1, n / 10));
-    std::vector<int> ref(static_cast<std::size_t>(k));
-    REQUIRE(pnmem::select_keep(want.data(), n, k, keep_window{4, 32}, ref.data(), scratch.data()) == k);
+    const std::vector<int> ref = pnmem::test::reference_keep(want, k, keep_window{4, 32});
+    REQUIRE(static_cast<int>(ref.size()) == k);
     REQUIRE(b.select_keep_async({static_cast<const float*>(d_scores.p), n, k, keep_window{4, 32},
                                  static_cast<std::int32_t*>(d_keep.p)}, s).ok());
     for (const std::size_t row_bytes : {std::size_t{18}, std::size_t{36}, std::size_t{512}, std::size_t{40000}}) {

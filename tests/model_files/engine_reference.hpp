@@ -33,6 +33,11 @@ struct ref_layers {
   std::uint64_t layers;
   std::uint64_t bytes_per_token;  // one layer's KV per token in bf16
   std::uint64_t span = 0;         // sliding window / chunk
+  // DeepSeek Sparse Attention's indexer keys beside the KV, per token and layer: vLLM (and exact) keep
+  // index_head_dim fp8 values + an fp32 scale per 128 (bytes, in every KV dtype); llama.cpp a second
+  // K-only cache of index_head_dim values in the KV's type (here bf16).
+  std::uint64_t side_bytes = 0;
+  std::uint64_t llama_cpp_side_bytes = 0;
 };
 
 struct ref_state {
@@ -43,13 +48,14 @@ struct ref_state {
 };
 
 struct ref_model {
-  std::string fixture;
+  std::string fixture;  // tests/fixtures/models/<fixture>, or a name for config_text
   std::vector<ref_layers> attention;  // one entry per kind of layer
   ref_state state{};
   std::uint64_t cross_layers = 0;      // cross-attention layers (Mllama)
   std::uint64_t cross_bytes_per_token = 0;
   std::uint64_t cross_tokens_per_image = 0;
   bool llama_cpp_no_swa = false;  // llama.cpp ignores the window (Phi-3; Mistral as the Llama arch)
+  std::string config_text{};      // the config itself, for a model with no public copy to keep as a fixture
 };
 
 inline std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
@@ -64,7 +70,7 @@ inline std::uint64_t exact_bytes(const ref_model& m, std::uint64_t n) {
   std::uint64_t b = 0;
   for (const ref_layers& l : m.attention) {
     const std::uint64_t kept = l.kind == ref_layers::sliding || l.kind == ref_layers::chunked ? std::min(n, l.span) : n;
-    b += l.layers * l.bytes_per_token * kept;
+    b += l.layers * (l.bytes_per_token + l.side_bytes) * kept;
   }
   return b + m.state.layers * state_layer_bytes(m.state, false);
 }
@@ -79,7 +85,7 @@ inline std::uint64_t vllm_bytes(const ref_model& m, std::uint64_t n, vllm_settin
   std::uint64_t attn_1tok = 0;
   for (const ref_layers& l : m.attention) {
     if (l.kind == ref_layers::latent) bs = round_up(bs, 64);
-    attn_1tok = std::max(attn_1tok, l.bytes_per_token);
+    attn_1tok = std::max(attn_1tok, l.bytes_per_token + l.side_bytes);
   }
   const std::uint64_t raw_state = state_layer_bytes(m.state, false);
   std::uint64_t state_page = raw_state;
@@ -104,7 +110,7 @@ inline std::uint64_t vllm_bytes(const ref_model& m, std::uint64_t n, vllm_settin
     std::uint64_t blocks = blocks_n;
     if (l.kind == ref_layers::sliding) blocks = std::min(blocks_n, ceil_div(l.span - 1 + v.max_batched_tokens, bs) + 1);
     if (l.kind == ref_layers::chunked) blocks = std::min(blocks_n, ceil_div(l.span + v.max_batched_tokens, bs));
-    b += paid(l.layers) * l.bytes_per_token * blocks * bs;
+    b += paid(l.layers) * (l.bytes_per_token + l.side_bytes) * blocks * bs;
   }
   return b + paid(m.state.layers) * state_page;
 }
@@ -117,9 +123,24 @@ inline std::uint64_t llama_cpp_bytes(const ref_model& m, std::uint64_t n, std::u
     if ((l.kind == ref_layers::sliding || l.kind == ref_layers::chunked) && !m.llama_cpp_no_swa) {
       cells = round_up(std::min(n_ctx, l.span + ubatch), 256);
     }
-    b += l.layers * l.bytes_per_token * cells;
+    b += l.layers * (l.bytes_per_token + l.llama_cpp_side_bytes) * cells;
   }
   return b + m.state.layers * state_layer_bytes(m.state, true);
+}
+
+// MiMo-V2-Flash's config (see reference_models): 48 layers, full at 0 and every layer i with (i + 1) % 6 == 0.
+inline std::string mimo_v2_flash_config() {
+  std::string pattern;
+  for (int i = 0; i < 48; ++i) pattern += std::string(i == 0 ? "" : ", ") + (i == 0 || (i + 1) % 6 == 0 ? "0" : "1");
+  return R"({"architectures": ["MiMoV2FlashForCausalLM"], "model_type": "mimo_v2_flash", "torch_dtype": "bfloat16",
+    "num_hidden_layers": 48, "hidden_size": 4096, "intermediate_size": 16384, "num_attention_heads": 64,
+    "num_key_value_heads": 4, "head_dim": 192, "v_head_dim": 128, "vocab_size": 152576,
+    "max_position_embeddings": 262144, "rope_theta": 5000000, "partial_rotary_factor": 0.334,
+    "hybrid_layer_pattern": [)" + pattern + R"(], "sliding_window_size": 128, "sliding_window": 128,
+    "attention_chunk_size": 128, "swa_rope_theta": 10000, "swa_num_key_value_heads": 8,
+    "swa_num_attention_heads": 64, "swa_head_dim": 192, "swa_v_head_dim": 128,
+    "add_swa_attention_sink_bias": true, "add_full_attention_sink_bias": false, "attention_value_scale": 0.707,
+    "n_routed_experts": 256, "moe_intermediate_size": 2048, "num_experts_per_tok": 8})";
 }
 
 // --- the fixtures, by hand ------------------------------------------------------------------------------
@@ -166,6 +187,24 @@ inline std::vector<ref_model> reference_models() {
   v.push_back({"deepseek-v2-lite.config.json", {{L::latent, 27, 1152}}});  // 27 layers
   v.push_back({"deepseek-v3.config.json", {{L::latent, 61, 1152}}});       // 61: 70,272 B per token
   v.push_back({"kimi-k2-instruct.config.json", {{L::latent, 61, 1152}}});
+  // DeepSeek Sparse Attention: the same latent, and in every layer the lightning indexer's keys,
+  // index_head_dim 128: vLLM 128 fp8 + one fp32 scale = 132 B; llama.cpp 128 values of the KV's type,
+  // 256 B in bf16. DeepSeek-V3.2: 61 layers (1284 B each under vLLM: 78,324 B per token).
+  v.push_back({"deepseek-v3.2.config.json", {{L::latent, 61, 1152, 0, 132, 256}}});
+  // GLM-5 (glm_moe_dsa): 78 layers, kv_lora_rank 512 + qk_rope_head_dim 64, index_head_dim 128
+  // (its head_dim 64 and v_head_dim 256 are the attention heads', not the cache's).
+  v.push_back({"glm-5.config.json", {{L::latent, 78, 1152, 0, 132, 256}}});
+  // MiniMax-M2: attn_type_list all 1 (softmax attention), 62 layers x 8 KV heads x head_dim 128: 4096 B.
+  v.push_back({"minimax-m2.config.json", {{L::full, 62, 4096}}});
+  // gpt-oss-120b: 36 layers alternating sliding (128) and full, 8 KV heads x 64: 2048 B.
+  v.push_back({"gpt-oss-120b.config.json", {{L::sliding, 18, 2048, 128}, {L::full, 18, 2048}}});
+  // MiMo-V2-Flash: 48 layers, hybrid_layer_pattern 0 (full) at 0, 5, 11, ..., 47: 9 full layers of 4
+  // KV heads x (K 192 + V 128) = 4 x 320 x 2 = 2560 B; 39 sliding (128 tokens) of 8 KV heads x (192 + 128):
+  // 5120 B. No public copy of its config.json was found to keep as a fixture (tests/fixtures/models/
+  // README.md): the config below holds the keys of a public test's copy (NVIDIA Megatron-Bridge's
+  // _MIMO_V2_FLASH_CONFIG, cut to 6 layers there) with the 48-layer values that public copies agree on.
+  v.push_back({"mimo-v2-flash (assembled)", {{L::full, 9, 2560}, {L::sliding, 39, 5120, 128}}, {}, 0, 0, 0, false,
+               mimo_v2_flash_config()});
   // Llama-3.2-90B-Vision: 100 layers, 20 of them cross-attention (3, 8, ..., 98); 80 self-attention
   // of 8 KV heads x 128 (8192 / 64): 4096 B. An image: 4 tiles x ((560 / 14)^2 + 1) = 6404 tokens.
   v.push_back({"llama-3.2-90b-vision-instruct.config.json", {{L::full, 80, 4096}}, {}, 20, 4096, 6404});

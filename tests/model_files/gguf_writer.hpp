@@ -198,6 +198,40 @@ std::vector<std::int64_t> per_layer(std::size_t layers, F value) {
 // MQA), key_length kv_lora_rank + qk_rope_head_dim (512 + 64), value_length kv_lora_rank,
 // key_length_mla qk_nope + qk_rope (128 + 64), value_length_mla v_head_dim (128). The MTP layer
 // (num_nextn_predict_layers) is skipped by the converter: block_count is num_hidden_layers.
+// DeepSeek Sparse Attention as the converters write it (DeepseekV32Model: arch "deepseek32"; GlmMoeDsaModel:
+// "glm-dsa"): the MLA keys, and the lightning indexer's head count, key length (index_head_dim) and top-k.
+inline gguf_writer dsa_gguf(const std::string& arch, std::uint32_t layers) {
+  gguf_writer w;
+  const std::string p = arch + ".";
+  w.str("general.architecture", arch).u32(p + "block_count", layers).u32(p + "embedding_length", 7168)
+      .u32(p + "attention.head_count", 128).u32(p + "attention.head_count_kv", 1)
+      .u32(p + "attention.key_length", 576).u32(p + "attention.value_length", 512)
+      .u32(p + "attention.key_length_mla", 192).u32(p + "attention.value_length_mla", 128)
+      .u32(p + "attention.indexer.head_count", 64).u32(p + "attention.indexer.key_length", 128)
+      .u32(p + "attention.indexer.top_k", 2048);
+  return w;
+}
+
+// MiMo-V2-Flash as llama.cpp's converter writes it (MimoV2Model, arch "mimo2"): head_count_kv per layer (8
+// sliding, 4 full), the sliding pattern as a per-layer array (1 slides), key_length head_dim (192),
+// value_length v_head_dim (128); full at layer 0 and every layer i with (i + 1) % 6 == 0.
+inline gguf_writer mimo_v2_flash_gguf() {
+  std::vector<std::int64_t> kv_heads;
+  std::vector<std::int64_t> sliding;
+  for (int i = 0; i < 48; ++i) {
+    const bool full = i == 0 || (i + 1) % 6 == 0;
+    kv_heads.push_back(full ? 4 : 8);
+    sliding.push_back(full ? 0 : 1);
+  }
+  gguf_writer w;
+  w.str("general.architecture", "mimo2").u32("mimo2.block_count", 48).u32("mimo2.embedding_length", 4096)
+      .u32("mimo2.attention.head_count", 64).ints("mimo2.attention.head_count_kv", gguf_t::i32, kv_heads)
+      .u32("mimo2.attention.key_length", 192).u32("mimo2.attention.value_length", 128)
+      .u32("mimo2.attention.sliding_window", 128)
+      .ints("mimo2.attention.sliding_window_pattern", gguf_t::boolean, sliding);
+  return w;
+}
+
 inline gguf_writer deepseek_v3_gguf() {
   gguf_writer w(3, 1025);
   w.str("general.architecture", "deepseek2")

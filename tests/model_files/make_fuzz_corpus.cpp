@@ -79,6 +79,11 @@ int main(int argc, char** argv) {
   ggufs.emplace_back("nemotron-h", pnmem::test::nemotron3_nano_gguf().bytes());
   ggufs.emplace_back("mamba2", pnmem::test::mamba_codestral_gguf().bytes());
   ggufs.emplace_back("phi3-swa-off", pnmem::test::phi3_mini_gguf().bytes());
+  ggufs.emplace_back("deepseek32-indexer", pnmem::test::dsa_gguf("deepseek32", 61).bytes());
+  ggufs.emplace_back("glm-dsa-indexer-types",
+                     pnmem::test::dsa_gguf("glm-dsa", 8).ints("glm-dsa.attention.indexer.types", gguf_t::boolean,
+                                                              {1, 1, 1, 0, 0, 0, 1, 0}).bytes());
+  ggufs.emplace_back("mimo2-per-layer-kv", pnmem::test::mimo_v2_flash_gguf().bytes());
   {
     gguf_writer w = model("gemma2", 42, 16, 8, 3584);
     w.u32("gemma2.attention.key_length", 256).u32("gemma2.attention.value_length", 256)
@@ -127,7 +132,8 @@ int main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> jsons;
   for (const char* f : {"llama-3-8b", "qwen2.5-7b", "mistral-7b-v0.1", "gemma-2-9b", "gemma-3-1b-it",
                         "gemma-3-27b-it", "gpt-oss-20b", "deepseek-v3", "qwen3-next-80b-a3b-thinking",
-                        "llama-3.2-90b-vision-instruct", "gemma-4-31b-it", "nemotron-3-nano-30b-a3b"}) {
+                        "llama-3.2-90b-vision-instruct", "gemma-4-31b-it", "nemotron-3-nano-30b-a3b",
+                        "deepseek-v3.2"}) {
     const auto text = pnmem::model_files::read_text_file((fixtures / (std::string(f) + ".config.json")).string());
     const auto d = text ? pnmem::model_files::read_hf_config(*text.value) : decltype(pnmem::model_files::read_hf_config("")){};
     if (!d) {

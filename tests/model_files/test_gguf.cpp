@@ -514,6 +514,46 @@ TEST_CASE("DeepSeek-V3 (deepseek2, MLA): one 576-value latent row per token and 
   }
 }
 
+TEST_CASE("DeepSeek-V3.2 (deepseek32) and GLM-5 (glm-dsa): the lightning indexer's keys in a second K-only cache") {
+  // What the converters write (DeepseekV32Model / GlmMoeDsaModel): the MLA keys, and the indexer's
+  // head count, key length (index_head_dim) and top-k; glm-dsa also indexer.types when the config has them.
+  const auto dsa = pnmem::test::dsa_gguf;
+  // llama.cpp (llama_kv_cache_dsa): the latent (576 values) and the indexer's keys (128 values), both of
+  // the KV's type, in every layer: f16 61 x (1152 + 256) B, q8_0 61 x (18 + 4 blocks of 34 B).
+  const model_description v32 = read_ok(dsa("deepseek32", 61).bytes()).description;
+  CHECK(groups_of(v32) == std::vector<layer_group>{latent_layers(61, 576), latent_layers(61, 128)});
+  CHECK(full_kv(v32.cost, kv_format::f16) == 61 * (1152 + 256));
+  CHECK(full_kv(v32.cost, kv_format::q8_0) == 61 * (18 + 4) * 34);
+  const model_description glm = read_ok(dsa("glm-dsa", 78).bytes()).description;
+  CHECK(full_kv(glm.cost, kv_format::f16) == 78 * (1152 + 256));
+  // glm-dsa's indexer.types: only the flagged layers keep the indexer's cache.
+  std::vector<std::int64_t> types(78, 0);
+  for (std::size_t i = 0; i < types.size(); ++i) types[i] = i < 3 || (i - 2) % 4 == 0 ? 1 : 0;
+  gguf_writer typed = dsa("glm-dsa", 78);
+  typed.ints("glm-dsa.attention.indexer.types", gguf_t::boolean, types);
+  CHECK(full_kv(read_ok(typed.bytes()).description.cost, kv_format::f16) == 78 * 1152 + 21 * 256);
+  // Nothing dropped: the indexer's width missing, or an indexer on an architecture pnmem does not place it for.
+  gguf_writer missing;
+  missing.str("general.architecture", "deepseek32").u32("deepseek32.block_count", 61).u32("deepseek32.embedding_length", 7168)
+      .u32("deepseek32.attention.head_count", 128).u32("deepseek32.attention.head_count_kv", 1)
+      .u32("deepseek32.attention.key_length", 576).u32("deepseek32.attention.key_length_mla", 192)
+      .u32("deepseek32.attention.value_length_mla", 128);
+  CHECK(contains(read_error(missing.bytes()), "deepseek32.attention.indexer.key_length: missing"));
+  gguf_writer other = pnmem::test::deepseek_v3_gguf();
+  other.u32("deepseek2.attention.indexer.key_length", 128);
+  CHECK(contains(read_error(other.bytes()), "deepseek2.attention.indexer.key_length: present, but pnmem does not know"));
+}
+
+TEST_CASE("MiMo-V2-Flash (mimo2): per-layer KV heads, a per-layer sliding pattern, K 192 and V 128") {
+  // What llama.cpp's converter writes (MimoV2Model): head_count_kv per layer (8 sliding, 4 full), the
+  // sliding pattern as a per-layer array (1 slides), key_length head_dim, value_length v_head_dim.
+  const gguf_writer w = pnmem::test::mimo_v2_flash_gguf();
+  const model_description d = read_ok(w.bytes()).description;
+  CHECK(groups_of(d) == std::vector<layer_group>{attention_layers(layer_kind::full, 9, 4, 192, 128),
+                                                 attention_layers(layer_kind::sliding, 39, 8, 192, 128, 128)});
+  CHECK(full_kv(d.cost, kv_format::f16) == 9 * 4 * (192 + 128) * 2);
+}
+
 TEST_CASE("Qwen3-Next-80B-A3B (qwen3next): 12 attention layers, 36 gated-delta layers with an f32 state") {
   const model_description d = read_ok(pnmem::test::qwen3_next_gguf().bytes()).description;
   // full_attention_interval 4: layer i attends iff (i + 1) % 4 == 0 (3, 7, ..., 47): 12 layers; 36 recurrent.

@@ -43,6 +43,11 @@ model_description fixture(const std::string& name, const engine_rule& engine = e
   return read_ok(model_fixture(name), engine);
 }
 
+// A reference model's config: its fixture file, or the config it carries.
+model_description fixture(const pnmem::test::ref_model& ref, const engine_rule& engine = exact_engine) {
+  return read_ok(ref.config_text.empty() ? model_fixture(ref.fixture) : ref.config_text, engine);
+}
+
 constexpr std::size_t at_format(kv_format f) { return static_cast<std::size_t>(f); }
 
 engine_rule rule(kv_engine e) {
@@ -88,9 +93,9 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 TEST_CASE("every fixture: its layers and state are the ones written down by hand, at every length") {
   for (const pnmem::test::ref_model& ref : pnmem::test::reference_models()) {
     CAPTURE(ref.fixture);
-    const model_description d = fixture(ref.fixture);
+    const model_description d = fixture(ref);
     std::uint64_t per_token = 0;
-    for (const auto& l : ref.attention) per_token += l.layers * l.bytes_per_token;
+    for (const auto& l : ref.attention) per_token += l.layers * (l.bytes_per_token + l.side_bytes);
     CHECK(kv_bytes_per_token(d.cost, kv_format::bf16) == per_token);
     CHECK(d.cost.state_bytes_per_seq == ref.state.layers * pnmem::test::state_layer_bytes(ref.state, false));
     CHECK(d.cost.kv_block_tokens == 0);
@@ -112,8 +117,8 @@ TEST_CASE("every fixture under each engine's rule: at least what the engine allo
   int compared = 0;
   for (const pnmem::test::ref_model& ref : pnmem::test::reference_models()) {
     CAPTURE(ref.fixture);
-    const model_description v = fixture(ref.fixture, rule(kv_engine::vllm));
-    const model_description l = fixture(ref.fixture, rule(kv_engine::llama_cpp));
+    const model_description v = fixture(ref, rule(kv_engine::vllm));
+    const model_description l = fixture(ref, rule(kv_engine::llama_cpp));
     for (const std::uint64_t n : {1024ULL, 32768ULL, 131072ULL}) {
       CAPTURE(n);
       const std::uint64_t want_v = pnmem::test::vllm_bytes(ref, n);
@@ -256,6 +261,146 @@ TEST_CASE("MLA: DeepSeek-V3 and Kimi-K2 cache one 576-value latent row per layer
   CHECK(contains(read_error(j.dump()), "qk_rope_head_dim: missing"));
 }
 
+TEST_CASE("DeepSeek Sparse Attention: DeepSeek-V3.2 and GLM-5 keep the indexer's keys beside the latent, in every answer") {
+  struct dsa_model {
+    const char* name;
+    std::uint64_t layers;
+  };
+  for (const dsa_model m : {dsa_model{"deepseek-v3.2.config.json", 61}, dsa_model{"glm-5.config.json", 78}}) {
+    CAPTURE(m.name);
+    // exact and vLLM: the latent (576 values in the KV's format) + 132 B (128 fp8 + an fp32 scale) a
+    // layer, the 132 B the same in every format: rung 4a's 4 bits do not shrink them.
+    const model_description d = fixture(m.name);
+    REQUIRE(d.shape->n_groups == 1);
+    CHECK(d.shape->groups[0].k_only);
+    CHECK(d.shape->groups[0].key_dim == 576);
+    CHECK(d.shape->groups[0].side_bytes == 132);
+    CHECK(full_kv(d.cost, kv_format::bf16) == m.layers * (1152 + 132));
+    CHECK(full_kv(d.cost, kv_format::fp8) == m.layers * (576 + 132));
+    CHECK(full_kv(d.cost, kv_format::q4_0) == m.layers * (18 * 18 + 132));  // 576 values: 18 blocks of 18 B
+    // Without the indexer the price would be 10 % low (GLM-5: 1152 of 1284).
+    CHECK(static_cast<double>(m.layers * 1152) < 0.9 * static_cast<double>(full_kv(d.cost, kv_format::bf16)));
+    // vLLM: one block table (64 tokens, FlashMLA's) for the latent and the indexer alike.
+    const model_description v = fixture(m.name, rule(kv_engine::vllm));
+    CHECK(v.cost.kv_block_tokens == 64);
+    CHECK(kv_and_state(v.cost, 1000) == 1024 * m.layers * 1284);
+    // llama.cpp: a second K-only cache of 128 values in the KV's type (f16: 256 B).
+    const model_description l = fixture(m.name, rule(kv_engine::llama_cpp));
+    CHECK(l.shape->n_groups == 2);
+    CHECK(full_kv(l.cost, kv_format::f16) == m.layers * (1152 + 256));
+    CHECK(full_kv(l.cost, kv_format::q8_0) == m.layers * (18 * 34 + 4 * 34));
+  }
+  // The layers that own an indexer: vLLM's index_topk_freq / index_skip_topk_offset (GLM-5.2's 21 of 78:
+  // layers 0, 1, 2, then every 4th from 6), or index_topk_pattern; indexer_types must agree.
+  json j = fixture_json("glm-5.config.json");
+  j["index_topk_freq"] = 4;
+  j["index_skip_topk_offset"] = 3;
+  model_description d = read_ok(j.dump());
+  std::uint64_t owners = 0;
+  for (std::size_t i = 0; i < d.shape->n_groups; ++i) owners += d.shape->groups[i].side_bytes == 132 ? d.shape->groups[i].layers : 0;
+  CHECK(owners == 21);
+  CHECK(full_kv(d.cost, kv_format::bf16) == 78 * 1152 + 21 * 132);
+  std::vector<std::string> types;
+  for (int i = 0; i < 78; ++i) types.push_back(i < 3 || (i - 2) % 4 == 0 ? "full" : "shared");
+  j["indexer_types"] = types;
+  CHECK(read_ok(j.dump()).cost == d.cost);
+  types[6] = "shared";
+  j["indexer_types"] = types;
+  CHECK(contains(read_error(j.dump()), "indexer_types[6]: \"shared\", but index_topk_freq and index_skip_topk_offset"));
+  j = fixture_json("deepseek-v3.2.config.json");
+  j["index_topk_pattern"] = std::string(60, 'F') + "S";
+  CHECK(full_kv(read_ok(j.dump()).cost, kv_format::bf16) == 61 * 1152 + 60 * 132);
+  j["index_topk_pattern"] = std::string(61, 'X');
+  CHECK(contains(read_error(j.dump()), "index_topk_pattern: character 0 is 'X'"));
+  // Nothing guessed: the indexer's width missing, indexer keys without index_topk, a layer type it is not.
+  j = fixture_json("deepseek-v3.2.config.json");
+  j.erase("index_head_dim");
+  CHECK(contains(read_error(j.dump()), "index_head_dim: missing, and index_topk says"));
+  j = fixture_json("deepseek-v3.2.config.json");
+  j.erase("index_topk");
+  CHECK(contains(read_error(j.dump()), "index_head_dim: set (128), but index_topk is not"));
+  j = fixture_json("deepseek-v3.2.config.json");
+  j["layer_types"] = std::vector<std::string>(61, "deepseek_sparse_attention");
+  CHECK(read_ok(j.dump()).cost == fixture("deepseek-v3.2.config.json").cost);
+  j["layer_types"] = std::vector<std::string>(61, "full_attention");
+  CHECK(contains(read_error(j.dump()), "layer_types[0]: \"full_attention\", but index_topk is set"));
+  // An index_* key in a family that has no MLA is not silently dropped either.
+  json llama = fixture_json("llama-3-8b.config.json");
+  llama["index_head_dim"] = 128;
+  CHECK(contains(read_error(llama.dump()), "index_head_dim: set (128), but pnmem does not read it"));
+}
+
+TEST_CASE("MiMo-V2-Flash: sliding layers of their own KV heads, K and V rows of their own widths") {
+  const std::string text = pnmem::test::mimo_v2_flash_config();
+  const model_description d = read_ok(text);
+  REQUIRE(d.shape->n_groups == 2);
+  const layer_group& full = d.shape->groups[0];
+  const layer_group& swa = d.shape->groups[1];
+  CHECK(full.kind == layer_kind::full);
+  CHECK(full.layers == 9);
+  CHECK(full.kv_heads == 4);
+  CHECK(full.key_dim == 192);
+  CHECK(full.value_dim == 128);
+  CHECK(swa.kind == layer_kind::sliding);
+  CHECK(swa.layers == 39);
+  CHECK(swa.kv_heads == 8);
+  CHECK(swa.key_dim == 192);
+  CHECK(swa.value_dim == 128);
+  CHECK(swa.span == 128);
+  // K and V each at their own width: 9 x 4 x 320 x 2 B every token, 39 x 8 x 320 x 2 B up to 128 tokens
+  // (not 9 x 4 x 384 x 2, V padded to K's width, nor 39 x 4 heads).
+  CHECK(kv_and_state(d.cost, 100) == 100 * (9 * 2560 + 39 * 5120));
+  CHECK(kv_and_state(d.cost, 4096) == 4096 * 9 * 2560 + 128 * 39 * 5120);
+  json j = json::parse(text);
+  // layer_types (transformers' spelling) may say the same; not something else.
+  std::vector<std::string> types;
+  for (const auto& p : j["hybrid_layer_pattern"]) types.push_back(p.get<int>() == 1 ? "sliding_attention" : "full_attention");
+  j["layer_types"] = types;
+  CHECK(read_ok(j.dump()).cost == d.cost);
+  j["layer_types"][0] = "sliding_attention";
+  CHECK(contains(read_error(j.dump()), "layer_types[0]: \"sliding_attention\", but hybrid_layer_pattern makes layer 0 a full one"));
+  j = json::parse(text);
+  j.erase("hybrid_layer_pattern");
+  j["layer_types"] = types;
+  CHECK(read_ok(j.dump()).cost == d.cost);
+  j.erase("layer_types");
+  CHECK(contains(read_error(j.dump()), "hybrid_layer_pattern: missing"));
+  // Nothing guessed: the sliding layers' KV heads, a window two keys disagree on, a pattern value.
+  j = json::parse(text);
+  j.erase("swa_num_key_value_heads");
+  CHECK(contains(read_error(j.dump()), "swa_num_key_value_heads: missing"));
+  j = json::parse(text);
+  j["sliding_window"] = 256;
+  CHECK(contains(read_error(j.dump()), "sliding_window: 256, but sliding_window_size"));
+  j = json::parse(text);
+  j["hybrid_layer_pattern"][3] = 2;
+  CHECK(contains(read_error(j.dump()), "hybrid_layer_pattern[3]: 2 is out of range"));
+  j = json::parse(text);
+  j.erase("head_dim");
+  CHECK(contains(read_error(j.dump()), "head_dim: missing"));
+  // V defaults: full layers' to head_dim, sliding layers' to swa_head_dim.
+  j = json::parse(text);
+  j.erase("v_head_dim");
+  j.erase("swa_v_head_dim");
+  const model_description same = read_ok(j.dump());
+  CHECK(same.shape->groups[0].value_dim == 192);
+  CHECK(same.shape->groups[1].value_dim == 192);
+  // v_head_dim in a plain family would be priced as K's width: refused.
+  json llama = fixture_json("llama-3-8b.config.json");
+  llama["v_head_dim"] = 64;
+  CHECK(contains(read_error(llama.dump()), "v_head_dim: set (64), but pnmem does not read it"));
+}
+
+TEST_CASE("MiniMax-M2: attn_type_list says every layer is softmax attention; a lightning layer is refused") {
+  const model_description d = fixture("minimax-m2.config.json");
+  CHECK(full_kv(d.cost, kv_format::bf16) == 62 * 4096);
+  json j = fixture_json("minimax-m2.config.json");
+  j["attn_type_list"][7] = 0;
+  CHECK(contains(read_error(j.dump()), "attn_type_list[7]: 0: a lightning (linear) attention layer"));
+  j["attn_type_list"] = std::vector<int>(61, 1);
+  CHECK(contains(read_error(j.dump()), "attn_type_list: 61 entries for 62 layers"));
+}
+
 TEST_CASE("Llama-3.2-Vision: cross-attention layers hold KV per image, nothing per text token") {
   const model_description d = fixture("llama-3.2-90b-vision-instruct.config.json");
   CHECK(layers_of(*d.shape, layer_kind::cross) == 20);
@@ -293,6 +438,21 @@ TEST_CASE("hybrids: the state per sequence of Qwen3-Next, Qwen3.5, Nemotron-H an
   CHECK(contains(read_error(j.dump()), "hybrid_override_pattern: character 51 is 'X'"));
   j["hybrid_override_pattern"] = "M*";
   CHECK(contains(read_error(j.dump()), "hybrid_override_pattern: 2 characters for 52 layers"));
+  // Newer transformers' spelling, layers_block_type: read alike, alone or beside the pattern it must match.
+  const std::string pattern = fixture_json("nemotron-3-nano-30b-a3b.config.json")["hybrid_override_pattern"];
+  std::vector<std::string> kinds;
+  for (const char c : pattern) kinds.push_back(c == 'M' ? "linear_attention" : c == '*' ? "full_attention" : c == 'E' ? "moe" : "mlp");
+  j = fixture_json("nemotron-3-nano-30b-a3b.config.json");
+  j["layers_block_type"] = kinds;
+  CHECK(read_ok(j.dump()).cost == nh.cost);
+  j.erase("hybrid_override_pattern");
+  CHECK(read_ok(j.dump()).cost == nh.cost);
+  j["layers_block_type"][0] = "conv";
+  CHECK(contains(read_error(j.dump()), "layers_block_type[0]: \"conv\" is not a NemotronH block type"));
+  j = fixture_json("nemotron-3-nano-30b-a3b.config.json");
+  kinds[0] = kinds[0] == "moe" ? "mlp" : "moe";
+  j["layers_block_type"] = kinds;
+  CHECK(contains(read_error(j.dump()), "layers_block_type: does not say what hybrid_override_pattern says"));
   // Jamba: Mamba-1 state, attention every 8th layer from 4.
   const model_description jb = fixture("ai21-jamba-1.5-mini.config.json");
   CHECK(layers_of(*jb.shape, layer_kind::full) == 4);
@@ -623,8 +783,8 @@ TEST_CASE("bad configs: an error naming the key, never a value") {
 TEST_CASE("round trip under each engine: read_hf_config -> write_model_json -> read_model_json gives the same model_cost") {
   for (const pnmem::test::ref_model& ref : pnmem::test::reference_models()) {
     CAPTURE(ref.fixture);
-    pnmem::test::check_json_round_trip(fixture(ref.fixture, rule(kv_engine::vllm)));
-    pnmem::test::check_json_round_trip(fixture(ref.fixture, rule(kv_engine::llama_cpp)));
+    pnmem::test::check_json_round_trip(fixture(ref, rule(kv_engine::vllm)));
+    pnmem::test::check_json_round_trip(fixture(ref, rule(kv_engine::llama_cpp)));
   }
 }
 

@@ -120,6 +120,7 @@ int main(void) {
   F(pnmem_model_shape, compact_kv);
   F(pnmem_model_shape, state_format);
   F(pnmem_model_shape, ssm_state_format);
+  F(pnmem_model_shape, side_bytes);
 
   S(pnmem_request);
   F(pnmem_request, struct_size);

@@ -1,6 +1,7 @@
 """Every public function with valid input, and with bad input: a pnmem.Error (ArgumentError /
 ArgumentTypeError for what Python refuses before C), never a crash."""
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -576,7 +577,7 @@ def test_kv_allocation_takes_its_keyword_names(watcher):
     assert by_keyword == pnmem.kv_allocation(p, 1024, m) and by_keyword.bytes > 0
 
 
-def test_model_from_shape_prices_layer_groups():
+def test_model_from_shape_prices_layer_groups(tmp_path):
     # Llama-3-8B's shape: 32 full-attention layers, 8 KV heads of 128; bf16 KV: 2 x 32 x 8 x 128 x 2 B = 128 KiB a token.
     llama = pnmem.Model.from_shape([pnmem.LayerGroup(pnmem.LayerKind.FULL, 32, kv_heads=8, key_dim=128)],
                                    query_heads=32, hidden_size=4096, normal_kv=pnmem.KvFormat.BF16,
@@ -586,6 +587,21 @@ def test_model_from_shape_prices_layer_groups():
     mla = pnmem.Model.from_shape([pnmem.LayerGroup(pnmem.LayerKind.FULL, 61, kv_heads=1, key_dim=576, k_only=True)],
                                  normal_kv=pnmem.KvFormat.BF16, kv=pnmem.KvFormat.BF16)
     assert mla.kv_bytes_per_token == 70272
+    # DeepSeek-V3.2: the same latent and the indexer's keys beside it, 132 B a token and layer in every format
+    # (side_bytes), as from_hf_config reads the config; the 4-bit compact format does not shrink them.
+    dsa = pnmem.Model.from_shape([pnmem.LayerGroup(pnmem.LayerKind.FULL, 61, kv_heads=1, key_dim=576, k_only=True,
+                                                   side_bytes=132)],
+                                 normal_kv=pnmem.KvFormat.BF16, kv=pnmem.KvFormat.BF16)
+    assert dsa.kv_bytes_per_token == 61 * (1152 + 132)
+    config = {"model_type": "deepseek_v32", "num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": 128,
+              "kv_lora_rank": 512, "qk_rope_head_dim": 64, "index_topk": 2048, "index_head_dim": 128,
+              "index_n_heads": 64, "torch_dtype": "bfloat16"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    read = pnmem.Model.from_hf_config(tmp_path)
+    assert read.kv_bytes_per_token == dsa.kv_bytes_per_token
+    assert read.full_kv_bytes_per_token[pnmem.KvFormat.Q4_0] == 61 * (18 * 18 + 132)
+    with pytest.raises(pnmem.ArgumentError, match="side_bytes"):
+        pnmem.Model.from_shape([pnmem.LayerGroup(pnmem.LayerKind.FULL, 1, 1, 64, side_bytes=-1)])
     with pytest.raises(pnmem.ArgumentTypeError, match="groups"):
         pnmem.Model.from_shape([("full", 32)])
     with pytest.raises(pnmem.ArgumentError, match="at most"):

@@ -6,15 +6,20 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "arg_parsers.hpp"
 #include "diagnostics.hpp"
@@ -61,6 +66,7 @@ std::string summary(const mf::model_description& d) {
         } else {
           t << x.key_dim << '/' << (x.value_dim == 0 ? x.key_dim : x.value_dim) << " K/V dims";
         }
+        if (x.side_bytes != 0) t << ", + " << x.side_bytes << " B a token beside the KV (e.g. an indexer's keys)";
         if (x.kind == pnmem::layer_kind::sliding) t << ", window " << x.span;
         if (x.kind == pnmem::layer_kind::chunked) t << ", chunk " << x.span;
         if (x.kind == pnmem::layer_kind::cross) t << ", " << x.span << " encoder tokens per item";
@@ -133,7 +139,11 @@ class model_command final : public subcommand {
   void add_options(CLI::App& app) override;
   mf::model_description describe() const;
 
+  // --check PATH: one line saying whether pnmem can price every layer's cache of the model at PATH.
+  int check(bool json) const;
+
   std::optional<std::string> name_;
+  std::optional<std::string> check_;
   bool summary_ = false;
   model_options model_;
 };
@@ -143,6 +153,11 @@ void model_command::add_options(CLI::App& app) {
   app.add_flag("--summary", summary_,
                "Also write a readable summary on stderr (stdout stays the JSON): KV bytes per token per format, "
                "state, activation model, host cost at 1k/8k/32k/128k tokens in the normal format");
+  add_text_option(app, "--check", check_,
+                  "Say in one line whether pnmem can price every layer's cache of the model at PATH (a snapshot "
+                  "directory or its config.json, or a GGUF file), and which key it cannot read: exit 0 known, 1 "
+                  "refused. Takes the engine flags, no other model flag")
+      ->type_name("PATH");
   model_.add_to(app, "Model source (one of --from-hf-config, --from-gguf, --model or the shape) and overrides");
   app.footer(
       "Give one source: --from-hf-config, --from-gguf, --model, or the shape (--layers, --kv-heads,\n"
@@ -165,7 +180,61 @@ mf::model_description model_command::describe() const {
   return std::move(*d);
 }
 
-int model_command::run(const pnmem::env_settings_config& env, bool /*json*/) const {
+// A GGUF file (its first bytes are the magic), or else a config.json or a directory holding one.
+bool is_gguf_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::ifstream f(path, std::ios::binary);
+  char magic[4] = {};
+  return f.read(magic, 4) && std::string_view(magic, 4) == "GGUF";
+}
+
+int model_command::check(bool json) const {
+  if (model_.given()) {
+    throw usage_error("--check reads the model at its PATH: give no other model flag (" + model_.first_given() + ")");
+  }
+  if (name_ || summary_) throw usage_error(std::string(name_ ? "--name" : "--summary") + " with --check: it prints one line");
+  const pnmem::engine_rule engine = model_.engine();
+  const std::string& path = *check_;
+  const bool gguf = is_gguf_file(path);
+  const mf::read_result<mf::model_description> r = gguf ? mf::read_gguf_file(path, engine) : mf::read_hf_config_file(path, engine);
+  std::ostringstream out;
+  if (json) {
+    nlohmann::ordered_json j;
+    j["path"] = path;
+    j["known"] = r.value.has_value();
+    if (r.value) {
+      const pnmem::model_cost& m = r.value->cost;
+      j["name"] = r.value->name;
+      j["engine"] = std::string(pnmem::to_string(engine.engine));
+      j["normal_kv"] = std::string(pnmem::to_string(m.normal_kv));
+      j["kv_bytes_per_token"] = pnmem::kv_bytes_per_token(m, m.normal_kv);
+      j["state_bytes_per_seq"] = m.state_bytes_per_seq;
+    } else {
+      j["error"] = r.error;
+    }
+    out << j.dump() << '\n';
+  } else if (r.value) {
+    const pnmem::model_cost& m = r.value->cost;
+    out << "known: " << r.value->name << " (" << path << "): every layer's cache is known: "
+        << pnmem::kv_bytes_per_token(m, m.normal_kv) << " B per token in " << pnmem::to_string(m.normal_kv)
+        << (m.kv_block_tokens > 1 ? " (in blocks of " + std::to_string(m.kv_block_tokens) + " tokens)" : std::string()) << ", "
+        << m.state_bytes_per_seq << " B of state per sequence, under the " << pnmem::to_string(engine.engine)
+        << " rule\n";
+  } else {
+    out << "refused: " << r.error << '\n';
+  }
+  std::cout << out.str();
+  std::cout.flush();
+  if (!std::cout) return exit_failure;
+  return r.value ? 0 : exit_failure;
+}
+
+int model_command::run(const pnmem::env_settings_config& env, bool json) const {
+  if (check_) {
+    print_warnings(env.errors);
+    return check(json);
+  }
   // Everything that can go wrong does so before anything is printed.
   const mf::model_description d = describe();
   const std::string text = mf::write_model_json(d, 2) + '\n';

@@ -74,6 +74,9 @@ class model_options {
   // description's (one without a shape is refused).
   std::optional<pnmem::model_files::model_description> resolve() const;
 
+  // The engine rule the engine flags give (the exact rule without them); throws usage_error on a bad value.
+  pnmem::engine_rule engine() const { return engine_.resolve(); }
+
   // The model's sources, for a message that asks for one ("give " + sources_words).
   static constexpr const char* sources_words =
       "--from-hf-config FILE|DIR, --from-gguf FILE, --model FILE, or --layers L --kv-heads H --head-dim D";

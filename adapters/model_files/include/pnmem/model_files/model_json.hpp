@@ -17,8 +17,10 @@
 //         {"kind": "full", "layers": 32, "kv_heads": 8, "key_dim": 128, "value_dim": 128},
 //         {"kind": "sliding", "layers": 21, "kv_heads": 8, "key_dim": 256, "value_dim": 256, "span": 4096},
 //         {"kind": "full", "layers": 61, "kv_heads": 1, "key_dim": 576, "k_only": true},
+//         {"kind": "full", "layers": 61, "kv_heads": 1, "key_dim": 576, "k_only": true, "side_bytes": 132},
 //         {"kind": "recurrent", "layers": 36, "conv_state_values": 24576, "ssm_state_values": 524288}
-//       ],
+//       ],                              (side_bytes, optional, 0: caches beside the KV, bytes a token
+//                                       and layer in their own format: DeepSeek-V3.2's indexer keys)
 //       "query_heads": 32, "hidden_size": 4096, "state_format": "bf16", "ssm_state_format": "fp32"
 //     },
 //     "kv_bytes_per_token": {           bytes one token adds to one sequence's KV, per format:
