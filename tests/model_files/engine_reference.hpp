@@ -198,6 +198,11 @@ inline std::vector<ref_model> reference_models() {
   v.push_back({"minimax-m2.config.json", {{L::full, 62, 4096}}});
   // gpt-oss-120b: 36 layers alternating sliding (128) and full, 8 KV heads x 64: 2048 B.
   v.push_back({"gpt-oss-120b.config.json", {{L::sliding, 18, 2048, 128}, {L::full, 18, 2048}}});
+  // MiMo-V2.5-Pro (model_type mimo_v2, MiMo-V2-Flash's architecture): 70 layers, hybrid_layer_pattern 0
+  // (full) at 0, 7, 15, 23, 31, 39, 47, 55, 62, 69: 10 full layers of 8 KV heads x (K 192 + V 128) =
+  // 8 x 320 x 2 = 5120 B, 60 sliding (sliding_window_size 128) of swa_num_key_value_heads 8 x (192 + 128):
+  // 5120 B.
+  v.push_back({"mimo-v2.5-pro.config.json", {{L::full, 10, 5120}, {L::sliding, 60, 5120, 128}}});
   // MiMo-V2-Flash: 48 layers, hybrid_layer_pattern 0 (full) at 0, 5, 11, ..., 47: 9 full layers of 4
   // KV heads x (K 192 + V 128) = 4 x 320 x 2 = 2560 B; 39 sliding (128 tokens) of 8 KV heads x (192 + 128):
   // 5120 B. No public copy of its config.json was found to keep as a fixture (tests/fixtures/models/
