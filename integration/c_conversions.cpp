@@ -123,7 +123,7 @@ constexpr bool mirrored_field_counts() noexcept {
   [[maybe_unused]] const auto [full, windows, n_windows, block, state, per_item, normal, compact, activation] = model_cost{};
   [[maybe_unused]] const auto [window_bytes, window] = kv_window{};
   [[maybe_unused]] const auto [engine, block_tokens, batched, ubatch, seqs, copies, ssm_fp32] = engine_rule{};
-  [[maybe_unused]] const auto [kind, layers, kv_heads, key_dim, value_dim, k_only, side, span, conv, ssm] = layer_group{};
+  [[maybe_unused]] const auto [kind, layers, kv_heads, key_dim, value_dim, k_only, span, conv, ssm, side] = layer_group{};
   [[maybe_unused]] const auto [groups, n_groups, query_heads, hidden, fixed_act, normal_kv, compact_kv, state_f, ssm_f] =
       model_shape{};
   [[maybe_unused]] const auto [anchors, n_anchors, fixed, per_token, per_token_sq] = activation_model{};

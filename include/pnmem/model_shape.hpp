@@ -103,11 +103,12 @@ struct layer_group {
   std::uint32_t key_dim = 0;    // values per head of a K row
   std::uint32_t value_dim = 0;  // values per head of a V row; 0: key_dim. Not read when k_only.
   bool k_only = false;          // one row per token (MLA's latent), no V row
-  std::uint32_t side_bytes = 0;  // caches beside the KV, per token and layer, in their own format (the
-                                 // DSA indexer's keys: 132); the same in every KV format. 0: none
   std::uint32_t span = 0;       // sliding: the window; chunked: the chunk; cross: encoder tokens per item
   std::uint64_t conv_state_values = 0;  // recurrent: per layer and sequence
   std::uint64_t ssm_state_values = 0;   // recurrent: per layer and sequence
+  // Caches beside the KV, per token and layer, in their own format (the DSA indexer's keys: 132 B); the
+  // same in every KV format. 0: none. Last, so that a positional initializer of the fields above still reads.
+  std::uint32_t side_bytes = 0;
 
   PNMEM_DEFAULTED_EQUALITY(layer_group)
 };
