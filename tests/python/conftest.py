@@ -71,6 +71,20 @@ def child_env(**extra: str) -> dict:
     return env
 
 
+# The start of a child's code (run_default_policy_child) that makes its own box: a tree with a
+# /proc/meminfo of 8 GiB, and write(avail_kb), which replaces it whole with that much available.
+FAKE_MEMINFO_TREE = """
+import os, tempfile
+root = tempfile.mkdtemp()
+os.makedirs(os.path.join(root, "proc"))
+meminfo = os.path.join(root, "proc", "meminfo")
+def write(avail_kb):
+    with open(meminfo + ".new", "w") as f:
+        f.write(f"MemTotal: 8388608 kB\\nMemFree: {avail_kb} kB\\nMemAvailable: {avail_kb} kB\\n")
+    os.rename(meminfo + ".new", meminfo)
+"""
+
+
 def run_default_policy_child(code: str):
     """`python -c code` with the library's own defaults: no PN_* of these tests (their 1 B reserve, PSI
     off), no box ledger; its own watcher, usually over a tree it writes. The CompletedProcess (text)."""

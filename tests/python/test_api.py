@@ -9,7 +9,7 @@ import threading
 
 import pnmem
 import pytest
-from conftest import GIB
+from conftest import FAKE_MEMINFO_TREE, GIB
 
 BAD_INTS = [None, "1", 1.5, True, object()]
 GOOD_JSON = ('{"format": "pnmem-model", "version": 1, "kv_bytes_per_token": 131072, '
@@ -434,15 +434,8 @@ def test_plan_eviction_cuts_the_longest_slots_first():
         pnmem.plan_eviction(7, GIB, _llama_f16())
 
 
-EVICT_ON_A_TREE = """
-import os, tempfile, pnmem
-root = tempfile.mkdtemp()
-os.makedirs(os.path.join(root, "proc"))
-meminfo = os.path.join(root, "proc", "meminfo")
-def write(avail_kb):
-    with open(meminfo + ".new", "w") as f:
-        f.write(f"MemTotal: 8388608 kB\\nMemFree: {avail_kb} kB\\nMemAvailable: {avail_kb} kB\\n")
-    os.rename(meminfo + ".new", meminfo)
+EVICT_ON_A_TREE = FAKE_MEMINFO_TREE + """
+import pnmem
 m = pnmem.Model(kv=pnmem.KvFormat.F16, normal_kv=pnmem.KvFormat.F16,
                 full_kv_bytes_per_token=(131072,) * pnmem.KV_FORMATS, windows=(), anchors=(),
                 activation_fixed_bytes=0, activation_per_token_bytes=0, activation_per_token_sq_bytes=0)
@@ -510,12 +503,9 @@ def test_check_bytes_reserves_nothing(watcher):
         pnmem.check_bytes(1, die="0")
 
 
-RETRY_ON_A_TREE = """
-import os, tempfile, time, pnmem
-root = tempfile.mkdtemp()
-os.makedirs(os.path.join(root, "proc"))
-with open(os.path.join(root, "proc", "meminfo"), "w") as f:  # 8 GiB, 2 GiB available, flat: OK
-    f.write("MemTotal: 8388608 kB\\nMemFree: 2097152 kB\\nMemAvailable: 2097152 kB\\n")
+RETRY_ON_A_TREE = FAKE_MEMINFO_TREE + """
+import time, pnmem
+write(2097152)  # 8 GiB, 2 GiB available, flat: OK
 with pnmem.Watcher(root=root, poll_interval_ms=50, pressure_poll_interval_ms=50):
     ok = pnmem.check_bytes(1)
     print(ok.status, ok.retry_after().after_ms, ok.retry_after().basis)

@@ -4,6 +4,7 @@ import time
 
 import pnmem
 import pytest
+from conftest import FAKE_MEMINFO_TREE
 
 MIB = 1 << 20
 
@@ -270,12 +271,9 @@ def test_host_load_with_a_fit(roomy_die):
         pnmem.admit_host_load(0, 1, -1)
 
 
-SHED_AT_EXIT = """
-import os, sys, tempfile, time, pnmem
-root = tempfile.mkdtemp()
-os.makedirs(os.path.join(root, "proc"))
-with open(os.path.join(root, "proc", "meminfo"), "w") as f:  # 8 GiB, 1.25 GiB available: TIGHT, shed each sample
-    f.write("MemTotal: 8388608 kB\\nMemFree: 1310720 kB\\nMemAvailable: 1310720 kB\\n")
+SHED_AT_EXIT = FAKE_MEMINFO_TREE + """
+import sys, time, pnmem
+write(1310720)  # 8 GiB, 1.25 GiB available: TIGHT, shed each sample
 w = pnmem.Watcher(root=root, poll_interval_ms=5, pressure_poll_interval_ms=5).start()
 calls = []
 pnmem.set_shed_hook(lambda want: calls.append(want) or 0)
@@ -301,15 +299,8 @@ def test_shed_hook_set_at_exit_is_removed_first():
     assert "Fatal" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
 
 
-ZERO_COST_HELD = """
-import os, tempfile, threading, time, pnmem
-root = tempfile.mkdtemp()
-os.makedirs(os.path.join(root, "proc"))
-meminfo = os.path.join(root, "proc", "meminfo")
-def write(avail_kb):
-    with open(meminfo + ".new", "w") as f:
-        f.write(f"MemTotal: 8388608 kB\\nMemFree: {avail_kb} kB\\nMemAvailable: {avail_kb} kB\\n")
-    os.rename(meminfo + ".new", meminfo)
+ZERO_COST_HELD = FAKE_MEMINFO_TREE + """
+import threading, time, pnmem
 write(1048576)  # 1 GiB of 8 available: inside the reserve (15 %): CRITICAL
 w = pnmem.Watcher(root=root, poll_interval_ms=20, pressure_poll_interval_ms=20).start()
 m = pnmem.Model.preallocated()
