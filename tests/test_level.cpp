@@ -441,6 +441,41 @@ static_assert(container_reserve_bytes(1 * GiB) == 256 * MiB);
 static_assert(host_reserve_bytes(pnmem::test::container_state(64 * GiB, 1 * GiB, 0)) == 256 * MiB);
 static_assert(host_reserve_bytes(host_state(1 * GiB, 0)) == 1 * GiB);
 
+// The kernel's resolution (psi.c calc_avgs: each 2 s period's stall in whole percent): 1 % of the span,
+// and of a whole 2 s period where the span is shorter.
+static_assert(psi_stall_registers(20'000, 100'000'000));
+static_assert(!psi_stall_registers(19'999, 100'000'000));
+static_assert(psi_stall_registers(20'000, 2'000'000'000));
+static_assert(!psi_stall_registers(19'999, 2'000'000'000));
+static_assert(psi_stall_registers(30'000, 3'000'000'000));
+static_assert(!psi_stall_registers(29'999, 3'000'000'000));
+static_assert(!psi_stall_registers(30'000, 3'000'000'001));  // 1 % of 3.000000001 s rounds up to 30.001 ms
+static_assert(!psi_stall_registers(0, 0));
+static_assert(psi_stall_registers(std::numeric_limits<std::uint64_t>::max(), std::numeric_limits<std::uint64_t>::max()));
+static_assert(!psi_stall_registers(std::numeric_limits<std::uint64_t>::max() / 100'000 - 1,
+                                   std::numeric_limits<std::uint64_t>::max()));
+
+TEST_CASE("psi_window::held: the stall and the time from the oldest reading kept to the newest") {
+  psi_window w;
+  constexpr std::int64_t ms = 1'000'000;
+  constexpr std::int64_t period = 2000 * ms;
+  CHECK(w.held().stall_us == 0);
+  w.update(0, 1'000, true, period);
+  CHECK(w.held().span_ns == 0);  // one reading: nothing between
+  // Readings every 500 ms with 5 ms of stall each: while shorter than the period, from the first one...
+  for (int i = 1; i <= 3; ++i) w.update(i * 500 * ms, 1'000 + static_cast<std::uint64_t>(i) * 5'000, true, period);
+  CHECK(w.held().stall_us == 15'000);
+  CHECK(w.held().span_ns == 1500 * ms);
+  // ...then from the newest reading at least the period old.
+  for (int i = 4; i <= 9; ++i) w.update(i * 500 * ms, 1'000 + static_cast<std::uint64_t>(i) * 5'000, true, period);
+  CHECK(w.held().stall_us == 20'000);
+  CHECK(w.held().span_ns == 2000 * ms);
+  // A gap clears it.
+  w.update(5000 * ms, 0, false, period);
+  CHECK(w.held().stall_us == 0);
+  CHECK(w.held().span_ns == 0);
+}
+
 TEST_CASE("psi_window: a total= counter that goes back restarts the window, never a 100 % stall (issue 42 item 5)") {
   psi_window w;
   constexpr std::int64_t ms = 1'000'000;

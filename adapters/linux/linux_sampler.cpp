@@ -14,6 +14,7 @@
 #include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/saturating.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
+#include "pnmem/psi_window.hpp"
 #include "pnmem/linux/procfs.hpp"
 #include "memory_cgroup.hpp"
 #include "source_file.hpp"
@@ -49,6 +50,14 @@ double stall_rate_pct(std::uint64_t before_us, std::uint64_t after_us, std::int6
       static_cast<double>(static_cast<std::uint64_t>(after_ns) - static_cast<std::uint64_t>(before_ns));
   const double rate = 100.0 * static_cast<double>(after_us - before_us) / (interval_ns / 1000.0);
   return rate > 100.0 ? 100.0 : rate;
+}
+
+// The interval's rate where the last kernel period's stall is one the kernel's averages register (at
+// least 1 % of 2 s: psi_window.hpp psi_stall_registers), else 0: a trickle of microsecond stalls that
+// avg10 never shows does not raise the level either.
+double registered_rate_pct(const psi_window& period, double rate_pct) {
+  const psi_window::span held = period.held();
+  return psi_stall_registers(held.stall_us, held.span_ns) ? rate_pct : 0.0;
 }
 
 // What the cgroup files said in one sample.
@@ -153,6 +162,10 @@ struct linux_sampler::impl {
   std::uint64_t reference_some_us = 0;
   std::uint64_t reference_full_us = 0;
   std::int64_t reference_ns = 0;
+  // The last kernel PSI period (2 s) of each counter: a rate counts only when its stall is one the
+  // kernel's averages register (psi_window.hpp psi_stall_registers).
+  psi_window some_period;
+  psi_window full_period;
 
   bool trigger_armed = false;
   std::vector<source_file*> last_reads;  // what the last sample read: the benchmark's floor
@@ -283,6 +296,8 @@ void linux_sampler::impl::take_psi(host_sample& h, const source_read& r, const s
   mark(p, bit, v.status);
   if (!v.ok()) {
     have_psi_reference = false;  // the next rate starts over rather than spanning the gap
+    some_period.update(now_ns, 0, false, psi_kernel_period_ns);
+    full_period.update(now_ns, 0, false, psi_kernel_period_ns);
     return;
   }
   // Another file than the reference's (the cgroup source fell back, or came back): its counters
@@ -296,10 +311,20 @@ void linux_sampler::impl::take_psi(host_sample& h, const source_read& r, const s
   h.psi_full_avg10 = v.value.has_full ? v.value.full.avg10_pct : 0.0;
   h.psi_full_total_us = v.value.has_full ? v.value.full.total_us : 0;
   h.psi_full_total_known = v.value.has_full && !switched;
+  // The periods start over with the rate's reference (a gap, another file); a counter or clock that
+  // went back restarts them too (psi_window).
+  if (switched) {
+    some_period.update(now_ns, 0, false, psi_kernel_period_ns);
+    full_period.update(now_ns, 0, false, psi_kernel_period_ns);
+  }
+  some_period.update(now_ns, v.value.some.total_us, true, psi_kernel_period_ns);
+  full_period.update(now_ns, v.value.full.total_us, v.value.has_full, psi_kernel_period_ns);
   if (have_psi_reference) {
-    h.psi_some_rate = stall_rate_pct(reference_some_us, v.value.some.total_us, reference_ns, now_ns);
+    h.psi_some_rate = registered_rate_pct(some_period,
+                                          stall_rate_pct(reference_some_us, v.value.some.total_us, reference_ns, now_ns));
     if (v.value.has_full && reference_has_full) {
-      h.psi_full_rate = stall_rate_pct(reference_full_us, v.value.full.total_us, reference_ns, now_ns);
+      h.psi_full_rate = registered_rate_pct(
+          full_period, stall_rate_pct(reference_full_us, v.value.full.total_us, reference_ns, now_ns));
     }
   }
   have_psi_reference = true;

@@ -15,7 +15,9 @@
 // scaled down to a quarter of the total where the total is a container's limit (policy.hpp
 // host_reserve_bytes(s, p)). PSI "some", and "full > 0", are read as the worse of avg10 and the
 // stall rate of the last sample interval (avg10 lags by seconds; the rate sees a stall within one
-// poll, and the avg10 decay the seed relies on stays). CRITICAL needs the full stall confirmed: avg10,
+// poll, and the avg10 decay the seed relies on stays). The Linux sampler's rate is 0 for a stall the
+// kernel's averages never register (under 1 % of the last 2 s: psi_window.hpp psi_stall_registers), so
+// "full > 0" means what it means for avg10. CRITICAL needs the full stall confirmed: avg10,
 // or the rate over the policy's window (psi_full_window_ms, >= 2 s: psi_window.hpp), at or over the
 // threshold. One short interval of stall, however deep, is at most TIGHT (the seed's "a transient
 // stall only reaches TIGHT").
@@ -64,7 +66,7 @@ constexpr mem_level host_level(const mem_state& s, const policy& p = default_pol
 constexpr mem_level psi_level(double some_pct, double full_now_pct, double full_confirmed_pct,
                               const policy& p = default_policy) noexcept {
   if (psi_at_least(full_confirmed_pct, p.psi_full_reject_bp)) return mem_level::critical;
-  // Any full stall at all, even a decaying blip after a model load, is TIGHT.
+  // Any full stall the kernel registers, even a decaying blip after a model load, is TIGHT.
   if (full_now_pct > 0.0 || full_confirmed_pct > 0.0) return mem_level::tight;
   if (psi_at_least(some_pct, p.psi_some_tight_bp)) return mem_level::tight;
   if (some_pct > 0.0) return mem_level::watch;

@@ -38,6 +38,7 @@ struct mem_state {
 
   // Beyond the seed. Zero values reproduce the seed's behaviour exactly.
   double host_psi_some_rate = 0.0;         // % of the last sample interval stalled ("some"), from total= deltas
+                                           // (Linux: 0 under the kernel's resolution, psi_window.hpp)
   double host_psi_full_rate = 0.0;         // same for "full"
   // % of the last policy::psi_full_window_ms (or a little more) stalled ("full"), from the
   // watcher's history of total= readings; 0 until that much history exists. What confirms a

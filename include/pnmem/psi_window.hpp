@@ -20,6 +20,25 @@
 
 namespace pnmem {
 
+// The kernel's PSI averages (avg10, avg60, avg300) are updated once per 2 s period, and each period's stall
+// enters them in whole percent (kernel/sched/psi.c calc_avgs: pct = time * 100 / period, truncated): a period
+// with under 1 % of it stalled, 20 ms, never moves avg10, and the seed's rules (full avg10 > 0, some avg10 > 0)
+// never see it. One poll interval's stall rate goes by the same resolution: a stall counts when the last
+// kernel period (at least 2 s, or as much history as there is) holds at least 1 % of it stalled. Without this
+// a box with a trickle of microsecond stalls (reclaim in a container near its limit) would read TIGHT
+// on every poll while its avg10 stays 0.00.
+inline constexpr std::int64_t psi_kernel_period_ns = 2'000'000'000;
+
+// True when `stall_us` over `span_ns` is a stall the kernel's averages register: at least 1 % of the span,
+// and of a whole 2 s period where the span is shorter (20 ms).
+constexpr bool psi_stall_registers(std::uint64_t stall_us, std::uint64_t span_ns) noexcept {
+  const std::uint64_t basis_ns =
+      span_ns > static_cast<std::uint64_t>(psi_kernel_period_ns) ? span_ns : static_cast<std::uint64_t>(psi_kernel_period_ns);
+  // 1 % of basis_ns, in microseconds, rounded up: basis_ns / 100 / 1000.
+  const std::uint64_t need_us = basis_ns / 100'000 + (basis_ns % 100'000 != 0 ? 1 : 0);
+  return stall_us >= need_us;
+}
+
 class psi_window {
  public:
   static constexpr std::size_t capacity = 64;
@@ -46,6 +65,20 @@ class psi_window {
   }
 
   constexpr std::size_t size() const noexcept { return size_; }
+
+  // The stall between the oldest reading held and the newest, and the time between them: after update(),
+  // the newest reading at least the window old (or the first one, while the history is shorter) to now.
+  struct span {
+    std::uint64_t stall_us = 0;
+    std::uint64_t span_ns = 0;
+  };
+  constexpr span held() const noexcept {
+    if (size_ < 2) return {};
+    const reading& oldest = at(0);
+    const reading& newest = at(size_ - 1);
+    return {newest.total_us - oldest.total_us,
+            static_cast<std::uint64_t>(newest.t_ns) - static_cast<std::uint64_t>(oldest.t_ns)};
+  }
 
  private:
   struct reading {

@@ -363,6 +363,64 @@ TEST_CASE("PSI stall rate from total= deltas over the injected clock") {
   CHECK(h.psi_some_rate == doctest::Approx(20.0));
 }
 
+TEST_CASE("PSI stalls the kernel's averages never register are no rate: a trickle stays OK, a real stall is TIGHT") {
+  // The kernel counts each 2 s period's stall in whole percent (psi.c calc_avgs), so avg10 never moves for
+  // a box that stalls under 20 ms in 2 s; the seed's "full avg10 > 0 is TIGHT" never fires there. A 100 ms
+  // poll that saw 0.5 ms of full stall must not either (before: a 0.5 % rate, TIGHT on every poll).
+  temp_tree tree("v2_unlimited");
+  const fs::path psi_file = tree / "proc/pressure/memory";
+  monotonic_clock clock;
+  linux_sampler s = fixture_sampler(tree.root, &clock);
+  constexpr std::int64_t ms = 1'000'000;
+  std::uint64_t some = 1'000'000;
+  std::uint64_t full = 100'000;
+  const auto poll = [&](std::uint64_t some_us, std::uint64_t full_us) {
+    some += some_us;
+    full += full_us;
+    clock.now_ns += 100 * ms;
+    write_text(psi_file, psi_text(some, full));
+    return s.sample();
+  };
+  write_text(psi_file, psi_text(some, full));
+  host_sample h = s.sample();
+  // 5 s of polls, each with 0.5 ms of some and of full stall: 10 ms per 2 s, under the kernel's 20 ms.
+  for (int i = 0; i < 50; ++i) {
+    h = poll(500, 500);
+    CHECK(h.psi_some_rate == 0.0);
+    CHECK(h.psi_full_rate == 0.0);
+    CHECK(level_of(h) == pnmem::mem_level::ok);
+  }
+  // Then 2.5 ms of full stall per poll: once the last 2 s hold 20 ms (5 polls), the rate counts, as it is.
+  for (int i = 0; i < 4; ++i) CHECK(poll(0, 2'500).psi_full_rate == 0.0);
+  h = poll(0, 2'500);
+  CHECK(h.psi_full_rate == doctest::Approx(2.5));
+  CHECK(level_of(h) == pnmem::mem_level::tight);
+  for (int i = 0; i < 20; ++i) h = poll(0, 2'500);
+  CHECK(h.psi_full_rate == doctest::Approx(2.5));
+  CHECK(level_of(h) == pnmem::mem_level::tight);
+
+  // A fresh sampler: one burst of 20 ms in its first 100 ms counts at once, 19.999 ms does not.
+  const auto full_poll = [&](linux_sampler& on, std::uint64_t full_us) {
+    full += full_us;
+    clock.now_ns += 100 * ms;
+    write_text(psi_file, psi_text(some, full));
+    return on.sample();
+  };
+  linux_sampler fresh = fixture_sampler(tree.root, &clock);
+  (void)fresh.sample();
+  h = full_poll(fresh, 19'999);
+  CHECK(h.psi_full_rate == 0.0);
+  CHECK(level_of(h) == pnmem::mem_level::ok);
+  h = full_poll(fresh, 1);  // 20 ms over the last 200 ms: the 1 us of this poll counts, as avg10 would show
+  CHECK(h.psi_full_rate == doctest::Approx(0.001));
+  CHECK(level_of(h) == pnmem::mem_level::tight);
+  linux_sampler burst = fixture_sampler(tree.root, &clock);
+  (void)burst.sample();
+  h = full_poll(burst, 20'000);
+  CHECK(h.psi_full_rate == doctest::Approx(20.0));
+  CHECK(level_of(h) == pnmem::mem_level::tight);
+}
+
 TEST_CASE("an old kernel's PSI without full: no full rate even with a reference") {
   temp_tree tree("no_cgroup");
   const fs::path psi_file = tree / "proc/pressure/memory";

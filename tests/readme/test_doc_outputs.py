@@ -1,6 +1,7 @@
 """The matcher readme_blocks compares a page's transcripts with (doc_outputs.py): what it lets through and what not.
 
 Run by `meson test` (suite readme, test doc_outputs_matcher) under pytest."""
+import sys
 import doc_outputs as d
 
 
@@ -63,14 +64,21 @@ def test_marker_before():
     assert d.marker_before(["text", "```"], 2) is None
 
 
-def fake_box(tmp_path, levels):
-    """An Outputs whose `pnmem` prints `level: L` for each L of levels in turn (the last one from then on)."""
+def fake_box(tmp_path, levels, okf=None, failf=None):
+    """An Outputs whose `pnmem watch` prints d.WATCH_COUNT polls per call, as the real tool's lines: the
+    levels of call k are levels[k] (the last entry from then on), one word for all polls or a
+    comma-separated list, one per poll."""
     import types
     tool = tmp_path / "pnmem"
     count = tmp_path / "count"
     count.write_text("0")
-    tool.write_text("#!/bin/sh\nn=$(cat %s)\necho $((n + 1)) > %s\nset -- %s\nshift $(( n < $# - 1 ? n : $# - 1 ))\n"
-                    "echo \"level: $1\"\necho 'psi: (a fake box)'\n" % (count, count, " ".join(levels)))
+    tool.write_text(f"#!{sys.executable}\n"
+                    f"n = int(open({str(count)!r}).read())\n"
+                    f"open({str(count)!r}, 'w').write(str(n + 1))\n"
+                    f"levels = {levels!r}\n"
+                    "polls = levels[min(n, len(levels) - 1)].split(',')\n"
+                    f"for i in range({d.WATCH_COUNT}):\n"
+                    "    print(f'12:00:0{i} {polls[min(i, len(polls) - 1)]:<8} avail 1.00 GiB / 8.00 GiB  (a fake box)')\n")
     tool.chmod(0o755)
     work = tmp_path / "work"
     work.mkdir()
@@ -78,7 +86,15 @@ def fake_box(tmp_path, levels):
     src.mkdir()
     args = types.SimpleNamespace(source_root=str(src), tool=str(tool), python_lib=None)
     runner = types.SimpleNamespace(a=args, work=str(work))
-    return d.Outputs(runner, ok=None, fail=None, skip=None), count
+    return d.Outputs(runner, ok=okf, fail=failf, skip=None), count
+
+
+def test_fake_box_prints_what_it_is_told(tmp_path):
+    outputs, _ = fake_box(tmp_path, ["ok", "ok,ok,ok,ok,ok,tight"])
+    assert outputs.box_level()[0] == "ok"
+    level, printed = outputs.box_level()
+    assert level == "tight"  # the worst of the polls: one stalled poll is a busy box
+    assert len(printed.split("\n")) == d.WATCH_COUNT
 
 
 def test_live_box_waits_for_a_quiet_box(tmp_path, monkeypatch):
@@ -100,3 +116,34 @@ def test_live_box_that_stays_busy_fails_naming_the_level(tmp_path, monkeypatch):
     why = outputs.wait_for_quiet_box()
     assert why is not None and "level critical" in why and f"{d.SETTLE_S} s" in why and "a fake box" in why
     assert clock[0] >= d.SETTLE_S
+
+
+def test_a_tool_that_prints_no_level_fails_rather_than_running_unchecked(tmp_path):
+    # What the checker once asked for (`pnmem level` with no numbers): an error, no level. Reading that as
+    # "cannot tell" ran every live-box block unchecked for the box's level.
+    outputs, _ = fake_box(tmp_path, ["ok"])
+    tool = tmp_path / "pnmem"
+    tool.write_text("#!/bin/sh\necho 'pnmem: error: --host-total is required' >&2\nexit 1\n")
+    why = outputs.wait_for_quiet_box()
+    assert why is not None and "could not read the box's level" in why and "--host-total is required" in why
+
+
+def test_live_box_block_runs_again_once_the_box_is_quiet(tmp_path, monkeypatch):
+    monkeypatch.setattr(d.time, "sleep", lambda s: None)
+    oks, fails = [], []
+    outputs, count = fake_box(tmp_path, ["ok", "tight", "ok"], okf=lambda w, m: oks.append(w),
+                              failf=lambda w, m: fails.append((w, m)))
+    # A program that prints the ladder's line on its first run (a stall while it ran), not on its second.
+    prog = tmp_path / "work" / "hello"
+    runs = tmp_path / "runs"
+    prog.write_text("#!/bin/sh\nif [ ! -e %s ]; then touch %s; echo '[ladder] TIGHT -> prefill window clamped'; fi\n"
+                    "echo 'level ok: 8192 tokens may start'\n" % (runs, runs))
+    prog.chmod(0o755)
+    outputs.check_transcript("page.md:1", "live box", [("./hello", ["level ok: 8192 tokens may start"])])
+    assert fails == []
+    assert oks == ["page.md:1 $ ./hello"]
+    assert count.read_text().strip() == "3"  # quiet before; tight after the first run; quiet again
+    # Lines that differ on a quiet box still fail, after the second run.
+    oks.clear()
+    outputs.check_transcript("page.md:2", "live box", [("./hello", ["level ok: 8192 tokens are capped"])])
+    assert oks == [] and len(fails) == 1 and fails[0][0] == "page.md:2 $ ./hello"

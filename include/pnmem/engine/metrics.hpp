@@ -185,7 +185,8 @@ inline std::string prometheus_text(const mem_state& s, const engine_counters* co
   w.family("pnmem_psi_avg10_percent", "gauge", "Memory PSI avg10, percent of time stalled.");
   w.sample("pnmem_psi_avg10_percent", {{"kind", "some"}}, s.host_psi_some_avg10);
   w.sample("pnmem_psi_avg10_percent", {{"kind", "full"}}, s.host_psi_full_avg10);
-  w.family("pnmem_psi_rate_percent", "gauge", "Memory PSI over the last sample interval, percent of time stalled.");
+  w.family("pnmem_psi_rate_percent", "gauge",
+           "Memory PSI over the last sample interval, percent of time stalled (0 while the last 2 s hold under 1 %).");
   w.sample("pnmem_psi_rate_percent", {{"kind", "some"}}, s.host_psi_some_rate);
   w.sample("pnmem_psi_rate_percent", {{"kind", "full"}}, s.host_psi_full_rate);
   w.gauge("pnmem_psi_full_window_percent",
