@@ -1187,7 +1187,9 @@ _METRICS_WHAT = {"box": 1, "counters": 2, "all": 3}
 
 def metrics_text(what: str = "all") -> str:
     """pnmem_metrics_text: pnmem's Prometheus text exposition (format 0.0.4). "box": the snapshot's
-    families, as `pnmem metrics` prints them; "counters": what this library's calls counted; "all": both."""
+    families, as `pnmem metrics` prints them; "counters": what this library's calls counted, with the
+    gauges of the engine's load (set_fleet_load, the gates) and of the box ledger this process joined;
+    "all": both."""
     f = "pnmem_metrics_text"
     if not isinstance(what, str) or what not in _METRICS_WHAT:
         raise ArgumentError(f"{f}: what must be one of box, counters, all, not {what!r}", f)

@@ -8,7 +8,7 @@ A host reserve of 1 byte keeps the host's byte bands at OK, and PSI is not read 
 on a loaded box (a CI machine building beside the tests) PSI some reached TIGHT, whose ladder halves a
 gate's slots, and the gate tests failed by timing. So the level is the dies' alone: a die fed with 0
 bytes free (CRITICAL) always changes it, and a roomy one leaves it at OK. (PSI full 100 % for CRITICAL
-stays, should a test turn PSI back on.)
+stays, should a test turn PSI back on.) And PN_LEDGER=off: the process counts its own promises alone.
 
 Run from meson (suite 'python': PNMEM_LIBRARY, PNMEM_LAYOUT_DUMP and PYTHONPATH set), or by hand:
   PYTHONPATH=python /usr/bin/python3 -m pytest tests/python
@@ -23,6 +23,9 @@ os.environ["PN_HOST_RESERVE_BYTES"] = "1"
 os.environ["PN_PSI_FULL_REJECT"] = "100"
 os.environ["PN_PSI_SOURCE"] = "off"
 os.environ.pop("PN_LADDER_DISABLE", None)
+# No box ledger, as meson's default test setup has it (tests/vm/meson.build): the tests would count the
+# promises of every pnmem process of the box beside them (test_box_ledger.py names a ledger of its own).
+os.environ["PN_LEDGER"] = "off"
 
 SOURCE_ROOT = pathlib.Path(os.environ.get("PNMEM_SOURCE_ROOT", pathlib.Path(__file__).resolve().parents[2]))
 if str(SOURCE_ROOT / "python") not in sys.path and not os.environ.get("PYTHONPATH"):
