@@ -44,7 +44,10 @@
 //               max_memory_usage_bytes); each layer's state padded to that attention page, held
 //               state_copies times (2 with prefix caching on a hybrid: vLLM's "align" mode); and
 //               with more than one kind of layer, each kind's count rounded up to vLLM's group size
-//               (the padding layers its hybrid allocator adds are paid by every sequence)
+//               (the padding layers its hybrid allocator adds are paid by every sequence); an
+//               MLA latent of 576 values with an indexer beside it (DeepSeek Sparse Attention) in fp8
+//               is stored as fp8_ds_mla rows of 656 B (FlashMLA's sparse backend: 512 fp8 values, their
+//               scales and 64 bf16 rope values; FlashInfer's sparse backend keeps 576 B: the higher)
 //   llama_cpp   llama.cpp's caches: the context padded to 256 cells; a sliding or chunked layer keeps
 //               pad256(W x seqs + ubatch) cells for `seqs` sequences sharing one unified cache, i.e.
 //               ceil(pad256(W x seqs + ubatch) / seqs) per sequence (src/llama-kv-cache-iswa.cpp;
@@ -265,6 +268,19 @@ constexpr std::uint64_t kept_tokens(const engine_rule& e, layer_kind kind, std::
 
 // --- shapes to costs ---------------------------------------------------------------------------------------
 
+// vLLM's row for DeepSeek Sparse Attention's latent in fp8: FlashMLA's sparse backend turns an fp8 cache
+// into fp8_ds_mla, a fixed 656 B a token and layer (vllm/v1/kv_cache_interface.py MLAAttentionSpec
+// real_page_size_bytes: block_size * 656) for its 512 + 64 latent. vllm_fp8_ds_mla says whether a group
+// in a format is stored so: an MLA latent of 576 values with side caches (the indexer's keys: only a
+// sparse model has them) in fp8. Any other group, format or latent keeps its plain rows. (FlashInfer's
+// sparse backend keeps 576 B; pnmem prices the higher, as an admission must not come out low.)
+inline constexpr std::uint64_t vllm_fp8_ds_mla_row_bytes = 656;
+inline constexpr std::uint32_t vllm_fp8_ds_mla_latent = 576;
+
+constexpr bool vllm_fp8_ds_mla(const layer_group& g, kv_format f) noexcept {
+  return f == kv_format::fp8 && g.k_only && g.side_bytes != 0 && g.kv_heads == 1 && g.key_dim == vllm_fp8_ds_mla_latent;
+}
+
 namespace detail {
 // Bytes one token adds to the `g.layers` layers of group g in format f: its K and V rows in f, and its
 // side caches in their own format.
@@ -275,6 +291,14 @@ constexpr std::uint64_t group_token_bytes(const layer_group& g, kv_format f) noe
   // The seed's q4 is a ratio over all of a token's values; block formats never span a K and a V row.
   if (f == kv_format::q4) return sat_add(kv_row_bytes(sat_mul(g.layers, k + v), f), side);
   return sat_add(sat_mul(g.layers, sat_add(kv_row_bytes(k, f), v == 0 ? 0 : kv_row_bytes(v, f))), side);
+}
+
+// group_token_bytes under an engine's rule: vLLM's fp8_ds_mla rows where they apply.
+constexpr std::uint64_t engine_token_bytes(const layer_group& g, kv_format f, kv_engine e) noexcept {
+  if (e == kv_engine::vllm && vllm_fp8_ds_mla(g, f)) {
+    return sat_add(sat_mul(g.layers, vllm_fp8_ds_mla_row_bytes), sat_mul(g.layers, g.side_bytes));
+  }
+  return group_token_bytes(g, f);
 }
 }  // namespace detail
 
@@ -331,7 +355,7 @@ constexpr model_cost from_shape(const model_shape& s, const engine_rule& e = exa
         state_raw = b > state_raw ? b : state_raw;
       } else if (one.kind != layer_kind::cross) {
         one.layers = 1;
-        const std::uint64_t b = detail::group_token_bytes(one, s.normal_kv);
+        const std::uint64_t b = detail::engine_token_bytes(one, s.normal_kv, e.engine);
         attn_1tok = b > attn_1tok ? b : attn_1tok;
         latent = latent || one.k_only;
       }
@@ -400,7 +424,7 @@ constexpr model_cost from_shape(const model_shape& s, const engine_rule& e = exa
     }
     std::array<std::uint64_t, kv_format_count> bytes{};
     for (kv_format f : all_kv_formats) {
-      bytes[static_cast<std::size_t>(f)] = detail::group_token_bytes(g, f);
+      bytes[static_cast<std::size_t>(f)] = detail::engine_token_bytes(g, f, e.engine);
     }
     if (g.kind == layer_kind::cross) {
       for (std::size_t i = 0; i < kv_format_count; ++i) {

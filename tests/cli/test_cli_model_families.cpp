@@ -137,3 +137,25 @@ TEST_CASE("pnmem model --check: one line, known for a snapshot pnmem can price, 
   // It reads the model at PATH only: another model flag is a usage error (2).
   CHECK(run({"model", "--check", dir.path("v32"), "--from-hf-config", dir.path("v32")}).exit_code == 2);
 }
+
+TEST_CASE("DeepSeek-V3.2 in fp8: vLLM's fp8_ds_mla rows (656 B) under the vllm rule, the model's 576 under exact") {
+  const std::string fixtures = env_or_fail("PNMEM_MODEL_FIXTURES");
+  const pnmem::test::temp_dir dir;
+  const std::string config = fixtures + "/deepseek-v3.2.config.json";
+  const auto need = [&](const char* engine) {
+    const std::string file = dir.write(std::string("v32.") + engine + ".json",
+                                       run_ok({"model", "--from-hf-config", config, "--engine", engine}));
+    const json a = json::parse(run_ok({"--json", "admit", "--model", file, "--activation-anchors", "0:0", "--kv",
+                                       "fp8", "--prompt", "1000", "--host-total", "4TiB", "--host-avail", "4TiB"}));
+    return a.at("need_bytes").get<std::uint64_t>();
+  };
+  // 61 layers: the latent row and the indexer's 132 B; vLLM's in 64-token blocks (1000 -> 1024 tokens).
+  CHECK(need("vllm") == 1024ULL * 61 * (656 + 132));
+  CHECK(need("exact") == 1000ULL * 61 * (576 + 132));
+  // The summary says so.
+  const pnmem::test::process_result r = run({"model", "--from-hf-config", config, "--engine", "vllm", "--summary"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("fp8 as vLLM's fp8_ds_mla rows of 656 B") != std::string::npos);
+  CHECK(run({"model", "--from-hf-config", config, "--engine", "exact", "--summary"}).err.find("fp8_ds_mla") ==
+        std::string::npos);
+}

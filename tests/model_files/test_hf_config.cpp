@@ -254,6 +254,8 @@ TEST_CASE("MLA: DeepSeek-V3 and Kimi-K2 cache one 576-value latent row per layer
     CHECK(full_kv(d.cost, kv_format::bf16) * 24 < 61ULL * 2 * 128 * 192 * 2);  // vs 128 heads x 192 as plain K/V
     CHECK(full_kv(d.cost, kv_format::fp8) == 61 * 576);
   }
+  // Without an indexer, vLLM's dense MLA in fp8 is the plain 576 B row (fp8_ds_mla is the sparse backend's).
+  CHECK(full_kv(fixture("deepseek-v3.config.json", rule(kv_engine::vllm)).cost, kv_format::fp8) == 61 * 576);
   // vLLM's FlashMLA block is 64 tokens.
   CHECK(fixture("deepseek-v3.config.json", rule(kv_engine::vllm)).cost.kv_block_tokens == 64);
   json j = fixture_json("deepseek-v2-lite.config.json");
@@ -284,6 +286,11 @@ TEST_CASE("DeepSeek Sparse Attention: DeepSeek-V3.2 and GLM-5 keep the indexer's
     const model_description v = fixture(m.name, rule(kv_engine::vllm));
     CHECK(v.cost.kv_block_tokens == 64);
     CHECK(kv_and_state(v.cost, 1000) == 1024 * m.layers * 1284);
+    // vLLM in fp8: FlashMLA's sparse backend keeps fp8_ds_mla rows, 656 B (not 576), and the indexer's
+    // 132 B beside them; the other formats as under the exact rule. (DeepSeek-V3, no indexer: 576, above.)
+    CHECK(full_kv(v.cost, kv_format::fp8) == m.layers * (656 + 132));
+    CHECK(full_kv(v.cost, kv_format::bf16) == m.layers * (1152 + 132));
+    CHECK(full_kv(v.cost, kv_format::q4_0) == m.layers * (18 * 18 + 132));
     // llama.cpp: a second K-only cache of 128 values in the KV's type (f16: 256 B).
     const model_description l = fixture(m.name, rule(kv_engine::llama_cpp));
     CHECK(l.shape->n_groups == 2);

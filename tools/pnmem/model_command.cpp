@@ -67,6 +67,9 @@ std::string summary(const mf::model_description& d) {
           t << x.key_dim << '/' << (x.value_dim == 0 ? x.key_dim : x.value_dim) << " K/V dims";
         }
         if (x.side_bytes != 0) t << ", + " << x.side_bytes << " B a token beside the KV (e.g. an indexer's keys)";
+        if (d.engine.engine == pnmem::kv_engine::vllm && pnmem::vllm_fp8_ds_mla(x, pnmem::kv_format::fp8)) {
+          t << "; fp8 as vLLM's fp8_ds_mla rows of " << pnmem::vllm_fp8_ds_mla_row_bytes << " B";
+        }
         if (x.kind == pnmem::layer_kind::sliding) t << ", window " << x.span;
         if (x.kind == pnmem::layer_kind::chunked) t << ", chunk " << x.span;
         if (x.kind == pnmem::layer_kind::cross) t << ", " << x.span << " encoder tokens per item";
