@@ -227,7 +227,7 @@ class Outputs:
                 print(f"the box is at level ok after {time.monotonic() - start:.0f} s", flush=True)
                 return None
         return (f"the box stayed at level {level} for {SETTLE_S} s, and the page shows what a quiet box (level ok) "
-                "prints; `pnmem level` printed:\n      " + "\n      ".join(printed.split("\n")))
+                "prints; `pnmem watch` printed:\n      " + "\n      ".join(printed.split("\n")))
 
     def check_transcript(self, where, mode, steps):
         if mode.startswith("not run"):
