@@ -14,8 +14,8 @@
 #include "pnmem/detail/mutex.hpp"
 #include "pnmem/detail/saturating.hpp"
 #include "pnmem/detail/thread_annotations.hpp"
-#include "pnmem/psi_window.hpp"
 #include "pnmem/linux/procfs.hpp"
+#include "pnmem/psi_window.hpp"
 #include "memory_cgroup.hpp"
 #include "source_file.hpp"
 
