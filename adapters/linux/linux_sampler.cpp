@@ -294,29 +294,28 @@ void linux_sampler::impl::take_psi(host_sample& h, const source_read& r, const s
   const std::int64_t now_ns = clock();  // right after the read: the counters' time
   const source_value<procfs::psi> v = parse_read(r, procfs::parse_psi);
   mark(p, bit, v.status);
-  if (!v.ok()) {
-    have_psi_reference = false;  // the next rate starts over rather than spanning the gap
+  // The rate's reference and the periods start over after a gap or on another file (a counter or clock
+  // that went back restarts the periods too: psi_window).
+  const auto start_over = [&] {
+    have_psi_reference = false;
     some_period.update(now_ns, 0, false, psi_kernel_period_ns);
     full_period.update(now_ns, 0, false, psi_kernel_period_ns);
+  };
+  if (!v.ok()) {
+    start_over();  // the next rate starts over rather than spanning the gap
     return;
   }
   // Another file than the reference's (the cgroup source fell back, or came back): its counters
   // are not comparable. The rate starts over, and no counter is reported for this sample, so the
   // watcher's window starts over too.
   const bool switched = !reference_path.empty() && reference_path != path;
-  if (switched) have_psi_reference = false;
+  if (switched) start_over();
   reference_path = path;
   p.psi = trigger_armed ? psi_mode::trigger : psi_mode::poll;
   h.psi_some_avg10 = v.value.some.avg10_pct;
   h.psi_full_avg10 = v.value.has_full ? v.value.full.avg10_pct : 0.0;
   h.psi_full_total_us = v.value.has_full ? v.value.full.total_us : 0;
   h.psi_full_total_known = v.value.has_full && !switched;
-  // The periods start over with the rate's reference (a gap, another file); a counter or clock that
-  // went back restarts them too (psi_window).
-  if (switched) {
-    some_period.update(now_ns, 0, false, psi_kernel_period_ns);
-    full_period.update(now_ns, 0, false, psi_kernel_period_ns);
-  }
   some_period.update(now_ns, v.value.some.total_us, true, psi_kernel_period_ns);
   full_period.update(now_ns, v.value.full.total_us, v.value.has_full, psi_kernel_period_ns);
   if (have_psi_reference) {

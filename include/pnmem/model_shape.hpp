@@ -296,7 +296,7 @@ constexpr std::uint64_t group_token_bytes(const layer_group& g, kv_format f) noe
 // group_token_bytes under an engine's rule: vLLM's fp8_ds_mla rows where they apply.
 constexpr std::uint64_t engine_token_bytes(const layer_group& g, kv_format f, kv_engine e) noexcept {
   if (e == kv_engine::vllm && vllm_fp8_ds_mla(g, f)) {
-    return sat_add(sat_mul(g.layers, vllm_fp8_ds_mla_row_bytes), sat_mul(g.layers, g.side_bytes));
+    return sat_mul(g.layers, sat_add(vllm_fp8_ds_mla_row_bytes, g.side_bytes));
   }
   return group_token_bytes(g, f);
 }

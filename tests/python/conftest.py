@@ -88,11 +88,18 @@ def write(avail_kb):
 """
 
 
-def run_default_policy_child(code: str):
-    """`python -c code` with the library's own defaults: no PN_* of these tests (their 1 B reserve, PSI
-    off), no box ledger; its own watcher, usually over a tree it writes. The CompletedProcess (text)."""
-    import subprocess
-
+def default_policy_env() -> dict:
+    """A child's environment with the library's own defaults: no PN_* of these tests (their 1 B reserve,
+    PSI off), and PN_LEDGER=off (no box ledger unless the child's Watcher names one)."""
     env = {k: v for k, v in child_env().items() if not k.startswith("PN_")}
     env["PN_LEDGER"] = "off"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    return env
+
+
+def run_default_policy_child(code: str):
+    """`python -c code` in default_policy_env(): its own watcher, usually over a tree it writes. The
+    CompletedProcess (text)."""
+    import subprocess
+
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=default_policy_env())

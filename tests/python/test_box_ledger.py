@@ -4,14 +4,16 @@ The tests' own process runs with PN_LEDGER=off (conftest.py), and its watcher is
 side here is a child python with the library's defaults (run_default_policy_child: PN_LEDGER=off in its
 environment, which the Watcher's ledger option must override) over one fake box both read: 8 GiB, 4 GiB
 available, so 2.8 GiB above the host reserve (max(1 GiB, 15 % of 8 GiB) = 1.2 GiB)."""
+import contextlib
 import os
 import subprocess
 import sys
 import time
+import types
 
 import pnmem
 import pytest
-from conftest import child_env
+from conftest import default_policy_env
 
 GIB = 1 << 30
 
@@ -44,12 +46,6 @@ with pnmem.Watcher(root=ROOT, ledger=LEDGER):
 """
 
 
-def child_env_without_pn():
-    env = {k: v for k, v in child_env().items() if not k.startswith("PN_")}
-    env["PN_LEDGER"] = "off"  # the Watcher's ledger option decides, not the environment
-    return env
-
-
 def figure(lines, name):
     for line in lines:
         if line.startswith(name):
@@ -67,9 +63,29 @@ def box(tmp_path):
 
 def ask(box):
     p = subprocess.run([sys.executable, "-c", ASKER.format(**box)], capture_output=True, text=True, timeout=60,
-                       env=child_env_without_pn())
+                       env=default_policy_env())  # PN_LEDGER=off: the Watcher's ledger option must win
     assert p.returncode == 0, p.stderr
     return p.stdout.splitlines()
+
+
+@contextlib.contextmanager
+def holding(box):
+    """A child holding 2 GiB on box's ledger while the block runs; released after it. Yields what it
+    printed and its exit status (out, err, returncode), filled in once it has exited."""
+    done = types.SimpleNamespace(out="", err="", returncode=None)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER.format(**box)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=default_policy_env())
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(os.path.join(box["dir"], "held")):
+            assert holder.poll() is None, holder.communicate()
+            assert time.monotonic() < deadline, "the holder did not reserve within 30 s"
+            time.sleep(0.02)
+        yield done
+    finally:
+        open(os.path.join(box["dir"], "release"), "w").close()
+        done.out, done.err = holder.communicate(timeout=60)
+        done.returncode = holder.returncode
 
 
 def test_two_processes_count_each_others_promises(box):
@@ -77,25 +93,15 @@ def test_two_processes_count_each_others_promises(box):
     alone = ask(box)
     assert alone[0] == "ADMITTED", alone
     assert figure(alone, "pnmem_ledger_processes") == 1
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER.format(**box)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=child_env_without_pn())
-    try:
-        deadline = time.monotonic() + 30
-        while not os.path.exists(os.path.join(box["dir"], "held")):
-            assert holder.poll() is None, holder.communicate()
-            assert time.monotonic() < deadline, "the holder did not reserve within 30 s"
-            time.sleep(0.02)
+    with holding(box) as holder:
         # With the other process's 2 GiB promised, 1.5 GiB no longer fits: 2.8 GiB - 2 GiB = 819.2 MiB would.
         beside = ask(box)
         assert beside[0] == "CAPPED", beside
         assert "1.50 GiB (1610612736 B) does not fit, 819.20 MiB (858993460 B) would" in beside[1], beside
         assert figure(beside, "pnmem_ledger_processes") == 2
         assert figure(beside, "pnmem_ledger_pending_bytes") >= 2 * GIB
-    finally:
-        open(os.path.join(box["dir"], "release"), "w").close()
-        out, err = holder.communicate(timeout=60)
-    assert holder.returncode == 0, err
-    assert out.split() == ["ADMITTED"]
+    assert holder.returncode == 0, holder.err
+    assert holder.out.split() == ["ADMITTED"]
     # Cancelled and gone: the 1.5 GiB fits again, and the holder is off the ledger.
     after = ask(box)
     assert after[0] == "ADMITTED", after
@@ -104,23 +110,12 @@ def test_two_processes_count_each_others_promises(box):
 
 
 def test_ledger_off_counts_alone(box):
-    # The same ask beside a holder on another ledger ("off": none) is admitted: what denied it above is the
+    # The same ask beside a holder on another ledger ("off": none) is admitted: what capped it above is the
     # shared ledger, not the box.
-    off = dict(box, ledger="off")
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER.format(**box)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=child_env_without_pn())
-    try:
-        deadline = time.monotonic() + 30
-        while not os.path.exists(os.path.join(box["dir"], "held")):
-            assert holder.poll() is None, holder.communicate()
-            assert time.monotonic() < deadline, "the holder did not reserve within 30 s"
-            time.sleep(0.02)
-        lines = ask(off)
+    with holding(box):
+        lines = ask(dict(box, ledger="off"))
         assert lines[0] == "ADMITTED", lines
         assert not any(line.startswith("pnmem_ledger_") for line in lines)  # joined none: no ledger gauges
-    finally:
-        open(os.path.join(box["dir"], "release"), "w").close()
-        holder.communicate(timeout=60)
 
 
 @pytest.mark.parametrize("bad", ["", "a\0b"])

@@ -211,23 +211,23 @@ class Outputs:
         if level is None:
             print(f"note: live-box blocks run unchecked for the box's level: {printed}", flush=True)
             return None
-        if level == "ok":
-            return None
-        if level == "unreadable":
-            return "could not read the box's level: " + printed
-        print(f"the box is at level {level}; waiting up to {SETTLE_S} s for level ok before a live-box block:\n  " +
-              "\n  ".join(printed.split("\n")), flush=True)
         start = time.monotonic()
-        while time.monotonic() - start < SETTLE_S:
-            time.sleep(2)
-            level, printed = self.box_level()
+        waited = False
+        while level != "ok":
             if level == "unreadable":
                 return "could not read the box's level: " + printed
-            if level == "ok":
-                print(f"the box is at level ok after {time.monotonic() - start:.0f} s", flush=True)
-                return None
-        return (f"the box stayed at level {level} for {SETTLE_S} s, and the page shows what a quiet box (level ok) "
-                "prints; `pnmem watch` printed:\n      " + "\n      ".join(printed.split("\n")))
+            if waited and time.monotonic() - start >= SETTLE_S:
+                return (f"the box stayed at level {level} for {SETTLE_S} s, and the page shows what a quiet box "
+                        "(level ok) prints; `pnmem watch` printed:\n      " + "\n      ".join(printed.split("\n")))
+            if not waited:
+                print(f"the box is at level {level}; waiting up to {SETTLE_S} s for level ok before a live-box "
+                      "block:\n  " + "\n  ".join(printed.split("\n")), flush=True)
+                waited = True
+            time.sleep(2)
+            level, printed = self.box_level()
+        if waited:
+            print(f"the box is at level ok after {time.monotonic() - start:.0f} s", flush=True)
+        return None
 
     def check_transcript(self, where, mode, steps):
         if mode.startswith("not run"):
@@ -271,11 +271,10 @@ class Outputs:
             return
         results = self.run_block(where, mode, script, run_steps)
         if live and any(why for _, why in results):
-            # The box may have stalled while the block ran: say what it reads now, and run the block once
-            # more once it is quiet. Lines that still differ on a quiet box are the page's to fix.
-            level, printed = self.box_level()
-            print(f"{where}: the lines differ; the box reads level {level} now:\n  " +
-                  "\n  ".join(printed.split("\n")) + "\nrunning the block again once the box is quiet", flush=True)
+            # The box may have stalled while the block ran: run the block once more once it is quiet (the
+            # wait prints what the box reads if it is not). Lines that still differ on a quiet box are the
+            # page's to fix.
+            print(f"{where}: the lines differ; running the block again once the box is quiet", flush=True)
             busy = self.wait_for_quiet_box()
             if busy:
                 self.fail(where, busy)
