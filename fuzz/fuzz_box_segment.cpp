@@ -10,7 +10,7 @@
 //   - box_segment_problem answers any bytes (any size, any alignment, a null pointer) with no crash, in
 //     one line (no newline) that is empty exactly when the segment is taken;
 //   - a segment it takes holds what the check promises: the live holders counted, the unsettled total
-//     their sum, every holder's count and bytes zero together, each ring's total following its newest
+//     their exact sum (never one clamped at 2^64-1, which no removal could take apart again), every holder's count and bytes zero together, each ring's total following its newest
 //     entry;
 //   - the operations a ledger does on a taken segment (add, remove, settle, credit, what a reader has not
 //     seen, free a holder, take one, count again) keep it taken, whatever the arguments (a holder out of
@@ -59,7 +59,7 @@ void check_taken(const box_segment& s) {
     }
     ++live;
     FUZZ_CHECK((h.unsettled_bytes == 0) == (h.reservations == 0));
-    sum = detail::sat_add(sum, h.unsettled_bytes);
+    FUZZ_CHECK(!detail::add_overflows(sum, h.unsettled_bytes, sum));  // the totals are exact sums
   }
   FUZZ_CHECK(live == s.holders_live);
   FUZZ_CHECK(sum == s.unsettled_total);
@@ -72,8 +72,8 @@ void check_taken(const box_segment& s) {
         FUZZ_CHECK(s.holder_die_bytes[h][d] == 0 && s.holder_die_retiring[h][d] == 0 && s.holder_die_count[h][d] == 0);
         continue;
       }
-      bytes = detail::sat_add(bytes, s.holder_die_bytes[h][d]);
-      retiring = detail::sat_add(retiring, s.holder_die_retiring[h][d]);
+      FUZZ_CHECK(!detail::add_overflows(bytes, s.holder_die_bytes[h][d], bytes));
+      FUZZ_CHECK(!detail::add_overflows(retiring, s.holder_die_retiring[h][d], retiring));
     }
     FUZZ_CHECK(bytes == s.dies[d].unsettled_total && retiring == s.dies[d].retiring_total);
   }

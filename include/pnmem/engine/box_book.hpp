@@ -209,6 +209,13 @@ inline std::string box_text(const char* field, std::uint64_t got, std::uint64_t 
   return std::string(field) + " is " + std::to_string(got) + ", not " + std::to_string(want);
 }
 
+// The segment's totals are exact sums of its holders' figures, never clamped: a clamped total cannot be
+// taken apart again (a holder's bytes taken off a total that stopped at 2^64-1 leave it below the
+// others' sum), so what would carry a total past 2^64-1 is granted only up to it.
+inline std::uint64_t box_room(std::uint64_t total, std::uint64_t bytes) noexcept {
+  return bytes < u64_max - total ? bytes : u64_max - total;
+}
+
 // The dies' figures: the entries taken have a UUID and the others none; each die's totals are its live
 // holders' sums, a free holder holds nothing on any die; the die ring's entries name a die taken and a
 // holder, in time order.
@@ -240,8 +247,9 @@ inline std::string box_dies_problem(const box_segment& s) {
         return "holder " + std::to_string(h) + " has " + std::to_string(c) + " reservations of " + std::to_string(b) +
                " bytes on " + name;
       }
-      bytes = sat_add(bytes, b);
-      retiring = sat_add(retiring, r);
+      if (add_overflows(bytes, b, bytes) || add_overflows(retiring, r, retiring)) {
+        return "its holders' bytes on " + name + " add up past 2^64";
+      }
       count += c;
     }
     if (die.unsettled_total != bytes) return box_text((name + "'s unsettled total").c_str(), die.unsettled_total, bytes);
@@ -319,7 +327,7 @@ inline std::string box_segment_problem(const void* bytes, std::size_t size, std:
              std::to_string(h.unsettled_bytes) + " bytes";
     }
     if (h.comm[sizeof h.comm - 1] != '\0') return "holder " + std::to_string(i) + "'s command is not terminated";
-    unsettled = detail::sat_add(unsettled, h.unsettled_bytes);
+    if (detail::add_overflows(unsettled, h.unsettled_bytes, unsettled)) return "its holders' unsettled bytes add up past 2^64";
   }
   if (s.holders_live != live) return detail::box_text("its count of holders", s.holders_live, live);
   if (s.unsettled_total != unsettled) {
@@ -370,11 +378,12 @@ inline box_holder* box_holder_of(box_segment& s, std::uint32_t h) noexcept {
 // Holder `h` promised `bytes` more (a reservation), at `now`.
 inline void box_add(box_segment& s, std::uint32_t h, std::uint64_t bytes, std::int64_t now) noexcept {
   box_holder* me = box_holder_of(s, h);
+  bytes = detail::box_room(s.unsettled_total, bytes);
   if (me == nullptr || bytes == 0) return;
   if (me->unsettled_bytes == 0) me->holding_since_ns = now;
-  me->unsettled_bytes = detail::sat_add(me->unsettled_bytes, bytes);
+  me->unsettled_bytes += bytes;  // no more than the total, which has room for it
   ++me->reservations;
-  s.unsettled_total = detail::sat_add(s.unsettled_total, bytes);
+  s.unsettled_total += bytes;
 }
 
 // Holder `h`'s reservation of `bytes` was cancelled or expired: its bytes come back now.
@@ -448,10 +457,12 @@ inline std::uint32_t box_die_index(box_segment& s, const die_uuid& id, bool crea
 
 // Holder `h` promised `bytes` more on die `d`.
 inline void box_die_add(box_segment& s, std::uint32_t h, std::uint32_t d, std::uint64_t bytes) noexcept {
-  if (box_holder_of(s, h) == nullptr || d >= s.dies_used || d >= box_max_dies || bytes == 0) return;
-  s.holder_die_bytes[h][d] = detail::sat_add(s.holder_die_bytes[h][d], bytes);
+  if (box_holder_of(s, h) == nullptr || d >= s.dies_used || d >= box_max_dies) return;
+  bytes = detail::box_room(s.dies[d].unsettled_total, bytes);
+  if (bytes == 0) return;
+  s.holder_die_bytes[h][d] += bytes;  // no more than the die's total, which has room for it
   ++s.holder_die_count[h][d];
-  s.dies[d].unsettled_total = detail::sat_add(s.dies[d].unsettled_total, bytes);
+  s.dies[d].unsettled_total += bytes;
   ++s.dies[d].reservations;
 }
 
@@ -493,8 +504,8 @@ inline void box_die_set_retiring(box_segment& s, std::uint32_t h, std::uint32_t 
   std::uint64_t& mine = s.holder_die_retiring[h][d];
   std::uint64_t& total = s.dies[d].retiring_total;
   total -= mine < total ? mine : total;
-  mine = bytes;
-  total = detail::sat_add(total, bytes);
+  mine = detail::box_room(total, bytes);
+  total += mine;
 }
 
 // What every holder has promised on die `d` that a sample of the die which began at die_read_ns has not
@@ -590,9 +601,10 @@ inline void box_recount(box_segment& s) noexcept {
       continue;
     }
     ++live;
+    h.unsettled_bytes = detail::box_room(unsettled, h.unsettled_bytes);  // figures past 2^64 in all: garbage
     if (h.unsettled_bytes == 0) h.reservations = 0;
     if (h.unsettled_bytes != 0 && h.reservations == 0) h.reservations = 1;
-    unsettled = detail::sat_add(unsettled, h.unsettled_bytes);
+    unsettled += h.unsettled_bytes;
   }
   s.unsettled_total = unsettled;
   s.holders_live = live;
@@ -609,10 +621,12 @@ inline void box_recount(box_segment& s) noexcept {
         s.holder_die_retiring[h][d] = 0;
         continue;
       }
+      s.holder_die_bytes[h][d] = detail::box_room(bytes, s.holder_die_bytes[h][d]);
+      s.holder_die_retiring[h][d] = detail::box_room(retiring, s.holder_die_retiring[h][d]);
       if (s.holder_die_bytes[h][d] == 0) s.holder_die_count[h][d] = 0;
       if (s.holder_die_bytes[h][d] != 0 && s.holder_die_count[h][d] == 0) s.holder_die_count[h][d] = 1;
-      bytes = detail::sat_add(bytes, s.holder_die_bytes[h][d]);
-      retiring = detail::sat_add(retiring, s.holder_die_retiring[h][d]);
+      bytes += s.holder_die_bytes[h][d];
+      retiring += s.holder_die_retiring[h][d];
       count += s.holder_die_count[h][d];
     }
     s.dies[d].unsettled_total = bytes;
