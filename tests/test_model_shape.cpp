@@ -30,6 +30,16 @@ model_shape qwen3_next() {
   return s;
 }
 
+// Full layers and sliding ones (window W) of their own heads x dims, bf16.
+model_shape full_and_sliding(std::uint32_t full, std::uint32_t full_heads, std::uint32_t full_dim, std::uint32_t sliding,
+                             std::uint32_t sliding_heads, std::uint32_t sliding_dim, std::uint32_t window) {
+  model_shape s;
+  s.add(attention_layers(layer_kind::full, full, full_heads, full_dim));
+  s.add(attention_layers(layer_kind::sliding, sliding, sliding_heads, sliding_dim, sliding_dim, window));
+  s.normal_kv = kv_format::bf16;
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("a full group: K and V rows of kv_heads x dims per layer and token, in every format") {
@@ -243,4 +253,34 @@ TEST_CASE("vLLM's hybrid allocator pads each kind of layer to whole groups, and 
   CHECK(hm.state_bytes_per_seq == 24ULL * 2096 * 1024);
   // One kind only (a plain model): nothing is padded.
   CHECK(from_shape(uniform_shape(7, 8, 128, 32, 4096), v).full_kv_bytes_per_token[at(kv_format::f16)] == 7 * 4096);
+}
+
+TEST_CASE("vLLM's hybrid allocator keeps one page size: a smaller page gets a larger block, or is padded to the largest") {
+  engine_rule v = rule(kv_engine::vllm);
+  // Gemma-4-31B's kinds: 10 full layers of 4 KV heads x 512 (8192 B a token in bf16) and 50 sliding
+  // (window 1024) of 16 x 256 (16384 B). The full layers' page is half: their block is 32. model_cost
+  // rounds every layer to 32; the window is counted in the sliding layers' own blocks of 16.
+  const model_cost m = from_shape(full_and_sliding(10, 4, 512, 50, 16, 256, 1024), v);
+  CHECK(m.kv_block_tokens == 32);
+  REQUIRE(m.n_windows == 1);
+  CHECK(m.windows[0].window == (576 + 1) * 16);  // ceil(9215 / 16) = 576, + 1 block
+  CHECK(kv_bytes(m, kv_format::bf16, 1040) == 1056ULL * (10 * 8192 + 50 * 16384));
+  // A page that does not divide the largest is padded to it: 3 KV heads x 128 (1536 B a token) beside
+  // 2 x 128 (1024 B): the smaller page's layers are charged 1536 B a token, in blocks of 16.
+  const model_shape odd = full_and_sliding(4, 3, 128, 4, 2, 128, 4096);
+  const model_cost o = from_shape(odd, v);
+  CHECK(o.kv_block_tokens == 16);
+  REQUIRE(o.n_windows == 1);
+  CHECK(o.windows[0].bytes_per_token[at(kv_format::bf16)] == 4 * 1536);
+  CHECK(o.windows[0].bytes_per_token[at(kv_format::fp8)] == 4 * 768);  // scaled as the normal format's
+  CHECK(o.full_kv_bytes_per_token[at(kv_format::bf16)] == 4 * 1536);
+  CHECK(from_shape(odd).windows[0].bytes_per_token[at(kv_format::bf16)] == 4 * 1024);  // exact: its own rows
+  // Every layer full, rows of two sizes (Nemotron-NAS's blocks): one group (UniformTypeKVCacheSpecs), each
+  // layer its own page in blocks of 16: neither a larger block nor padding layers.
+  model_shape nas;
+  nas.add(attention_layers(layer_kind::full, 7, 8, 128));
+  nas.add(attention_layers(layer_kind::full, 2, 4, 128));
+  const model_cost n = from_shape(nas, v);
+  CHECK(n.kv_block_tokens == 16);
+  CHECK(n.full_kv_bytes_per_token[at(kv_format::f16)] == 7 * 4096 + 2 * 2048);
 }

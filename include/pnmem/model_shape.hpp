@@ -43,8 +43,10 @@
 //               (vllm/v1/kv_cache_interface.py, SlidingWindowSpec / ChunkedLocalAttentionSpec
 //               max_memory_usage_bytes); each layer's state padded to that attention page, held
 //               state_copies times (2 with prefix caching on a hybrid: vLLM's "align" mode); and
-//               with more than one kind of layer, each kind's count rounded up to vLLM's group size
-//               (the padding layers its hybrid allocator adds are paid by every sequence); an
+//               with kinds of layer that keep different tokens (its hybrid manager), each kind's count
+//               rounded up to vLLM's group size (the padding layers it adds are paid by every
+//               sequence) and one page size for all: a kind with a smaller page in a larger block, or
+//               its page padded (engine_layout; every layer rounded to the largest block); an
 //               MLA latent of 576 values with an indexer beside it (DeepSeek Sparse Attention) in fp8
 //               is stored as fp8_ds_mla rows of 656 B (FlashMLA's sparse backend: 512 fp8 values, their
 //               scales and 64 bf16 rope values; FlashInfer's sparse backend keeps 576 B: the higher)
@@ -330,46 +332,110 @@ constexpr std::uint64_t state_layer_bytes(const layer_group& g, kv_format conv, 
 }
 }  // namespace detail
 
-constexpr model_cost from_shape(const model_shape& s, const engine_rule& e = exact_engine) noexcept {
-  using detail::sat_add;
+// How the engine's rule lays out a shape's KV: the block each group is allocated in, a page padded
+// past a group's own rows, and what one recurrent layer's state costs. from_shape prices with it, and
+// `pnmem model --summary` shows it.
+struct engine_layout {
+  std::uint64_t block = 1;       // the rule's block (vllm: raised for MLA, and for state beside attention)
+  std::uint64_t state_page = 0;  // vllm, state beside attention: bytes one recurrent layer's state is padded to
+  bool hybrid = false;           // vllm: its hybrid manager holds the KV (kinds that keep different tokens)
+  kv_format conv = kv_format::fp32;  // the formats the rule keeps recurrent state in
+  kv_format ssm = kv_format::fp32;
+  std::array<std::uint64_t, max_layer_groups> group_block{};  // the block each group is allocated in
+  std::array<std::uint64_t, max_layer_groups> page_pad{};     // a page padded to the largest: its bytes
+                                                              // a token in the normal format (0: none)
+  // The block model_cost rounds every layer to: the largest any group gets.
+  constexpr std::uint64_t largest_block() const noexcept {
+    std::uint64_t b = block;
+    for (std::uint64_t g : group_block) b = g > b ? g : b;
+    return b;
+  }
+};
+
+constexpr engine_layout layout_of(const model_shape& s, const engine_rule& e = exact_engine) noexcept {
   using detail::sat_mul;
-  model_cost m;
+  engine_layout out;
   const std::size_t groups = s.n_groups < max_layer_groups ? s.n_groups : max_layer_groups;
   const bool llama = e.engine == kv_engine::llama_cpp;
   const bool vllm = e.engine == kv_engine::vllm;
-  const kv_format conv = llama ? kv_format::fp32 : s.state_format;
-  const kv_format ssm = llama || (vllm && e.ssm_state_fp32) ? kv_format::fp32 : s.ssm_state_format;
+  out.conv = llama ? kv_format::fp32 : s.state_format;
+  out.ssm = llama || (vllm && e.ssm_state_fp32) ? kv_format::fp32 : s.ssm_state_format;
 
   // The KV block, and what one recurrent layer's state costs (vLLM pads it to an attention page).
   std::uint64_t block = vllm ? (e.block_tokens == 0 ? 1 : e.block_tokens) : llama ? 256 : 1;
-  std::uint64_t state_page = 0;  // vllm, hybrid: bytes one recurrent layer's state is padded to
+  std::uint64_t attn_1tok = 0;  // vllm: the widest attention layer's bytes per token, normal format
   if (vllm) {
-    std::uint64_t attn_1tok = 0;  // the widest attention layer's bytes per token, normal format
     std::uint64_t state_raw = 0;  // the largest recurrent layer's state
     bool latent = false;
+    bool attention = false;
+    layer_kind kind = layer_kind::full;
+    std::uint64_t span = 0;
     for (std::size_t gi = 0; gi < groups; ++gi) {
       layer_group one = s.groups[gi];
       if (one.layers == 0) continue;
       if (one.kind == layer_kind::recurrent) {
-        const std::uint64_t b = detail::state_layer_bytes(one, conv, ssm);
+        const std::uint64_t b = detail::state_layer_bytes(one, out.conv, out.ssm);
         state_raw = b > state_raw ? b : state_raw;
       } else if (one.kind != layer_kind::cross) {
         one.layers = 1;
         const std::uint64_t b = detail::engine_token_bytes(one, s.normal_kv, e.engine);
         attn_1tok = b > attn_1tok ? b : attn_1tok;
         latent = latent || one.k_only;
+        const std::uint64_t kept = one.kind == layer_kind::full ? 0 : one.span;  // what tells the kinds apart
+        out.hybrid = out.hybrid || (attention && (one.kind != kind || kept != span));
+        attention = true;
+        kind = one.kind;
+        span = kept;
       }
     }
+    out.hybrid = out.hybrid || (state_raw != 0 && attention);
     if (latent && block % 64 != 0) block = detail::ceil_div(block, 64) * 64;
     if (state_raw != 0 && attn_1tok != 0) {
       const std::uint64_t aligned = detail::ceil_div(state_raw, sat_mul(block, attn_1tok)) * block;
       block = aligned > block ? aligned : block;
-      state_page = sat_mul(block, attn_1tok);
+      out.state_page = sat_mul(block, attn_1tok);
     }
   }
-  m.kv_block_tokens = block > 1 ? static_cast<std::uint32_t>(block) : 0;
+  out.block = block;
+  for (std::size_t gi = 0; gi < groups; ++gi) out.group_block[gi] = block;
+  // out.hybrid says which of vLLM's managers holds the KV: one group for a model whose layers all keep
+  // the same tokens (every attention layer full, or all of one window or chunk: UniformTypeKVCacheSpecs,
+  // however their rows differ), else the hybrid manager (kinds of layer that keep different tokens, or
+  // recurrent layers beside attention). The hybrid manager allocates pages of one size: a kind whose page (block x
+  // its layer's bytes per token) is smaller than the largest gets a larger block, the largest page over
+  // its own (Gemma 4's and MiMo-V2-Flash's full layers, half their sliding layers' bytes, get blocks of
+  // 32 where those keep 16), or where that is no whole number its page padded to the largest
+  // (vllm/v1/core/kv_cache_utils.py unify_kv_cache_spec_page_size). model_cost rounds every layer to one
+  // block: the largest any kind gets, so a kind with a smaller block is charged up to the difference
+  // more, never less; each kind's window or chunk is counted in its own blocks.
+  for (std::size_t gi = 0; out.hybrid && gi < groups; ++gi) {
+    layer_group one = s.groups[gi];
+    if (one.layers == 0 || one.kind == layer_kind::cross || one.kind == layer_kind::recurrent) continue;
+    one.layers = 1;
+    const std::uint64_t b = detail::engine_token_bytes(one, s.normal_kv, e.engine);
+    if (b == 0 || b == attn_1tok) continue;
+    if (attn_1tok % b == 0) {
+      out.group_block[gi] = sat_mul(block, attn_1tok / b);
+    } else {
+      out.page_pad[gi] = attn_1tok;
+    }
+  }
+  return out;
+}
 
-  // vLLM's hybrid KV-cache manager (more than one kind of layer) splits each kind into groups of
+constexpr model_cost from_shape(const model_shape& s, const engine_rule& e = exact_engine) noexcept {
+  using detail::sat_add;
+  using detail::sat_mul;
+  model_cost m;
+  const std::size_t groups = s.n_groups < max_layer_groups ? s.n_groups : max_layer_groups;
+  const bool vllm = e.engine == kv_engine::vllm;
+  const engine_layout layout = layout_of(s, e);
+  const bool hybrid = layout.hybrid;
+  const std::uint64_t state_page = layout.state_page;
+  const std::uint64_t largest_block = layout.largest_block();
+  m.kv_block_tokens = largest_block > 1 ? static_cast<std::uint32_t>(largest_block > 0xffffffffULL ? 0xffffffffULL : largest_block) : 0;
+
+  // vLLM's hybrid KV-cache manager (layout.hybrid) splits each kind into groups of
   // group_size layers (the fewest layers of any kind, or the most when that is under 1.5x the fewest)
   // and pads a kind's last group with layers that hold nothing but are paid for: a kind of n layers
   // costs as ceil(n / group_size) x group_size (vllm/v1/core/kv_cache_utils.py). Kinds: groups of the
@@ -402,7 +468,7 @@ constexpr model_cost from_shape(const model_shape& s, const engine_rule& e = exa
       fewest = fewest == 0 || count[gi] < fewest ? count[gi] : fewest;
       most = count[gi] > most ? count[gi] : most;
     }
-    if (kinds > 1) {
+    if (hybrid && kinds > 1) {
       const std::uint64_t group_size = 2 * most < 3 * fewest ? most : fewest;
       for (std::size_t gi = 0; gi < groups; ++gi) {
         if (count[gi] == 0) continue;
@@ -416,7 +482,7 @@ constexpr model_cost from_shape(const model_shape& s, const engine_rule& e = exa
     layer_group g = s.groups[gi];
     g.layers = static_cast<std::uint32_t>(paid[gi] > 0xffffffffULL ? 0xffffffffULL : paid[gi]);
     if (g.kind == layer_kind::recurrent) {
-      std::uint64_t per_layer = detail::state_layer_bytes(g, conv, ssm);
+      std::uint64_t per_layer = detail::state_layer_bytes(g, layout.conv, layout.ssm);
       if (per_layer < state_page) per_layer = state_page;
       const std::uint64_t copies = e.state_copies == 0 ? 1 : e.state_copies;
       m.state_bytes_per_seq = sat_add(m.state_bytes_per_seq, sat_mul(sat_mul(g.layers, per_layer), copies));
@@ -424,7 +490,13 @@ constexpr model_cost from_shape(const model_shape& s, const engine_rule& e = exa
     }
     std::array<std::uint64_t, kv_format_count> bytes{};
     for (kv_format f : all_kv_formats) {
-      bytes[static_cast<std::size_t>(f)] = detail::engine_token_bytes(g, f, e.engine);
+      std::uint64_t b = detail::engine_token_bytes(g, f, e.engine);
+      if (layout.page_pad[gi] != 0) {  // a page padded to the largest: its bytes scaled as the normal format's are
+        layer_group one = g;
+        one.layers = 1;
+        b = detail::mul_div_ceil(b, layout.page_pad[gi], detail::engine_token_bytes(one, s.normal_kv, e.engine));
+      }
+      bytes[static_cast<std::size_t>(f)] = b;
     }
     if (g.kind == layer_kind::cross) {
       for (std::size_t i = 0; i < kv_format_count; ++i) {
@@ -432,7 +504,7 @@ constexpr model_cost from_shape(const model_shape& s, const engine_rule& e = exa
       }
       continue;
     }
-    add_kv_term(m, bytes, g.kind == layer_kind::full ? 0 : kept_tokens(e, g.kind, g.span, block));
+    add_kv_term(m, bytes, g.kind == layer_kind::full ? 0 : kept_tokens(e, g.kind, g.span, layout.group_block[gi]));
   }
   m.normal_kv = s.normal_kv;
   m.compact_kv = s.compact_kv;

@@ -11,9 +11,11 @@
 //              attention page holds one layer's state, and each state is padded to that page). At its
 //              peak, with a prefill chunk of max_num_batched_tokens B in flight, a sliding layer holds
 //              min(ceil(n / bs), ceil((W - 1 + B) / bs) + 1) blocks, a chunked one min(ceil(n / bs),
-//              ceil((C + B) / bs)). With more than one kind of layer its hybrid allocator pads each
-//              kind to whole groups of group_size layers (the fewest of any kind, or the most when
-//              under 1.5x the fewest). Recurrent state in the model dtype (the SSM state in fp32 where
+//              ceil((C + B) / bs)). With kinds of layer that keep different tokens (or state beside
+//              attention) its hybrid allocator pads each kind to whole groups of group_size layers (the
+//              fewest of any kind, or the most when under 1.5x the fewest), and gives a kind whose page
+//              (bs x its bytes per token) is smaller than the largest a block as many times larger
+//              (kv_cache_utils.py unify_kv_cache_spec_page_size). Recurrent state in the model dtype (the SSM state in fp32 where
 //              the config or vLLM's model code says so).
 //   llama.cpp  n_ctx = pad256(n) cells in every full layer (MLA: the K row only); a sliding or chunked
 //              layer pad256(min(n_ctx, W + ubatch)) cells (one sequence, ubatch 512); Phi-3's and
@@ -93,24 +95,31 @@ inline std::uint64_t vllm_bytes(const ref_model& m, std::uint64_t n, vllm_settin
     bs = std::max(bs, bs * ceil_div(raw_state, bs * attn_1tok));
     state_page = std::max(raw_state, bs * attn_1tok);
   }
-  // The hybrid allocator's groups.
+  // The hybrid allocator (kinds of layer that keep different tokens, or state beside attention): its
+  // groups, and one page size for all, a kind with a smaller page getting a larger block.
+  bool hybrid = m.state.layers > 0 && !m.attention.empty();
+  for (const ref_layers& l : m.attention) {
+    hybrid = hybrid || l.kind != m.attention.front().kind || l.span != m.attention.front().span;
+  }
   std::vector<std::uint64_t> counts;
   for (const ref_layers& l : m.attention) counts.push_back(l.layers);
   if (m.state.layers > 0) counts.push_back(m.state.layers);
   std::uint64_t group = 0;
-  if (counts.size() > 1) {
+  if (hybrid && counts.size() > 1) {
     const std::uint64_t fewest = *std::min_element(counts.begin(), counts.end());
     const std::uint64_t most = *std::max_element(counts.begin(), counts.end());
     group = 2 * most < 3 * fewest ? most : fewest;
   }
   auto paid = [&](std::uint64_t layers) { return group == 0 ? layers : round_up(layers, group); };
   std::uint64_t b = 0;
-  const std::uint64_t blocks_n = ceil_div(n, bs);
   for (const ref_layers& l : m.attention) {
-    std::uint64_t blocks = blocks_n;
-    if (l.kind == ref_layers::sliding) blocks = std::min(blocks_n, ceil_div(l.span - 1 + v.max_batched_tokens, bs) + 1);
-    if (l.kind == ref_layers::chunked) blocks = std::min(blocks_n, ceil_div(l.span + v.max_batched_tokens, bs));
-    b += paid(l.layers) * (l.bytes_per_token + l.side_bytes) * blocks * bs;
+    const std::uint64_t row = l.bytes_per_token + l.side_bytes;
+    // (The fixtures' pages divide the largest: no page is padded.)
+    const std::uint64_t kbs = hybrid ? bs * (attn_1tok / row) : bs;
+    std::uint64_t blocks = ceil_div(n, kbs);
+    if (l.kind == ref_layers::sliding) blocks = std::min(blocks, ceil_div(l.span - 1 + v.max_batched_tokens, kbs) + 1);
+    if (l.kind == ref_layers::chunked) blocks = std::min(blocks, ceil_div(l.span + v.max_batched_tokens, kbs));
+    b += paid(l.layers) * row * blocks * kbs;
   }
   return b + paid(m.state.layers) * state_page;
 }

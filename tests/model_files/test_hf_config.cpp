@@ -137,6 +137,35 @@ TEST_CASE("every fixture under each engine's rule: at least what the engine allo
   CHECK(exact_matches == compared);
 }
 
+TEST_CASE("vLLM's one page size: a kind of layer with a smaller page gets a larger block, never charged low") {
+  // Between the block multiples the 1k/32k/128k points all are. Gemma 4's and MiMo-V2-Flash's full layers
+  // (half their sliding layers' bytes a token) are allocated in blocks of 32 where the sliding keep 16,
+  // Gemma-4-E2B's sliding layers (half its full layers') likewise: pnmem rounds every layer to the largest
+  // block, so it may charge a kind with a smaller block up to one block of every layer more, never less.
+  for (const pnmem::test::ref_model& ref : pnmem::test::reference_models()) {
+    CAPTURE(ref.fixture);
+    const model_description v = fixture(ref, rule(kv_engine::vllm));
+    const std::uint64_t one_block = v.cost.kv_block_tokens * kv_bytes_per_token(v.cost, kv_format::bf16);
+    for (const std::uint64_t n : {1ULL, 17ULL, 33ULL, 1000ULL, 1040ULL, 1041ULL, 4100ULL, 9000ULL, 9250ULL, 40000ULL}) {
+      CAPTURE(n);
+      const std::uint64_t want = pnmem::test::vllm_bytes(ref, n);
+      const std::uint64_t got = kv_and_state(v.cost, n);
+      CHECK(got >= want);
+      CHECK(got - want <= one_block);
+    }
+  }
+  // Gemma-4-31B at 1,040 tokens: its 10 full layers (8192 B a token) hold 33 blocks of 32, 1,056 tokens;
+  // its 50 sliding layers (16384 B) 65 blocks of 16, 1,040; pnmem charges both 1,056.
+  const model_description g = fixture("gemma-4-31b-it.config.json", rule(kv_engine::vllm));
+  CHECK(g.cost.kv_block_tokens == 32);
+  CHECK(kv_and_state(g.cost, 1040) == 1056ULL * (10 * 8192 + 50 * 16384));
+  // Gemma-4-E2B: its sliding layers (1024 B) have the smaller page: blocks of 32, the window counted in them.
+  const model_description e2b = fixture("gemma-4-e2b-it.config.json", rule(kv_engine::vllm));
+  CHECK(e2b.cost.kv_block_tokens == 32);
+  REQUIRE(e2b.cost.n_windows == 1);
+  CHECK(e2b.cost.windows[0].window == (pnmem::test::ceil_div(511 + 8192, 32) + 1) * 32);
+}
+
 TEST_CASE("Llama-3-8B: 32 layers x 8 KV heads x 128 dims (derived 4096 / 32), bf16, every format") {
   const model_description d = fixture("llama-3-8b.config.json");
   REQUIRE(d.shape->n_groups == 1);

@@ -54,6 +54,7 @@ std::string summary(const mf::model_description& d) {
     const pnmem::model_shape& s = *d.shape;
     t << "shape (" << s.query_heads << " query heads, hidden " << s.hidden_size << "), engine rule "
       << pnmem::to_string(d.engine.engine) << ":\n";
+    const pnmem::engine_layout layout = pnmem::layout_of(s, d.engine);
     for (std::size_t g = 0; g < s.n_groups && g < pnmem::max_layer_groups; ++g) {
       const pnmem::layer_group& x = s.groups[g];
       t << "  " << x.layers << " x " << pnmem::to_string(x.kind);
@@ -74,7 +75,14 @@ std::string summary(const mf::model_description& d) {
         if (x.kind == pnmem::layer_kind::chunked) t << ", chunk " << x.span;
         if (x.kind == pnmem::layer_kind::cross) t << ", " << x.span << " encoder tokens per item";
         if (x.kind == pnmem::layer_kind::sliding || x.kind == pnmem::layer_kind::chunked) {
-          t << " (kept: " << pnmem::kept_tokens(d.engine, x.kind, x.span, m.kv_block_tokens == 0 ? 1 : m.kv_block_tokens) << " tokens)";
+          t << " (kept: " << pnmem::kept_tokens(d.engine, x.kind, x.span, layout.group_block[g]) << " tokens)";
+        }
+        // vLLM's one page size: this kind's own block, or its page padded to the largest.
+        if (x.kind != pnmem::layer_kind::cross && layout.group_block[g] != layout.block) {
+          t << "; vLLM's one page size: blocks of " << layout.group_block[g] << " tokens";
+        }
+        if (x.kind != pnmem::layer_kind::cross && layout.page_pad[g] != 0) {
+          t << "; vLLM's one page size: its page padded to " << layout.page_pad[g] << " B a token";
         }
       }
       t << '\n';
@@ -85,7 +93,11 @@ std::string summary(const mf::model_description& d) {
   if (m.n_windows == 0 && m.kv_block_tokens > 1) {
     t << " (no window: every layer grows with the prompt, in blocks of " << m.kv_block_tokens << " tokens)";
   }
-  if (m.n_windows != 0 && m.kv_block_tokens > 1) t << " (in blocks of " << m.kv_block_tokens << " tokens)";
+  if (m.n_windows != 0 && m.kv_block_tokens > 1) {
+    t << " (in blocks of " << m.kv_block_tokens << " tokens"
+      << (d.shape && pnmem::layout_of(*d.shape, d.engine).block != m.kv_block_tokens ? ", the largest any kind gets" : "")
+      << ")";
+  }
   t << ":\n";
   t << "  " << std::left << std::setw(8) << "format" << std::setw(24) << "every token";
   for (std::size_t w = 0; w < m.n_windows && w < pnmem::max_kv_windows; ++w) {
