@@ -14,6 +14,7 @@
 //     and recurrent groups' totals at most that layer count;
 //   - the same config under the vLLM and llama.cpp rules reads (or fails) alike, and costs at least
 //     what the exact rule does at 1k and 128k tokens (the engines keep more, never less);
+//   - read with the rule's mtp, a value is refused with a reason or costs more KV a token (its MTP layers);
 //   - whitespace appended changes nothing;
 //   - write_model_json of a value reads back (read_model_json) with the same cost, name and source.
 #include <string>
@@ -120,6 +121,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const int n : {1024, 131072}) {
       FUZZ_CHECK(pnmem::kv_bytes(under.value->cost, d.cost.normal_kv, static_cast<std::uint64_t>(n)) >=
                  pnmem::kv_bytes(d.cost, d.cost.normal_kv, static_cast<std::uint64_t>(n)));
+    }
+  }
+  {
+    // The rule's mtp: refused with a reason, or the model's layers and its MTP layers: more KV a token.
+    pnmem::engine_rule mtp;
+    mtp.mtp = true;
+    const auto with = mf::read_hf_config(text.view(), mtp);
+    FUZZ_CHECK(with.value.has_value() != !with.error.empty());
+    if (with) {
+      check_derived_from_shape(*with.value);
+      FUZZ_CHECK(pnmem::kv_bytes_per_token(with.value->cost, d.cost.normal_kv) >
+                 pnmem::kv_bytes_per_token(d.cost, d.cost.normal_kv));
     }
   }
   FUZZ_CHECK(d.cost.compact_kv == pnmem::kv_format::q4_0);

@@ -695,6 +695,10 @@ class parser {
   void interpret(gguf_model& out) {
     const std::string arch = string_key("general.architecture", true);
     if (arch.empty()) fail("general.architecture: empty");
+    if (engine_.mtp) {
+      fail("the engine rule's mtp: pnmem reads a model's MTP layers from its config.json (--from-hf-config), not "
+           "from a GGUF file");
+    }
     out.summary.architecture = arch;
     const std::string p = arch + ".";
     constexpr std::uint64_t max_count = std::uint64_t{1} << 20;

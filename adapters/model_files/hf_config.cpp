@@ -452,6 +452,7 @@ class reader {
   }
 
   model_description read() {
+    if (const std::string_view problem = validate(engine_); !problem.empty()) fail("engine rule", std::string(problem));
     const level& l = at();
     arch_ = first_architecture(l, root_);
     model_type_ = string_at(l, root_, "model_type").value_or("");
@@ -488,6 +489,7 @@ class reader {
         case family::mimo_v2: read_mimo_v2(); break;
       }
     }
+    if (engine_.mtp) add_mtp_layers();
     refuse_unread_structure();
 
     model_shape s = groups_.shape(l.name("num_hidden_layers"));
@@ -724,6 +726,8 @@ class reader {
       }
     }
     const layer_group latent = latent_layers(1, static_cast<std::uint32_t>(rank + rope));
+    mtp_key_ = "num_nextn_predict_layers";
+    mtp_layer_ = latent;
     for (std::size_t i = 0; i < layers_; ++i) {
       if (!owns[i]) {
         groups_.add(latent);
@@ -734,6 +738,7 @@ class reader {
         layer_group g = latent;
         g.side_bytes = static_cast<std::uint32_t>(dsa_indexer_bytes(index_dim));
         groups_.add(g);
+        mtp_layer_ = g;  // an MTP layer of a sparse model attends through an indexer of its own
       }
     }
   }
@@ -979,6 +984,10 @@ class reader {
     const layer_group linear = recurrent_layers(1, (k - 1) * (2 * kh * dk + vh * dv), vh * dv * dk);
     if (const json* ssm = l.find("mamba_ssm_dtype")) ssm_format_ = dtype_named(*ssm, l.name("mamba_ssm_dtype"));
     const std::uint64_t interval = optional_integer(l, "full_attention_interval", 1, max_layers).value_or(4);
+    // vLLM's drafters: Qwen3NextMTP reads num_nextn_predict_layers, Qwen3.5's mtp_num_hidden_layers; 1 if absent.
+    mtp_key_ = is("qwen3_next") ? "num_nextn_predict_layers" : "mtp_num_hidden_layers";
+    mtp_default_ = 1;
+    mtp_layer_ = kv_layer(layer_kind::full, kv_heads_, head_dim_);
     const json* types = l.find("layer_types");
     if (types != nullptr) per_layer_array("layer_types", *types);
     for (std::size_t i = 0; i < layers_; ++i) {
@@ -1206,6 +1215,27 @@ class reader {
   }
 
   // A structural key the family's rule did not read: refused rather than priced wrong.
+  // The model's MTP layers, when the rule says they run as its speculative drafter (engine_rule::mtp):
+  // DeepSeek's, Kimi's and GLM-5's num_nextn_predict_layers MLA layers (each with an indexer of its own
+  // in a sparse model), Qwen3-Next's num_nextn_predict_layers and Qwen3.5's mtp_num_hidden_layers (1 when
+  // absent, as vLLM reads them) full-attention layers. vLLM
+  // keeps each one's KV as a layer of the model's (its DeepSeekMTP and Qwen3NextMTP drafters' layers
+  // share the model's KV-cache groups), however many tokens it drafts. Refused, naming the key, for a
+  // family whose MTP layers pnmem does not know and for a config that has none.
+  void add_mtp_layers() {
+    const level& l = at();
+    if (!mtp_layer_) {
+      fail(l.name("num_nextn_predict_layers"), "the rule asks for MTP layers (mtp), but pnmem knows none for " +
+                                                   family_name() + " (DeepSeek-style num_nextn_predict_layers, "
+                                                   "Qwen3-Next-style mtp_num_hidden_layers)");
+    }
+    if (l.find(mtp_key_) == nullptr && !mtp_default_) fail(l.name(mtp_key_), "missing, and the rule asks for MTP layers (mtp)");
+    const std::uint64_t n = mtp_default_ ? optional_integer(l, mtp_key_, 0, max_layers).value_or(*mtp_default_)
+                                         : required_integer(l, mtp_key_, 0, max_layers);
+    if (n == 0) fail(l.name(mtp_key_), "0: the model has no MTP layers, and the rule asks for them (mtp)");
+    groups_.add(*mtp_layer_, static_cast<std::uint32_t>(n));
+  }
+
   void refuse_unread_structure() const {
     const level& l = at();
     for (const char* key : structural_keys) {
@@ -1232,6 +1262,9 @@ class reader {
   std::uint64_t head_dim_ = 0;
   kv_format dtype_ = kv_format::f16;
   std::optional<kv_format> ssm_format_;
+  const char* mtp_key_ = "num_nextn_predict_layers";  // where the family counts its MTP layers
+  std::optional<layer_group> mtp_layer_;              // the family's MTP layer, when pnmem knows it
+  std::optional<std::uint64_t> mtp_default_;          // their count when the config does not say (vLLM's)
   groups_builder groups_;
 };
 

@@ -229,6 +229,9 @@ struct engine_rule {
   std::uint32_t state_copies = 1;           // vllm: states held per recurrent layer and sequence
                                             // (2: prefix caching on a hybrid, "align" mode)
   bool ssm_state_fp32 = false;              // vllm: --mamba-ssm-cache-dtype float32
+  bool mtp = false;                         // vllm, exact: the model's MTP layers run as its speculative
+                                            // drafter (--speculative-config with an *_mtp method) and keep
+                                            // KV beside the model's: the readers add them to the shape
 
   PNMEM_DEFAULTED_EQUALITY(engine_rule)
 };
@@ -241,6 +244,7 @@ constexpr std::string_view validate(const engine_rule& e) noexcept {
   if (e.block_tokens == 0) return "block_tokens is 0";
   if (e.seqs == 0) return "seqs is 0";
   if (e.state_copies == 0) return "state_copies is 0";
+  if (e.mtp && e.engine == kv_engine::llama_cpp) return "mtp is for the vllm and exact rules (llama.cpp's MTP layers are not priced)";
   return {};
 }
 

@@ -427,6 +427,10 @@ typedef struct pnmem_engine_rule {
   uint32_t seqs;               /* llama.cpp: sequences sharing one unified cache (1) */
   uint32_t state_copies;       /* vllm: recurrent states per layer and sequence (1; 2 with prefix caching) */
   int ssm_state_fp32;          /* vllm: --mamba-ssm-cache-dtype float32 */
+  /* Added after the first version (a caller built against that one is read as 0 here). */
+  int mtp; /* vllm, exact: the model's MTP layers run as its speculative drafter and keep KV: the
+            * readers (pnmem_model_cost_from_hf_config, ..._from_gguf) add them to the shape; refused
+            * (naming the key) for a model with none pnmem can read, and with the llama.cpp rule */
 } pnmem_engine_rule;
 
 PNMEM_C_API int pnmem_engine_rule_init_sized(pnmem_engine_rule* rule, size_t struct_size);

@@ -146,6 +146,7 @@ class pnmem_engine_rule(Structure):
         ("seqs", c_uint32),
         ("state_copies", c_uint32),
         ("ssm_state_fp32", c_int),
+        ("mtp", c_int),
     ]
 
 

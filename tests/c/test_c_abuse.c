@@ -617,7 +617,7 @@ static void bad_new_arguments(int running) {
                               "\"hidden_size\": 256}";
     pnmem_engine_rule e;
     CHECK(pnmem_engine_rule_init(NULL) == -1);
-    CHECK(pnmem_engine_rule_init_sized(&e, sizeof e - 1) == -1);
+    CHECK(pnmem_engine_rule_init_sized(&e, offsetof(pnmem_engine_rule, mtp) - 1) == -1);
     CHECK(pnmem_engine_rule_init(&e) == 0);
     m = valid_model();
     before = m;
@@ -635,6 +635,19 @@ static void bad_new_arguments(int running) {
     e.struct_size = 3;
     CHECK(pnmem_model_cost_from_hf_config(cfg, strlen(cfg), &e, &m, err, sizeof err) == -1);
     CHECK(strstr(err, "engine->struct_size is 3") == err);
+    /* mtp: a model without MTP layers is refused naming the key; a caller built before mtp (its struct
+     * ends before it) reads as mtp off. */
+    CHECK(pnmem_engine_rule_init(&e) == 0);
+    e.mtp = 1;
+    CHECK(pnmem_model_cost_from_hf_config(cfg, strlen(cfg), &e, &m, err, sizeof err) == -1);
+    CHECK(strstr(err, "num_nextn_predict_layers: the rule asks for MTP layers (mtp)") != NULL);
+    e.engine = PNMEM_ENGINE_LLAMA_CPP;
+    CHECK(pnmem_model_cost_from_hf_config(cfg, strlen(cfg), &e, &m, err, sizeof err) == -1);
+    CHECK(strstr(err, "mtp is for the vllm and exact rules") != NULL);
+    CHECK(memcmp(&m, &before, sizeof m) == 0);
+    CHECK(pnmem_engine_rule_init_sized(&e, offsetof(pnmem_engine_rule, mtp)) == 0);
+    CHECK(pnmem_model_cost_from_hf_config(cfg, strlen(cfg), &e, &m, err, sizeof err) == 0);
+    m = before;
     CHECK(pnmem_model_cost_from_hf_config(cfg, strlen(cfg) - 1, NULL, &m, err, sizeof err) == -1);
     CHECK(strstr(err, "not JSON") != NULL);
     CHECK(pnmem_model_cost_from_hf_config("{\"x\": NaN}", 10, NULL, &m, err, sizeof err) == -1);

@@ -704,7 +704,8 @@ TEST_CASE("admit, load and plan take every model source pnmem model takes, with 
   const args_t box{"--host-total", "64GiB", "--host-avail", "40GiB", "--activation-anchors", "0:0"};
   for (const args_t& source : {args_t{"--from-hf-config", config}, args_t{"--from-hf-config", fixtures + "/../models/llama-3-8b.config.json"},
                                args_t{"--from-gguf", gguf}, args_t{"--from-hf-config", gemma, "--engine", "vllm"},
-                               args_t{"--from-hf-config", gemma, "--engine", "llama.cpp", "--ubatch", "256"}}) {
+                               args_t{"--from-hf-config", gemma, "--engine", "llama.cpp", "--ubatch", "256"},
+                               args_t{"--from-hf-config", fixtures + "/deepseek-v3.config.json", "--engine", "vllm", "--mtp"}}) {
     CAPTURE(json(source).dump());
     // The description pnmem model prints, read back with --model, answers exactly as the flags do.
     const std::string desc = dir.write("m.json", run(args_t{"model"} + source).out);
@@ -742,6 +743,22 @@ TEST_CASE("admit, load and plan take every model source pnmem model takes, with 
                     "--engine and its settings need the model");
   check_usage_error(args_t{"admit", "--prompt", "1", "--from-hf-config", dir.path(".")} + box,
                     "/config.json: No such file or directory");
+}
+
+TEST_CASE("--mtp: the model's MTP layers keep KV; said in the description; refused where they are not priced") {
+  const std::string fixtures = pnmem::test::env_or_fail("PNMEM_MODEL_FIXTURES");
+  const std::string v3 = fixtures + "/deepseek-v3.config.json";
+  const json plain = run_json({"model", "--from-hf-config", v3, "--engine", "vllm"});
+  const json mtp = run_json({"model", "--from-hf-config", v3, "--engine", "vllm", "--mtp"});
+  CHECK(u64(plain.at("kv_bytes_per_token").at("full").at("bf16")) == 61ull * 1152);
+  CHECK(u64(mtp.at("kv_bytes_per_token").at("full").at("bf16")) == 62ull * 1152);
+  CHECK(mtp.at("engine").at("mtp") == true);
+  CHECK_FALSE(plain.at("engine").contains("mtp"));
+  check_usage_error({"model", "--from-hf-config", v3, "--engine", "llama.cpp", "--mtp"},
+                    "--mtp applies to --engine vllm or exact, not llama.cpp");
+  const process_result kimi = run({"model", "--from-hf-config", fixtures + "/kimi-k2-instruct.config.json", "--mtp"});
+  CHECK(kimi.exit_code == 2);
+  CHECK(kimi.err.find("num_nextn_predict_layers: 0: the model has no MTP layers") != std::string::npos);
 }
 
 // ---------------------------------------------------------------- help

@@ -118,6 +118,13 @@ TEST_CASE("Llama-3-8B GGUF: 32 layers x 8 KV heads x 128 dims (4096 / 32), f16 =
   CHECK(full_kv(d.cost, kv_format::f16) == 131072);
   CHECK(full_kv(d.cost, kv_format::q8_0) == 69632);
   CHECK(full_kv(d.cost, kv_format::q4_0) == 36864);
+  // MTP layers are read from a config.json, not a GGUF: the rule's mtp is refused, saying where to look.
+  engine_rule mtp;
+  mtp.mtp = true;
+  const auto refused = read_gguf(bytes, mtp);
+  CHECK_FALSE(refused.value.has_value());
+  CHECK(refused.error.find("the engine rule's mtp: pnmem reads a model's MTP layers from its config.json") !=
+        std::string::npos);
   CHECK(d.cost.normal_kv == kv_format::f16);  // GGUF has no KV format: llama.cpp's default
   CHECK(d.cost.compact_kv == kv_format::q4_0);
   CHECK(g.summary.version == 3);

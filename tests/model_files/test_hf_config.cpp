@@ -831,3 +831,53 @@ TEST_CASE("keys pnmem does not read are ignored, however deep") {
   const model_description d = read_ok(text.substr(0, text.size() - 1) + R"(, "vision_config": )" + deep + "}");
   CHECK(d.shape->groups[0].layers == 4);
 }
+
+TEST_CASE("MTP layers (the rule's mtp): DeepSeek's and GLM-5's latent layers, Qwen3-Next's and Qwen3.5's full ones") {
+  engine_rule v = rule(kv_engine::vllm);
+  v.mtp = true;
+  engine_rule x = exact_engine;
+  x.mtp = true;
+  // DeepSeek-V3: num_nextn_predict_layers 1: one more 576-value latent, 62 x 1152 = 71,424 B a token.
+  const model_description v3 = fixture("deepseek-v3.config.json", x);
+  CHECK(kv_bytes_per_token(v3.cost, kv_format::bf16) == 62 * 1152);
+  CHECK(kv_bytes_per_token(fixture("deepseek-v3.config.json", v).cost, kv_format::bf16) == 62 * 1152);
+  // DeepSeek-V3.2 and GLM-5: the MTP layer attends through an indexer of its own (132 B beside it).
+  CHECK(kv_bytes_per_token(fixture("deepseek-v3.2.config.json", x).cost, kv_format::bf16) == 62 * (1152 + 132));
+  CHECK(kv_bytes_per_token(fixture("glm-5.config.json", x).cost, kv_format::bf16) ==
+        kv_bytes_per_token(fixture("glm-5.config.json").cost, kv_format::bf16) + 1152 + 132);
+  // Qwen3.5-9B: mtp_num_hidden_layers 1, a full layer of 4 KV heads x 256 (4096 B).
+  const model_description q35 = fixture("qwen3.5-9b.config.json", x);
+  CHECK(kv_bytes_per_token(q35.cost, kv_format::bf16) == 9 * 4096);
+  // Qwen3-Next-80B: no key; vLLM's Qwen3NextMTP reads num_nextn_predict_layers, 1 when absent. Under vLLM
+  // the 13 full layers are the group size: the 36 gated-delta-net layers are paid as 39.
+  const model_description qn = fixture("qwen3-next-80b-a3b-thinking.config.json", v);
+  const model_description qn_plain = fixture("qwen3-next-80b-a3b-thinking.config.json", rule(kv_engine::vllm));
+  CHECK(kv_bytes_per_token(qn.cost, kv_format::bf16) == 13 * 2048);
+  CHECK(qn.cost.state_bytes_per_seq == qn_plain.cost.state_bytes_per_seq / 36 * 39);
+  json qn_two = fixture_json("qwen3-next-80b-a3b-thinking.config.json");
+  qn_two["num_nextn_predict_layers"] = 2;
+  CHECK(kv_bytes_per_token(read_ok(qn_two.dump(), x).cost, kv_format::bf16) == 14 * 2048);
+  // Off (the default): the same configs price only the model's own layers.
+  CHECK(kv_bytes_per_token(fixture("deepseek-v3.config.json").cost, kv_format::bf16) == 61 * 1152);
+  // Refused, naming the key: a model with none, a family whose MTP layers pnmem does not know, the
+  // llama.cpp rule.
+  auto refused = [](const std::string& text, const engine_rule& e) {
+    const auto r = read_hf_config(text, e);
+    CHECK_FALSE(r.value.has_value());
+    return r.error;
+  };
+  CHECK(contains(refused(model_fixture("kimi-k2-instruct.config.json"), x),
+                 "num_nextn_predict_layers: 0: the model has no MTP layers"));
+  CHECK(contains(refused(small().dump(), x), "num_nextn_predict_layers: the rule asks for MTP layers (mtp), but pnmem "
+                                             "knows none for model_type \"llama\""));
+  json no_key = fixture_json("deepseek-v3.config.json");
+  no_key.erase("num_nextn_predict_layers");
+  CHECK(contains(refused(no_key.dump(), x), "num_nextn_predict_layers: missing, and the rule asks for MTP layers"));
+  engine_rule l = rule(kv_engine::llama_cpp);
+  l.mtp = true;
+  CHECK(contains(refused(model_fixture("deepseek-v3.config.json"), l), "mtp is for the vllm and exact rules"));
+  // The description carries the rule: written and read back, the same costs (and "mtp": true).
+  pnmem::test::check_json_round_trip(v3);
+  CHECK(contains(write_model_json(v3), "\"mtp\": true"));
+  CHECK_FALSE(contains(write_model_json(fixture("deepseek-v3.config.json")), "\"mtp\""));
+}

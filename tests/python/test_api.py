@@ -331,6 +331,22 @@ def test_from_hf_config_under_each_engine():
     assert str(pnmem.Engine.LLAMA_CPP) == "llama.cpp"
 
 
+def test_from_hf_config_mtp_layers():
+    # The rule's mtp: DeepSeek-V3's one MTP layer is a 62nd latent row (C++, C and the CLI say the same).
+    path = fixture("deepseek-v3.config.json")
+    assert pnmem.EngineRule().mtp is False
+    plain = pnmem.Model.from_hf_config(path, engine="vllm")
+    mtp = pnmem.Model.from_hf_config(path, engine=pnmem.EngineRule(engine=pnmem.Engine.VLLM, mtp=True))
+    assert plain.kv_bytes_per_token == 61 * 1152
+    assert mtp.kv_bytes_per_token == 62 * 1152
+    with pytest.raises(pnmem.Error, match=r"num_nextn_predict_layers: 0: the model has no MTP layers"):
+        pnmem.Model.from_hf_config(fixture("kimi-k2-instruct.config.json"), engine=pnmem.EngineRule(mtp=True))
+    with pytest.raises(pnmem.Error, match="mtp is for the vllm and exact rules"):
+        pnmem.Model.from_hf_config(path, engine=pnmem.EngineRule(engine=pnmem.Engine.LLAMA_CPP, mtp=True))
+    with pytest.raises(pnmem.ArgumentTypeError, match="engine.mtp must be a bool"):
+        pnmem.Model.from_hf_config(path, engine=pnmem.EngineRule(mtp="yes"))
+
+
 def test_from_hf_config_errors_name_the_key(tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text('{"model_type": "brand_new", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256}')

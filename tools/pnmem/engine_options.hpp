@@ -6,6 +6,7 @@
 //   --state-copies N                  vllm: states per recurrent layer and sequence (default 1; 2 with
 //                                     prefix caching on a hybrid)
 //   --ssm-state-fp32                  vllm: --mamba-ssm-cache-dtype float32
+//   --mtp                             vllm, exact: the model's MTP layers keep KV (a speculative drafter)
 //   --ubatch N                        llama.cpp: -ub (default 512)
 //   --seqs N                          llama.cpp: sequences sharing one unified cache (default 1)
 //
@@ -40,6 +41,7 @@ class engine_options {
   std::optional<std::string> max_batched_tokens_;
   std::optional<std::string> state_copies_;
   bool ssm_state_fp32_ = false;
+  bool mtp_ = false;
   std::optional<std::string> ubatch_;
   std::optional<std::string> seqs_;
 };
