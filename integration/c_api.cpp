@@ -487,6 +487,15 @@ int pnmem_model_cost_from_shape(const pnmem_model_shape* shape, const pnmem_engi
                      if (!e) return std::nullopt;
                      const std::optional<pnmem::model_shape> s = pnmem::c_abi::model_shape_from_c(*shape, why);
                      if (!s) return std::nullopt;
+                     if (const std::string_view problem = pnmem::rule_problem(*s, *e); !problem.empty()) {
+                       why = "engine: " + std::string(problem);
+                       return std::nullopt;
+                     }
+                     if (e->mtp) {  // the config readers add the MTP layers; a shape holds what it holds
+                       why = "engine->mtp: the MTP layers are read from a config.json (pnmem_model_cost_from_hf_config); "
+                             "a shape holds its layers as given: add them to it";
+                       return std::nullopt;
+                     }
                      pnmem::model_files::model_description d;
                      d.cost = pnmem::from_shape(*s, *e);
                      return d;

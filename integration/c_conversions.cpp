@@ -122,7 +122,8 @@ namespace {
 constexpr bool mirrored_field_counts() noexcept {
   [[maybe_unused]] const auto [full, windows, n_windows, block, state, per_item, normal, compact, activation] = model_cost{};
   [[maybe_unused]] const auto [window_bytes, window] = kv_window{};
-  [[maybe_unused]] const auto [engine, block_tokens, batched, ubatch, seqs, copies, ssm_fp32, mtp] = engine_rule{};
+  [[maybe_unused]] const auto [engine, block_tokens, batched, ubatch, seqs, copies, ssm_fp32, mtp, hybrid_off] =
+      engine_rule{};
   [[maybe_unused]] const auto [kind, layers, kv_heads, key_dim, value_dim, k_only, span, conv, ssm, side] = layer_group{};
   [[maybe_unused]] const auto [groups, n_groups, query_heads, hidden, fixed_act, normal_kv, compact_kv, state_f, ssm_f] =
       model_shape{};
@@ -463,6 +464,7 @@ pnmem_engine_rule default_engine_rule() noexcept {
   out.state_copies = d.state_copies;
   out.ssm_state_fp32 = d.ssm_state_fp32 ? 1 : 0;
   out.mtp = d.mtp ? 1 : 0;
+  out.hybrid_manager_off = d.hybrid_manager_off ? 1 : 0;
   return out;
 }
 
@@ -724,6 +726,7 @@ std::optional<engine_rule> engine_rule_from_c(const pnmem_engine_rule& in, std::
   r.state_copies = c.state_copies;
   r.ssm_state_fp32 = c.ssm_state_fp32 != 0;
   r.mtp = c.mtp != 0;
+  r.hybrid_manager_off = c.hybrid_manager_off != 0;
   if (const std::string_view v = validate(r); !v.empty()) {
     why = "engine: " + std::string(v);
     return std::nullopt;

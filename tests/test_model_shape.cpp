@@ -284,3 +284,41 @@ TEST_CASE("vLLM's hybrid allocator keeps one page size: a smaller page gets a la
   CHECK(n.kv_block_tokens == 16);
   CHECK(n.full_kv_bytes_per_token[at(kv_format::f16)] == 7 * 4096 + 2 * 2048);
 }
+
+TEST_CASE("vLLM with its hybrid KV-cache manager off: sliding and chunked layers hold the whole context, in one group") {
+  engine_rule off = rule(kv_engine::vllm);
+  off.hybrid_manager_off = true;
+  CHECK(validate(off).empty());
+  // Gemma-3-4B: 5 full + 29 sliding layers of 4 KV heads x 256 (4096 B in bf16): every layer full, no
+  // padding layer (the hybrid manager would pay 30 sliding).
+  model_shape g;
+  g.add(attention_layers(layer_kind::full, 5, 4, 256));
+  g.add(attention_layers(layer_kind::sliding, 29, 4, 256, 256, 1024));
+  g.normal_kv = kv_format::bf16;
+  const model_cost m = from_shape(g, off);
+  CHECK(m.n_windows == 0);
+  CHECK(m.full_kv_bytes_per_token[at(kv_format::bf16)] == 34 * 4096);
+  CHECK(m.kv_block_tokens == 16);
+  CHECK(kv_bytes(m, kv_format::bf16, 100000) == 100000ULL * 34 * 4096);
+  CHECK(layout_of(g, off).hybrid == false);
+  // Llama 4's chunked layers likewise (vLLM turns the manager off for chunked attention by default in
+  // the versions whose log says so).
+  model_shape l4;
+  l4.add(attention_layers(layer_kind::full, 12, 8, 128));
+  l4.add(attention_layers(layer_kind::chunked, 36, 8, 128, 128, 8192));
+  l4.normal_kv = kv_format::bf16;
+  CHECK(from_shape(l4, off).n_windows == 0);
+  CHECK(from_shape(l4, off).full_kv_bytes_per_token[at(kv_format::bf16)] == 48 * 4096);
+  CHECK(from_shape(l4, rule(kv_engine::vllm)).n_windows == 1);  // on: the chunk and a prefill chunk
+  // Recurrent layers beside attention cannot be held so: vLLM refuses to start, and so do the readers.
+  CHECK(rule_problem(qwen3_next(), off).find("recurrent layers beside attention") != std::string_view::npos);
+  CHECK(rule_problem(qwen3_next(), rule(kv_engine::vllm)).empty());
+  CHECK(rule_problem(g, off).empty());
+  // Another rule's: refused by validate.
+  engine_rule exact_off;
+  exact_off.hybrid_manager_off = true;
+  CHECK(validate(exact_off) == "hybrid_manager_off is for the vllm rule");
+  engine_rule llama_mtp = rule(kv_engine::llama_cpp);
+  llama_mtp.mtp = true;
+  CHECK(validate(llama_mtp).find("mtp is for the vllm and exact rules") == 0);
+}

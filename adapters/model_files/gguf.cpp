@@ -908,6 +908,9 @@ class parser {
     s.state_format = kv_format::fp32;  // llama.cpp's recurrent state is f32 (create_memory)
     s.ssm_state_format = kv_format::fp32;
 
+    if (const std::string_view problem = rule_problem(s, engine_); !problem.empty()) {
+      fail("the engine rule: " + std::string(problem));
+    }
     model_description& d = out.description;
     d.cost = from_shape(s, engine_);
     d.shape = s;

@@ -494,6 +494,7 @@ class reader {
 
     model_shape s = groups_.shape(l.name("num_hidden_layers"));
     if (s.n_groups == 0) fail(l.name("num_hidden_layers"), "no layer keeps a KV cache or a state");
+    if (const std::string_view problem = rule_problem(s, engine_); !problem.empty()) fail("engine rule", std::string(problem));
     s.query_heads = static_cast<std::uint32_t>(heads_);
     s.hidden_size = static_cast<std::uint32_t>(hidden_);
     s.normal_kv = dtype_;

@@ -199,7 +199,7 @@ model_shape shape_v2_at(const json& v) {
 
 engine_rule engine_at(const json& v) {
   only_keys(v, "engine", {"engine", "block_tokens", "max_batched_tokens", "ubatch_tokens", "seqs", "state_copies",
-                          "ssm_state_fp32", "mtp"});
+                          "ssm_state_fp32", "mtp", "hybrid_manager_off"});
   engine_rule e;
   if (!v.contains("engine") || !v.at("engine").is_string() || !parse_kv_engine(v.at("engine").get<std::string>(), e.engine)) {
     fail("engine.engine", "expected exact, vllm or llama.cpp, got " +
@@ -217,9 +217,10 @@ engine_rule engine_at(const json& v) {
     if (!v.at("ssm_state_fp32").is_boolean()) fail("engine.ssm_state_fp32", "expected true or false");
     e.ssm_state_fp32 = v.at("ssm_state_fp32").get<bool>();
   }
-  if (v.contains("mtp")) {
-    if (!v.at("mtp").is_boolean()) fail("engine.mtp", "expected true or false");
-    e.mtp = v.at("mtp").get<bool>();
+  for (const auto& [key, flag] : {std::pair<const char*, bool*>{"mtp", &e.mtp}, {"hybrid_manager_off", &e.hybrid_manager_off}}) {
+    if (!v.contains(key)) continue;
+    if (!v.at(key).is_boolean()) fail(std::string("engine.") + key, "expected true or false");
+    *flag = v.at(key).get<bool>();
   }
   const std::string_view problem = validate(e);
   if (!problem.empty()) fail("engine", std::string(problem));
@@ -362,7 +363,8 @@ std::string write_model_json(const model_description& m, int indent) {
     j["engine"] = {{"engine", std::string(to_string(e.engine))}, {"block_tokens", e.block_tokens},
                    {"max_batched_tokens", e.max_batched_tokens}, {"ubatch_tokens", e.ubatch_tokens},
                    {"seqs", e.seqs}, {"state_copies", e.state_copies}, {"ssm_state_fp32", e.ssm_state_fp32}};
-    if (e.mtp) j["engine"]["mtp"] = true;  // written only when set: files without it read as before
+    if (e.mtp) j["engine"]["mtp"] = true;  // written only when set: files without them read as before
+    if (e.hybrid_manager_off) j["engine"]["hybrid_manager_off"] = true;
     const model_shape& s = *m.shape;
     nlohmann::ordered_json groups = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < s.n_groups && i < max_layer_groups; ++i) {

@@ -49,7 +49,9 @@
 //               its page padded (engine_layout; every layer rounded to the largest block); an
 //               MLA latent of 576 values with an indexer beside it (DeepSeek Sparse Attention) in fp8
 //               is stored as fp8_ds_mla rows of 656 B (FlashMLA's sparse backend: 512 fp8 values, their
-//               scales and 64 bf16 rope values; FlashInfer's sparse backend keeps 576 B: the higher)
+//               scales and 64 bf16 rope values; FlashInfer's sparse backend keeps 576 B: the higher);
+//               with hybrid_manager_off (vLLM's --disable-hybrid-kv-cache-manager) every sliding and
+//               chunked layer holds the whole context, in one group
 //   llama_cpp   llama.cpp's caches: the context padded to 256 cells; a sliding or chunked layer keeps
 //               pad256(W x seqs + ubatch) cells for `seqs` sequences sharing one unified cache, i.e.
 //               ceil(pad256(W x seqs + ubatch) / seqs) per sequence (src/llama-kv-cache-iswa.cpp;
@@ -232,6 +234,10 @@ struct engine_rule {
   bool mtp = false;                         // vllm, exact: the model's MTP layers run as its speculative
                                             // drafter (--speculative-config with an *_mtp method) and keep
                                             // KV beside the model's: the readers add them to the shape
+  bool hybrid_manager_off = false;          // vllm: --disable-hybrid-kv-cache-manager, or a vLLM that turns
+                                            // it off for chunked attention (Llama 4; its log says "Disabling
+                                            // it, by default"): sliding and chunked layers hold the whole
+                                            // context, as full ones, in one group
 
   PNMEM_DEFAULTED_EQUALITY(engine_rule)
 };
@@ -245,6 +251,7 @@ constexpr std::string_view validate(const engine_rule& e) noexcept {
   if (e.seqs == 0) return "seqs is 0";
   if (e.state_copies == 0) return "state_copies is 0";
   if (e.mtp && e.engine == kv_engine::llama_cpp) return "mtp is for the vllm and exact rules (llama.cpp's MTP layers are not priced)";
+  if (e.hybrid_manager_off && e.engine != kv_engine::vllm) return "hybrid_manager_off is for the vllm rule";
   return {};
 }
 
@@ -385,10 +392,12 @@ constexpr engine_layout layout_of(const model_shape& s, const engine_rule& e = e
         const std::uint64_t b = detail::engine_token_bytes(one, s.normal_kv, e.engine);
         attn_1tok = b > attn_1tok ? b : attn_1tok;
         latent = latent || one.k_only;
-        const std::uint64_t kept = one.kind == layer_kind::full ? 0 : one.span;  // what tells the kinds apart
-        out.hybrid = out.hybrid || (attention && (one.kind != kind || kept != span));
+        // What tells the kinds apart (none with the hybrid manager off: every layer holds the whole context).
+        const layer_kind held = e.hybrid_manager_off ? layer_kind::full : one.kind;
+        const std::uint64_t kept = held == layer_kind::full ? 0 : one.span;
+        out.hybrid = out.hybrid || (attention && (held != kind || kept != span));
         attention = true;
-        kind = one.kind;
+        kind = held;
         span = kept;
       }
     }
@@ -425,6 +434,22 @@ constexpr engine_layout layout_of(const model_shape& s, const engine_rule& e = e
     }
   }
   return out;
+}
+
+// What the engine cannot hold of a shape under its rule, or "": vLLM with its hybrid KV-cache manager
+// off cannot hold recurrent layers beside attention (it refuses to start: its layers cannot be made one
+// kind). from_shape prices such a pair as the manager on; the readers refuse it.
+constexpr std::string_view rule_problem(const model_shape& s, const engine_rule& e) noexcept {
+  if (e.engine != kv_engine::vllm || !e.hybrid_manager_off) return {};
+  bool recurrent = false;
+  bool attention = false;
+  for (std::size_t gi = 0; gi < s.n_groups && gi < max_layer_groups; ++gi) {
+    if (s.groups[gi].layers == 0 || s.groups[gi].kind == layer_kind::cross) continue;
+    (s.groups[gi].kind == layer_kind::recurrent ? recurrent : attention) = true;
+  }
+  return recurrent && attention ? "vLLM does not run a model with recurrent layers beside attention with its hybrid "
+                                  "KV-cache manager off (hybrid_manager_off)"
+                                : std::string_view{};
 }
 
 constexpr model_cost from_shape(const model_shape& s, const engine_rule& e = exact_engine) noexcept {
@@ -508,7 +533,8 @@ constexpr model_cost from_shape(const model_shape& s, const engine_rule& e = exa
       }
       continue;
     }
-    add_kv_term(m, bytes, g.kind == layer_kind::full ? 0 : kept_tokens(e, g.kind, g.span, layout.group_block[gi]));
+    const bool whole_context = g.kind == layer_kind::full || (vllm && e.hybrid_manager_off);
+    add_kv_term(m, bytes, whole_context ? 0 : kept_tokens(e, g.kind, g.span, layout.group_block[gi]));
   }
   m.normal_kv = s.normal_kv;
   m.compact_kv = s.compact_kv;

@@ -431,6 +431,10 @@ typedef struct pnmem_engine_rule {
   int mtp; /* vllm, exact: the model's MTP layers run as its speculative drafter and keep KV: the
             * readers (pnmem_model_cost_from_hf_config, ..._from_gguf) add them to the shape; refused
             * (naming the key) for a model with none pnmem can read, and with the llama.cpp rule */
+  /* Added after that (version 3). */
+  int hybrid_manager_off; /* vllm: --disable-hybrid-kv-cache-manager, or a vLLM that turns it off for chunked
+                           * attention by itself (Llama 4; its log says "Disabling it, by default"): sliding
+                           * and chunked layers hold the whole context; refused with another rule */
 } pnmem_engine_rule;
 
 PNMEM_C_API int pnmem_engine_rule_init_sized(pnmem_engine_rule* rule, size_t struct_size);

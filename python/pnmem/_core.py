@@ -605,7 +605,7 @@ _RULE = _c_engine_rule()  # pnmem_engine_rule_init's defaults: EngineRule's, so 
 class EngineRule:
     """pnmem_engine_rule: what the serving engine keeps of a model's windowed layers and recurrent
     state (the C header and model_shape.hpp explain each rule). The defaults are each engine's own, as
-    pnmem_engine_rule_init gives them (16, 8192, 512, 1, 1, off, off)."""
+    pnmem_engine_rule_init gives them (16, 8192, 512, 1, 1, off, off, off)."""
     engine: Engine = Engine(_RULE.engine)
     block_tokens: int = _RULE.block_tokens              # vllm: --block-size
     max_batched_tokens: int = _RULE.max_batched_tokens  # vllm: --max-num-batched-tokens
@@ -614,6 +614,7 @@ class EngineRule:
     state_copies: int = _RULE.state_copies              # vllm: recurrent states per layer and sequence (2 with prefix caching)
     ssm_state_fp32: bool = bool(_RULE.ssm_state_fp32)   # vllm: --mamba-ssm-cache-dtype float32
     mtp: bool = bool(_RULE.mtp)                         # vllm, exact: the model's MTP layers keep KV (a drafter)
+    hybrid_manager_off: bool = bool(_RULE.hybrid_manager_off)  # vllm: --disable-hybrid-kv-cache-manager
 
     def _to_c(self, function: str) -> _ffi.pnmem_engine_rule:
         f = function
@@ -621,7 +622,7 @@ class EngineRule:
         e.engine = _enum(f, "engine.engine", self.engine, Engine)
         for name in ("block_tokens", "max_batched_tokens", "ubatch_tokens", "seqs", "state_copies"):
             setattr(e, name, _int(f, f"engine.{name}", getattr(self, name), 0, 2 ** 32 - 1))
-        for name in ("ssm_state_fp32", "mtp"):
+        for name in ("ssm_state_fp32", "mtp", "hybrid_manager_off"):
             if not isinstance(getattr(self, name), (bool, int)):
                 raise ArgumentTypeError(f"{f}: engine.{name} must be a bool", f)
             setattr(e, name, 1 if getattr(self, name) else 0)

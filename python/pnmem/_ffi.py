@@ -147,6 +147,7 @@ class pnmem_engine_rule(Structure):
         ("state_copies", c_uint32),
         ("ssm_state_fp32", c_int),
         ("mtp", c_int),
+        ("hybrid_manager_off", c_int),
     ]
 
 

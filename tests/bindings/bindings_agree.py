@@ -81,7 +81,8 @@ def python_defaults(pnmem):
         "observation_kernel": ob["kernel"].default,
         "engine_rule": {"engine": str(e.engine), "block_tokens": e.block_tokens,
                         "max_batched_tokens": e.max_batched_tokens, "ubatch_tokens": e.ubatch_tokens, "seqs": e.seqs,
-                        "state_copies": e.state_copies, "ssm_state_fp32": e.ssm_state_fp32, "mtp": e.mtp},
+                        "state_copies": e.state_copies, "ssm_state_fp32": e.ssm_state_fp32, "mtp": e.mtp,
+                        "hybrid_manager_off": e.hybrid_manager_off},
         "ladder_config": {"max_slots": pl["max_slots"].default, "prefill_window": pl["prefill_window"].default,
                           "kv_q4": pl["kv_q4"].default},
         "retry_after_seconds": {str(ms): pnmem.RetryHint(ms, "none").seconds
@@ -124,7 +125,8 @@ def tool_defaults(tool, fixtures):
                         "max_batched_tokens": rule["max_batched_tokens"], "ubatch_tokens": llama["ubatch_tokens"],
                         "seqs": llama["seqs"], "state_copies": rule["state_copies"],
                         "ssm_state_fp32": rule["ssm_state_fp32"],
-                        "mtp": rule.get("mtp", False)},  # written only when set
+                        "mtp": rule.get("mtp", False),  # written only when set
+                        "hybrid_manager_off": rule.get("hybrid_manager_off", False)},
         "policy": {"zero_cost": zero_cost},
         "watcher": {"poll_interval_ms": default_ms("--interval"),
                     "pressure_poll_interval_ms": default_ms("--pressure-interval"),

@@ -64,10 +64,12 @@ static int defaults(void) {
          (int)l.min_keep_permille);
   static const char* engines[] = {"exact", "vllm", "llama.cpp"};
   printf(" \"engine_rule\": {\"engine\": \"%s\", \"block_tokens\": %u, \"max_batched_tokens\": %u, \"ubatch_tokens\": %u, "
-         "\"seqs\": %u, \"state_copies\": %u, \"ssm_state_fp32\": %s, \"mtp\": %s},\n",
+         "\"seqs\": %u, \"state_copies\": %u, \"ssm_state_fp32\": %s, \"mtp\": %s, "
+         "\"hybrid_manager_off\": %s},\n",
          (int)e.engine >= 0 && (int)e.engine < 3 ? engines[e.engine] : "?", (unsigned)e.block_tokens,
          (unsigned)e.max_batched_tokens, (unsigned)e.ubatch_tokens, (unsigned)e.seqs, (unsigned)e.state_copies,
-         e.ssm_state_fp32 ? "true" : "false", e.mtp ? "true" : "false");
+         e.ssm_state_fp32 ? "true" : "false", e.mtp ? "true" : "false",
+         e.hybrid_manager_off ? "true" : "false");
   printf(" \"watcher\": {\"poll_interval_ms\": %u, \"pressure_poll_interval_ms\": %u, \"step_down_dwell_ms\": %u},\n",
          (unsigned)w.poll_interval_ms, (unsigned)w.pressure_poll_interval_ms, (unsigned)w.step_down_dwell_ms);
   printf(" \"policy\": {\"host_reserve_min_bytes\": %" PRIu64 ", \"host_reserve_bp\": %u, \"psi_full_reject_bp\": %u, "

@@ -65,7 +65,8 @@ nlohmann::ordered_json defaults() {
                       {"seqs", e.seqs},
                       {"state_copies", e.state_copies},
                       {"ssm_state_fp32", e.ssm_state_fp32},
-                      {"mtp", e.mtp}};
+                      {"mtp", e.mtp},
+                      {"hybrid_manager_off", e.hybrid_manager_off}};
   const pnmem::ladder_config c{};
   j["ladder_config"] = {{"max_slots", c.max_slots}, {"prefill_window", c.prefill_window}, {"kv_q4", c.kv_q4}};
   const pnmem::watcher_options w{};

@@ -645,6 +645,29 @@ static void bad_new_arguments(int running) {
     CHECK(pnmem_model_cost_from_hf_config(cfg, strlen(cfg), &e, &m, err, sizeof err) == -1);
     CHECK(strstr(err, "mtp is for the vllm and exact rules") != NULL);
     CHECK(memcmp(&m, &before, sizeof m) == 0);
+    /* hybrid_manager_off: the vllm rule's alone; mtp with a shape (the readers add MTP layers, a shape
+     * holds what it holds). */
+    CHECK(pnmem_engine_rule_init(&e) == 0);
+    e.hybrid_manager_off = 1;
+    CHECK(pnmem_model_cost_from_hf_config(cfg, strlen(cfg), &e, &m, err, sizeof err) == -1);
+    CHECK(strstr(err, "hybrid_manager_off is for the vllm rule") != NULL);
+    e.engine = PNMEM_ENGINE_VLLM;
+    CHECK(pnmem_model_cost_from_hf_config(cfg, strlen(cfg), &e, &m, err, sizeof err) == 0);
+    m = before;
+    {
+      pnmem_model_shape one;
+      CHECK(pnmem_model_shape_init(&one) == 0);
+      one.n_groups = 1;
+      one.groups[0].kind = PNMEM_LAYERS_FULL;
+      one.groups[0].layers = 2;
+      one.groups[0].kv_heads = 2;
+      one.groups[0].key_dim = 64;
+      CHECK(pnmem_engine_rule_init(&e) == 0);
+      e.mtp = 1;
+      CHECK(pnmem_model_cost_from_shape(&one, &e, &m, err, sizeof err) == -1);
+      CHECK(strstr(err, "engine->mtp: the MTP layers are read from a config.json") != NULL);
+      CHECK(memcmp(&m, &before, sizeof m) == 0);
+    }
     CHECK(pnmem_engine_rule_init_sized(&e, offsetof(pnmem_engine_rule, mtp)) == 0);
     CHECK(pnmem_model_cost_from_hf_config(cfg, strlen(cfg), &e, &m, err, sizeof err) == 0);
     m = before;

@@ -759,6 +759,25 @@ TEST_CASE("--mtp: the model's MTP layers keep KV; said in the description; refus
   const process_result kimi = run({"model", "--from-hf-config", fixtures + "/kimi-k2-instruct.config.json", "--mtp"});
   CHECK(kimi.exit_code == 2);
   CHECK(kimi.err.find("num_nextn_predict_layers: 0: the model has no MTP layers") != std::string::npos);
+  // A shape from anywhere but a config.json holds what it holds: --mtp there is refused.
+  check_usage_error({"model", "--layers", "4", "--kv-heads", "2", "--head-dim", "64", "--mtp"},
+                    "--mtp: the MTP layers are read from the model's config.json");
+}
+
+TEST_CASE("--disable-hybrid-kv-cache-manager: vLLM's sliding layers hold the whole context; said in the description") {
+  const std::string fixtures = pnmem::test::env_or_fail("PNMEM_MODEL_FIXTURES");
+  const std::string gemma = fixtures + "/gemma-3-27b-it.config.json";
+  const json off = run_json({"model", "--from-hf-config", gemma, "--engine", "vllm", "--disable-hybrid-kv-cache-manager"});
+  CHECK(off.at("kv_bytes_per_token").at("windows").empty());
+  CHECK(u64(off.at("kv_bytes_per_token").at("full").at("bf16")) == 62ull * 8192);
+  CHECK(off.at("engine").at("hybrid_manager_off") == true);
+  CHECK_FALSE(run_json({"model", "--from-hf-config", gemma, "--engine", "vllm"}).at("engine").contains("hybrid_manager_off"));
+  check_usage_error({"model", "--from-hf-config", gemma, "--disable-hybrid-kv-cache-manager"},
+                    "--disable-hybrid-kv-cache-manager applies to --engine vllm, not exact");
+  const process_result qn = run({"model", "--from-hf-config", fixtures + "/qwen3-next-80b-a3b-thinking.config.json",
+                                 "--engine", "vllm", "--disable-hybrid-kv-cache-manager"});
+  CHECK(qn.exit_code == 2);
+  CHECK(qn.err.find("recurrent layers beside attention") != std::string::npos);
 }
 
 // ---------------------------------------------------------------- help

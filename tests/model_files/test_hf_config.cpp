@@ -881,3 +881,22 @@ TEST_CASE("MTP layers (the rule's mtp): DeepSeek's and GLM-5's latent layers, Qw
   CHECK(contains(write_model_json(v3), "\"mtp\": true"));
   CHECK_FALSE(contains(write_model_json(fixture("deepseek-v3.config.json")), "\"mtp\""));
 }
+
+TEST_CASE("vLLM with its hybrid KV-cache manager off: Gemma 3's sliding layers hold the whole context; Qwen3-Next refused") {
+  engine_rule off = rule(kv_engine::vllm);
+  off.hybrid_manager_off = true;
+  // Gemma-3-27B: 62 layers of 16 KV heads x 128 (8192 B): all full, one group, no padding layer.
+  const model_description g = fixture("gemma-3-27b-it.config.json", off);
+  CHECK(g.cost.n_windows == 0);
+  CHECK(kv_bytes_per_token(g.cost, kv_format::bf16) == 62 * 8192);
+  CHECK(kv_and_state(g.cost, 131072) == 131072ULL * 62 * 8192);
+  pnmem::test::check_json_round_trip(g);
+  CHECK(contains(write_model_json(g), "\"hybrid_manager_off\": true"));
+  const auto r = read_hf_config(model_fixture("qwen3-next-80b-a3b-thinking.config.json"), off);
+  CHECK_FALSE(r.value.has_value());
+  CHECK(contains(r.error, "engine rule: vLLM does not run a model with recurrent layers beside attention"));
+  engine_rule exact_off;
+  exact_off.hybrid_manager_off = true;
+  CHECK(contains(read_hf_config(model_fixture("gemma-3-27b-it.config.json"), exact_off).error,
+                 "hybrid_manager_off is for the vllm rule"));
+}

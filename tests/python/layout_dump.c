@@ -98,6 +98,7 @@ int main(void) {
   F(pnmem_engine_rule, state_copies);
   F(pnmem_engine_rule, ssm_state_fp32);
   F(pnmem_engine_rule, mtp);
+  F(pnmem_engine_rule, hybrid_manager_off);
 
   S(pnmem_layer_group);
   F(pnmem_layer_group, kind);

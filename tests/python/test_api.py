@@ -347,6 +347,17 @@ def test_from_hf_config_mtp_layers():
         pnmem.Model.from_hf_config(path, engine=pnmem.EngineRule(mtp="yes"))
 
 
+def test_from_hf_config_hybrid_manager_off():
+    # vLLM with its hybrid KV-cache manager off: Gemma-3-27B's 52 sliding layers hold the whole context.
+    path = fixture("gemma-3-27b-it.config.json")
+    assert pnmem.EngineRule().hybrid_manager_off is False
+    off = pnmem.Model.from_hf_config(path, engine=pnmem.EngineRule(engine=pnmem.Engine.VLLM, hybrid_manager_off=True))
+    assert off.windows == () and off.kv_bytes_per_token == 62 * 8192
+    assert pnmem.Model.from_hf_config(path, engine="vllm").windows != ()
+    with pytest.raises(pnmem.Error, match="hybrid_manager_off is for the vllm rule"):
+        pnmem.Model.from_hf_config(path, engine=pnmem.EngineRule(hybrid_manager_off=True))
+
+
 def test_from_hf_config_errors_name_the_key(tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text('{"model_type": "brand_new", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256}')

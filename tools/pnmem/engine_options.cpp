@@ -59,6 +59,11 @@ void engine_options::add_to(CLI::App& app, const std::string& group_name) {
                "with an *_mtp method) and keep KV beside the model's (read from the config: "
                "num_nextn_predict_layers, mtp_num_hidden_layers)")
       ->group(group_name);
+  app.add_flag("--disable-hybrid-kv-cache-manager", hybrid_manager_off_,
+               "vllm: its hybrid KV-cache manager is off (the flag, or a vLLM that turns it off for chunked "
+               "attention by itself: its log says \"Disabling it, by default\"): sliding and chunked layers "
+               "hold the whole context")
+      ->group(group_name);
   add_text_option(app, "--ubatch", ubatch_,
                   "llama.cpp: -ub, the micro-batch a sliding layer's cache holds beside its window (default " +
                       std::to_string(d.ubatch_tokens) + ")")
@@ -72,7 +77,8 @@ void engine_options::add_to(CLI::App& app, const std::string& group_name) {
 }
 
 bool engine_options::given() const {
-  return engine_ || block_tokens_ || max_batched_tokens_ || state_copies_ || ssm_state_fp32_ || mtp_ || ubatch_ || seqs_;
+  return engine_ || block_tokens_ || max_batched_tokens_ || state_copies_ || ssm_state_fp32_ || mtp_ ||
+         hybrid_manager_off_ || ubatch_ || seqs_;
 }
 
 pnmem::engine_rule engine_options::resolve() const {
@@ -91,6 +97,7 @@ pnmem::engine_rule engine_options::resolve() const {
   only_for("--max-batched-tokens", max_batched_tokens_.has_value(), pnmem::kv_engine::vllm);
   only_for("--state-copies", state_copies_.has_value(), pnmem::kv_engine::vllm);
   only_for("--ssm-state-fp32", ssm_state_fp32_, pnmem::kv_engine::vllm);
+  only_for("--disable-hybrid-kv-cache-manager", hybrid_manager_off_, pnmem::kv_engine::vllm);
   if (mtp_ && e.engine == pnmem::kv_engine::llama_cpp) {
     throw usage_error("--mtp applies to --engine vllm or exact, not llama.cpp (its MTP layers are not priced)");
   }
@@ -101,6 +108,7 @@ pnmem::engine_rule engine_options::resolve() const {
   if (state_copies_) e.state_copies = count_in("--state-copies", *state_copies_, 1, 64);
   e.ssm_state_fp32 = ssm_state_fp32_;
   e.mtp = mtp_;
+  e.hybrid_manager_off = hybrid_manager_off_;
   if (ubatch_) e.ubatch_tokens = count_in("--ubatch", *ubatch_, 1, 1u << 20);
   if (seqs_) e.seqs = count_in("--seqs", *seqs_, 1, 1u << 16);
   return e;

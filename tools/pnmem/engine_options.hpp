@@ -7,6 +7,7 @@
 //                                     prefix caching on a hybrid)
 //   --ssm-state-fp32                  vllm: --mamba-ssm-cache-dtype float32
 //   --mtp                             vllm, exact: the model's MTP layers keep KV (a speculative drafter)
+//   --disable-hybrid-kv-cache-manager vllm: sliding and chunked layers hold the whole context
 //   --ubatch N                        llama.cpp: -ub (default 512)
 //   --seqs N                          llama.cpp: sequences sharing one unified cache (default 1)
 //
@@ -42,6 +43,7 @@ class engine_options {
   std::optional<std::string> state_copies_;
   bool ssm_state_fp32_ = false;
   bool mtp_ = false;
+  bool hybrid_manager_off_ = false;
   std::optional<std::string> ubatch_;
   std::optional<std::string> seqs_;
 };

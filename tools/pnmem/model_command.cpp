@@ -74,7 +74,10 @@ std::string summary(const mf::model_description& d) {
         if (x.kind == pnmem::layer_kind::sliding) t << ", window " << x.span;
         if (x.kind == pnmem::layer_kind::chunked) t << ", chunk " << x.span;
         if (x.kind == pnmem::layer_kind::cross) t << ", " << x.span << " encoder tokens per item";
-        if (x.kind == pnmem::layer_kind::sliding || x.kind == pnmem::layer_kind::chunked) {
+        if ((x.kind == pnmem::layer_kind::sliding || x.kind == pnmem::layer_kind::chunked) &&
+            d.engine.engine == pnmem::kv_engine::vllm && d.engine.hybrid_manager_off) {
+          t << " (kept: the whole context, vLLM's hybrid KV-cache manager off)";
+        } else if (x.kind == pnmem::layer_kind::sliding || x.kind == pnmem::layer_kind::chunked) {
           t << " (kept: " << pnmem::kept_tokens(d.engine, x.kind, x.span, layout.group_block[g]) << " tokens)";
         }
         // vLLM's one page size: this kind's own block, or its page padded to the largest.
@@ -86,6 +89,17 @@ std::string summary(const mf::model_description& d) {
         }
       }
       t << '\n';
+    }
+  }
+  if (d.shape && d.engine.engine == pnmem::kv_engine::vllm && !d.engine.hybrid_manager_off) {
+    bool chunked = false;
+    for (std::size_t g = 0; g < d.shape->n_groups && g < pnmem::max_layer_groups; ++g) {
+      chunked = chunked || d.shape->groups[g].kind == pnmem::layer_kind::chunked;
+    }
+    if (chunked) {
+      t << "note: a vLLM that turns its hybrid KV-cache manager off for chunked attention (its log says "
+           "\"Disabling it, by default\") holds the chunked layers for the whole context: give "
+           "--disable-hybrid-kv-cache-manager then\n";
     }
   }
   t << "KV bytes per token";

@@ -262,6 +262,9 @@ std::optional<mf::model_description> model_options::resolve() const {
   }
   if (hf_config_) return apply_overrides(read_hf_config_path("--from-hf-config", *hf_config_, engine));
   if (gguf_) return apply_overrides(read_gguf_metadata("--from-gguf", *gguf_, engine));
+  if (engine.mtp) {  // the layers it adds are the config's: a shape from anywhere else holds what it holds
+    throw usage_error("--mtp: the MTP layers are read from the model's config.json: give --from-hf-config FILE|DIR");
+  }
   if (kv_dtype_ && !shape) {
     throw usage_error("--kv-dtype needs the shape it is the format of: --layers, --kv-heads and --head-dim");
   }
@@ -284,6 +287,9 @@ std::optional<mf::model_description> model_options::resolve() const {
       if (!d.shape) {
         throw usage_error(engine_flag + " with --model \"" + *model_file_ +
                           "\": the description has no shape (layer groups) to derive the costs from again");
+      }
+      if (const std::string_view problem = pnmem::rule_problem(*d.shape, engine); !problem.empty()) {
+        throw usage_error(engine_flag + " with --model \"" + *model_file_ + "\": " + std::string(problem));
       }
       d.cost = pnmem::from_shape(*d.shape, engine);
       d.engine = engine;

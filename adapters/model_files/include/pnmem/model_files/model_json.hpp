@@ -11,7 +11,8 @@
 //     "engine": {                       optional, informative: the rule the windows were derived with
 //       "engine": "vllm", "block_tokens": 16, "max_batched_tokens": 2048, "ubatch_tokens": 512,
 //       "seqs": 1, "state_copies": 1, "ssm_state_fp32": false            (model_shape.hpp: engine_rule;
-//       "mtp": true only when set: the shape holds the model's MTP layers too)
+//       "mtp": true only when set: the shape holds the model's MTP layers too; "hybrid_manager_off":
+//       true only when set)
 //     },
 //     "shape": {                        optional, informative: the layer groups the costs were derived
 //       "groups": [                     from (model_shape.hpp); never read back as costs
