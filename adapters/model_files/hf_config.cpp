@@ -739,7 +739,7 @@ class reader {
         layer_group g = latent;
         g.side_bytes = static_cast<std::uint32_t>(dsa_indexer_bytes(index_dim));
         groups_.add(g);
-        mtp_layer_ = g;  // an MTP layer of a sparse model attends through an indexer of its own
+        mtp_layer_ = g;  // an MTP layer of a sparse model priced with an indexer of its own (the higher)
       }
     }
   }
