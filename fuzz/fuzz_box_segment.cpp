@@ -10,8 +10,8 @@
 //   - box_segment_problem answers any bytes (any size, any alignment, a null pointer) with no crash, in
 //     one line (no newline) that is empty exactly when the segment is taken;
 //   - a segment it takes holds what the check promises: the live holders counted, the unsettled total
-//     their exact sum (never one clamped at 2^64-1, which no removal could take apart again), every holder's count and bytes zero together, each ring's total following its newest
-//     entry;
+//     their exact sum (never one clamped at 2^64-1, which no removal could take apart again), every
+//     holder's count and bytes zero together, each ring's total following its newest entry;
 //   - the operations a ledger does on a taken segment (add, remove, settle, credit, what a reader has not
 //     seen, free a holder, take one, count again) keep it taken, whatever the arguments (a holder out of
 //     range, bytes near 2^64, a cursor from another segment), and a reader's unseen bytes never exceed

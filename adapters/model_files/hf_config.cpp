@@ -494,7 +494,9 @@ class reader {
 
     model_shape s = groups_.shape(l.name("num_hidden_layers"));
     if (s.n_groups == 0) fail(l.name("num_hidden_layers"), "no layer keeps a KV cache or a state");
-    if (const std::string_view problem = rule_problem(s, engine_); !problem.empty()) fail("engine rule", std::string(problem));
+    if (const std::string_view problem = rule_problem(s, engine_); !problem.empty()) {
+      fail("engine rule", std::string(problem));
+    }
     s.query_heads = static_cast<std::uint32_t>(heads_);
     s.hidden_size = static_cast<std::uint32_t>(hidden_);
     s.normal_kv = dtype_;
@@ -1215,14 +1217,13 @@ class reader {
     }
   }
 
-  // A structural key the family's rule did not read: refused rather than priced wrong.
   // The model's MTP layers, when the rule says they run as its speculative drafter (engine_rule::mtp):
-  // DeepSeek's, Kimi's and GLM-5's num_nextn_predict_layers MLA layers (each with an indexer of its own
-  // in a sparse model), Qwen3-Next's num_nextn_predict_layers and Qwen3.5's mtp_num_hidden_layers (1 when
-  // absent, as vLLM reads them) full-attention layers. vLLM
-  // keeps each one's KV as a layer of the model's (its DeepSeekMTP and Qwen3NextMTP drafters' layers
-  // share the model's KV-cache groups), however many tokens it drafts. Refused, naming the key, for a
-  // family whose MTP layers pnmem does not know and for a config that has none.
+  // DeepSeek's, Kimi's and GLM-5's num_nextn_predict_layers MLA layers (a sparse model's priced with an
+  // indexer of its own), Qwen3-Next's num_nextn_predict_layers and Qwen3.5's mtp_num_hidden_layers (1 when
+  // absent, as vLLM reads them) full-attention layers. vLLM keeps each one's KV as a layer of the model's
+  // (its DeepSeekMTP and Qwen3NextMTP drafters' layers share the model's KV-cache groups), however many
+  // tokens it drafts. Refused, naming the key, for a family whose MTP layers pnmem does not know and for
+  // a config that has none.
   void add_mtp_layers() {
     const level& l = at();
     if (!mtp_layer_) {
@@ -1230,13 +1231,14 @@ class reader {
                                                    family_name() + " (DeepSeek-style num_nextn_predict_layers, "
                                                    "Qwen3-Next-style mtp_num_hidden_layers)");
     }
-    if (l.find(mtp_key_) == nullptr && !mtp_default_) fail(l.name(mtp_key_), "missing, and the rule asks for MTP layers (mtp)");
-    const std::uint64_t n = mtp_default_ ? optional_integer(l, mtp_key_, 0, max_layers).value_or(*mtp_default_)
-                                         : required_integer(l, mtp_key_, 0, max_layers);
+    const std::optional<std::uint64_t> given = optional_integer(l, mtp_key_, 0, max_layers);
+    if (!given && !mtp_default_) fail(l.name(mtp_key_), "missing, and the rule asks for MTP layers (mtp)");
+    const std::uint64_t n = given ? *given : *mtp_default_;
     if (n == 0) fail(l.name(mtp_key_), "0: the model has no MTP layers, and the rule asks for them (mtp)");
     groups_.add(*mtp_layer_, static_cast<std::uint32_t>(n));
   }
 
+  // A structural key the family's rule did not read: refused rather than priced wrong.
   void refuse_unread_structure() const {
     const level& l = at();
     for (const char* key : structural_keys) {

@@ -213,11 +213,9 @@ engine_rule engine_at(const json& v) {
   u32("ubatch_tokens", e.ubatch_tokens);
   u32("seqs", e.seqs);
   u32("state_copies", e.state_copies);
-  if (v.contains("ssm_state_fp32")) {
-    if (!v.at("ssm_state_fp32").is_boolean()) fail("engine.ssm_state_fp32", "expected true or false");
-    e.ssm_state_fp32 = v.at("ssm_state_fp32").get<bool>();
-  }
-  for (const auto& [key, flag] : {std::pair<const char*, bool*>{"mtp", &e.mtp}, {"hybrid_manager_off", &e.hybrid_manager_off}}) {
+  const std::pair<const char*, bool*> flags[] = {
+      {"ssm_state_fp32", &e.ssm_state_fp32}, {"mtp", &e.mtp}, {"hybrid_manager_off", &e.hybrid_manager_off}};
+  for (const auto& [key, flag] : flags) {
     if (!v.contains(key)) continue;
     if (!v.at(key).is_boolean()) fail(std::string("engine.") + key, "expected true or false");
     *flag = v.at(key).get<bool>();

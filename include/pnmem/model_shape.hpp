@@ -392,7 +392,10 @@ constexpr engine_layout layout_of(const model_shape& s, const engine_rule& e = e
         const std::uint64_t b = detail::engine_token_bytes(one, s.normal_kv, e.engine);
         attn_1tok = b > attn_1tok ? b : attn_1tok;
         latent = latent || one.k_only;
-        // What tells the kinds apart (none with the hybrid manager off: every layer holds the whole context).
+        // Which of vLLM's managers holds the KV: one group for a model whose layers all keep the same
+        // tokens (every attention layer full, or all of one window or chunk: UniformTypeKVCacheSpecs,
+        // however their rows differ; with the hybrid manager off every layer holds the whole context),
+        // else the hybrid manager (kinds of layer that keep different tokens, or state beside attention).
         const layer_kind held = e.hybrid_manager_off ? layer_kind::full : one.kind;
         const std::uint64_t kept = held == layer_kind::full ? 0 : one.span;
         out.hybrid = out.hybrid || (attention && (held != kind || kept != span));
@@ -411,16 +414,13 @@ constexpr engine_layout layout_of(const model_shape& s, const engine_rule& e = e
   }
   out.block = block;
   for (std::size_t gi = 0; gi < groups; ++gi) out.group_block[gi] = block;
-  // out.hybrid says which of vLLM's managers holds the KV: one group for a model whose layers all keep
-  // the same tokens (every attention layer full, or all of one window or chunk: UniformTypeKVCacheSpecs,
-  // however their rows differ), else the hybrid manager (kinds of layer that keep different tokens, or
-  // recurrent layers beside attention). The hybrid manager allocates pages of one size: a kind whose page (block x
-  // its layer's bytes per token) is smaller than the largest gets a larger block, the largest page over
-  // its own (Gemma 4's and MiMo-V2-Flash's full layers, half their sliding layers' bytes, get blocks of
-  // 32 where those keep 16), or where that is no whole number its page padded to the largest
-  // (vllm/v1/core/kv_cache_utils.py unify_kv_cache_spec_page_size). model_cost rounds every layer to one
-  // block: the largest any kind gets, so a kind with a smaller block is charged up to the difference
-  // more, never less; each kind's window or chunk is counted in its own blocks.
+  // The hybrid manager allocates pages of one size: a kind whose page (block x its layer's bytes per
+  // token) is smaller than the largest gets a larger block, the largest page over its own (Gemma 4's and
+  // MiMo-V2-Flash's full layers, half their sliding layers' bytes, get blocks of 32 where those keep 16),
+  // or where that is no whole number its page padded to the largest (vllm/v1/core/kv_cache_utils.py
+  // unify_kv_cache_spec_page_size). model_cost rounds every layer to one block: the largest any kind
+  // gets, so a kind with a smaller block is charged up to the difference more, never less; each kind's
+  // window or chunk is counted in its own blocks.
   for (std::size_t gi = 0; out.hybrid && gi < groups; ++gi) {
     layer_group one = s.groups[gi];
     if (one.layers == 0 || one.kind == layer_kind::cross || one.kind == layer_kind::recurrent) continue;
@@ -462,7 +462,8 @@ constexpr model_cost from_shape(const model_shape& s, const engine_rule& e = exa
   const bool hybrid = layout.hybrid;
   const std::uint64_t state_page = layout.state_page;
   const std::uint64_t largest_block = layout.largest_block();
-  m.kv_block_tokens = largest_block > 1 ? static_cast<std::uint32_t>(largest_block > 0xffffffffULL ? 0xffffffffULL : largest_block) : 0;
+  m.kv_block_tokens =
+      largest_block > 1 ? static_cast<std::uint32_t>(largest_block > 0xffffffffULL ? 0xffffffffULL : largest_block) : 0;
 
   // vLLM's hybrid KV-cache manager (layout.hybrid) splits each kind into groups of
   // group_size layers (the fewest layers of any kind, or the most when that is under 1.5x the fewest)

@@ -50,11 +50,15 @@ std::string summary(const mf::model_description& d) {
   const pnmem::model_cost& m = d.cost;
   std::ostringstream t;
   t << "model: " << model_label(d) << '\n';
+  const bool vllm = d.engine.engine == pnmem::kv_engine::vllm;
+  // How the rule lays the shape out (each kind's block, a padded page), when there is one.
+  const std::optional<pnmem::engine_layout> layout =
+      d.shape ? std::optional<pnmem::engine_layout>(pnmem::layout_of(*d.shape, d.engine)) : std::nullopt;
+  bool chunked = false;  // a kind of layer vLLM may hold for the whole context (the note below)
   if (d.shape) {
     const pnmem::model_shape& s = *d.shape;
     t << "shape (" << s.query_heads << " query heads, hidden " << s.hidden_size << "), engine rule "
       << pnmem::to_string(d.engine.engine) << ":\n";
-    const pnmem::engine_layout layout = pnmem::layout_of(s, d.engine);
     for (std::size_t g = 0; g < s.n_groups && g < pnmem::max_layer_groups; ++g) {
       const pnmem::layer_group& x = s.groups[g];
       t << "  " << x.layers << " x " << pnmem::to_string(x.kind);
@@ -68,39 +72,35 @@ std::string summary(const mf::model_description& d) {
           t << x.key_dim << '/' << (x.value_dim == 0 ? x.key_dim : x.value_dim) << " K/V dims";
         }
         if (x.side_bytes != 0) t << ", + " << x.side_bytes << " B a token beside the KV (e.g. an indexer's keys)";
-        if (d.engine.engine == pnmem::kv_engine::vllm && pnmem::vllm_fp8_ds_mla(x, pnmem::kv_format::fp8)) {
+        if (vllm && pnmem::vllm_fp8_ds_mla(x, pnmem::kv_format::fp8)) {
           t << "; fp8 as vLLM's fp8_ds_mla rows of " << pnmem::vllm_fp8_ds_mla_row_bytes << " B";
         }
         if (x.kind == pnmem::layer_kind::sliding) t << ", window " << x.span;
         if (x.kind == pnmem::layer_kind::chunked) t << ", chunk " << x.span;
         if (x.kind == pnmem::layer_kind::cross) t << ", " << x.span << " encoder tokens per item";
-        if ((x.kind == pnmem::layer_kind::sliding || x.kind == pnmem::layer_kind::chunked) &&
-            d.engine.engine == pnmem::kv_engine::vllm && d.engine.hybrid_manager_off) {
-          t << " (kept: the whole context, vLLM's hybrid KV-cache manager off)";
-        } else if (x.kind == pnmem::layer_kind::sliding || x.kind == pnmem::layer_kind::chunked) {
-          t << " (kept: " << pnmem::kept_tokens(d.engine, x.kind, x.span, layout.group_block[g]) << " tokens)";
+        chunked = chunked || x.kind == pnmem::layer_kind::chunked;
+        if (x.kind == pnmem::layer_kind::sliding || x.kind == pnmem::layer_kind::chunked) {
+          if (vllm && d.engine.hybrid_manager_off) {
+            t << " (kept: the whole context, vLLM's hybrid KV-cache manager off)";
+          } else {
+            t << " (kept: " << pnmem::kept_tokens(d.engine, x.kind, x.span, layout->group_block[g]) << " tokens)";
+          }
         }
         // vLLM's one page size: this kind's own block, or its page padded to the largest.
-        if (x.kind != pnmem::layer_kind::cross && layout.group_block[g] != layout.block) {
-          t << "; vLLM's one page size: blocks of " << layout.group_block[g] << " tokens";
+        if (x.kind != pnmem::layer_kind::cross && layout->group_block[g] != layout->block) {
+          t << "; vLLM's one page size: blocks of " << layout->group_block[g] << " tokens";
         }
-        if (x.kind != pnmem::layer_kind::cross && layout.page_pad[g] != 0) {
-          t << "; vLLM's one page size: its page padded to " << layout.page_pad[g] << " B a token";
+        if (x.kind != pnmem::layer_kind::cross && layout->page_pad[g] != 0) {
+          t << "; vLLM's one page size: its page padded to " << layout->page_pad[g] << " B a token";
         }
       }
       t << '\n';
     }
   }
-  if (d.shape && d.engine.engine == pnmem::kv_engine::vllm && !d.engine.hybrid_manager_off) {
-    bool chunked = false;
-    for (std::size_t g = 0; g < d.shape->n_groups && g < pnmem::max_layer_groups; ++g) {
-      chunked = chunked || d.shape->groups[g].kind == pnmem::layer_kind::chunked;
-    }
-    if (chunked) {
-      t << "note: a vLLM that turns its hybrid KV-cache manager off for chunked attention (its log says "
-           "\"Disabling it, by default\") holds the chunked layers for the whole context: give "
-           "--disable-hybrid-kv-cache-manager then\n";
-    }
+  if (chunked && vllm && !d.engine.hybrid_manager_off) {
+    t << "note: a vLLM that turns its hybrid KV-cache manager off for chunked attention (its log says "
+         "\"Disabling it, by default\") holds the chunked layers for the whole context: give "
+         "--disable-hybrid-kv-cache-manager then\n";
   }
   t << "KV bytes per token";
   if (m.n_windows == 0 && m.kv_block_tokens <= 1) t << " (no window: every layer grows with the prompt)";
@@ -109,7 +109,7 @@ std::string summary(const mf::model_description& d) {
   }
   if (m.n_windows != 0 && m.kv_block_tokens > 1) {
     t << " (in blocks of " << m.kv_block_tokens << " tokens"
-      << (d.shape && pnmem::layout_of(*d.shape, d.engine).block != m.kv_block_tokens ? ", the largest any kind gets" : "")
+      << (layout && layout->block != m.kv_block_tokens ? ", the largest any kind gets" : "")
       << ")";
   }
   t << ":\n";
